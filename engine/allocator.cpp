@@ -1,0 +1,114 @@
+#include "engine/allocator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "engine/error.h"
+
+namespace kiln {
+
+namespace {
+constexpr size_t kAlign = 64;
+}
+
+struct CpuAllocator::Impl {
+  mutable std::mutex mu;
+  std::map<size_t, std::vector<void*>> free_blocks;  // size class -> cached blocks
+  MemoryStats st;
+  int64_t cached_bytes = 0;
+  bool caching = true;
+
+  void release_all() {
+    for (auto& [size, blocks] : free_blocks) {
+      for (void* p : blocks) std::free(p);
+      st.reserved -= int64_t(size * blocks.size());
+    }
+    free_blocks.clear();
+    cached_bytes = 0;
+  }
+};
+
+CpuAllocator::CpuAllocator() : impl_(new Impl) {
+  const char* mode = std::getenv("KILN_CPU_ALLOC");
+  impl_->caching = !(mode && std::strcmp(mode, "direct") == 0);
+}
+
+CpuAllocator& CpuAllocator::instance() {
+  static CpuAllocator* a = new CpuAllocator();  // never destroyed: tensors may outlive statics
+  return *a;
+}
+
+// Small requests round to a multiple of 64 B below 4 KiB, then to 1/8-power-of-two steps, so the
+// waste is at most 12.5% and a block is reused by requests of nearly the same size.
+size_t CpuAllocator::round_size(size_t bytes) {
+  if (bytes <= 4096) return std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  size_t p = size_t(1) << (63 - __builtin_clzll(bytes));  // largest power of two <= bytes
+  size_t step = p / 8;
+  return (bytes + step - 1) / step * step;
+}
+
+void* CpuAllocator::allocate(size_t bytes) {
+  size_t size = round_size(bytes);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto& st = impl_->st;
+  void* p = nullptr;
+  if (impl_->caching) {
+    auto it = impl_->free_blocks.find(size);
+    if (it != impl_->free_blocks.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+      impl_->cached_bytes -= int64_t(size);
+      ++st.cache_hits;
+    }
+  }
+  if (!p) {
+    p = std::aligned_alloc(kAlign, size);
+    if (!p) {  // free the cache and retry once
+      impl_->release_all();
+      p = std::aligned_alloc(kAlign, size);
+    }
+    KILN_CHECK(p, "CpuAllocator: out of memory allocating ", bytes, " bytes (", st.current,
+               " bytes in use)");
+    st.reserved += int64_t(size);
+  }
+  ++st.allocations;
+  st.current += int64_t(size);
+  st.peak = std::max(st.peak, st.current);
+  return p;
+}
+
+void CpuAllocator::deallocate(void* p, size_t bytes) {
+  if (!p) return;
+  size_t size = round_size(bytes);
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->st.current -= int64_t(size);
+  if (impl_->caching) {
+    impl_->free_blocks[size].push_back(p);
+    impl_->cached_bytes += int64_t(size);
+  } else {
+    std::free(p);
+    impl_->st.reserved -= int64_t(size);
+  }
+}
+
+MemoryStats CpuAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->st;
+}
+
+void CpuAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->st.peak = impl_->st.current;
+}
+
+void CpuAllocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->release_all();
+}
+
+}  // namespace kiln

@@ -1,0 +1,341 @@
+#include "engine/ops/elementwise.h"
+
+#include "engine/autograd.h"
+#include "engine/dispatch.h"
+#include "engine/ops/iter.h"
+#include "engine/ops/reduce.h"
+#include "kernels/common/elementwise.h"
+#include "kernels/cpu/native/elementwise.h"
+#include "kernels/cpu/ref/elementwise.h"
+
+namespace kiln {
+namespace {
+
+using UnaryTable = OpTable<UnaryDesc, const void*, void*>;
+using BinaryTable = OpTable<BinaryDesc, const void*, const void*, void*>;
+
+bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
+
+void check_pair(const Tensor& a, const Tensor& b, const char* op) {
+  KILN_CHECK(a.defined() && b.defined(), op, ": undefined tensor operand");
+  KILN_CHECK(a.dtype() == b.dtype(), op, ": dtype mismatch, ", a.dtype(), " ", shape_str(a.sizes()), " vs ",
+             b.dtype(), " ", shape_str(b.sizes()));
+  KILN_CHECK(a.device() == b.device(), op, ": device mismatch, ", a.device(), " vs ", b.device());
+}
+
+}  // namespace
+
+namespace ops {
+
+Tensor unary_raw(int op, const Tensor& x, double alpha) {
+  KILN_CHECK(x.defined(), unary_op_name(UnaryOp(op)), ": undefined tensor");
+  if (is_half(x.dtype())) return unary_raw(op, x.to(DType::float32), alpha).to(x.dtype());
+  Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
+  UnaryDesc d;
+  d.op = UnaryOp(op);
+  d.dtype = x.dtype();
+  d.alpha = alpha;
+  d.loop = make_loop(y, {&x});
+  KILN_OP("unary", UnaryDesc, const void*, void*)(x.device().type, d, x.data_ptr(), y.data_ptr());
+  return y;
+}
+
+Tensor binary_raw(int op, const Tensor& a, const Tensor& b, double alpha) {
+  const char* name = binary_op_name(BinaryOp(op));
+  check_pair(a, b, name);
+  if (is_half(a.dtype()))
+    return binary_raw(op, a.to(DType::float32), b.to(DType::float32), alpha).to(a.dtype());
+  Tensor y = empty(broadcast_shapes(a.sizes(), b.sizes(), name), TensorOptions(a.dtype()).with_device(a.device()));
+  BinaryDesc d;
+  d.op = BinaryOp(op);
+  d.dtype = a.dtype();
+  d.alpha = alpha;
+  d.loop = make_loop(y, {&a, &b});
+  KILN_OP("binary", BinaryDesc, const void*, const void*, void*)(a.device().type, d, a.data_ptr(), b.data_ptr(),
+                                                                  y.data_ptr());
+  return y;
+}
+
+Tensor sum_to(const Tensor& t, const Shape& shape) {
+  if (t.sizes() == shape) return t;
+  const int64_t lead = t.dim() - int64_t(shape.size());
+  KILN_CHECK(lead >= 0, "sum_to: cannot reduce ", shape_str(t.sizes()), " to ", shape_str(shape));
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && t.size(d) != 1)) dims.push_back(d);
+  Tensor s = dims.empty() ? t : sum(t, dims, /*keepdim=*/true);
+  return s.reshape(shape);
+}
+
+#define KILN_U(op) int(UnaryOp::op)
+#define KILN_B(op) int(BinaryOp::op)
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_raw(KILN_B(add), a, b);
+  autograd::record_fn("AddBackward", {a, b}, {&y}, [as = a.sizes(), bs = b.sizes()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{sum_to(g[0], as), sum_to(g[0], bs)};
+  });
+  return y;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_raw(KILN_B(sub), a, b);
+  autograd::record_fn("SubBackward", {a, b}, {&y}, [as = a.sizes(), bs = b.sizes()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{sum_to(g[0], as), sum_to(neg(g[0]), bs)};
+  });
+  return y;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_raw(KILN_B(mul), a, b);
+  autograd::record_fn("MulBackward", {a, b}, {&y}, [a, b](std::vector<Tensor>& g) {
+    Tensor ga = a.requires_grad() ? sum_to(binary_raw(KILN_B(mul), g[0], b), a.sizes()) : Tensor();
+    Tensor gb = b.requires_grad() ? sum_to(binary_raw(KILN_B(mul), g[0], a), b.sizes()) : Tensor();
+    return std::vector<Tensor>{ga, gb};
+  });
+  return y;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_raw(KILN_B(div), a, b);
+  autograd::record_fn("DivBackward", {a, b}, {&y}, [a, b, y = y.detach()](std::vector<Tensor>& g) {
+    Tensor ga = a.requires_grad() ? sum_to(binary_raw(KILN_B(div), g[0], b), a.sizes()) : Tensor();
+    Tensor gb;
+    if (b.requires_grad())  // d(a/b)/db = -y/b
+      gb = sum_to(neg(binary_raw(KILN_B(div), binary_raw(KILN_B(mul), g[0], y), b)), b.sizes());
+    return std::vector<Tensor>{ga, gb};
+  });
+  return y;
+}
+
+static Tensor select_grad(const Tensor& g, const Tensor& a, const Tensor& b, bool pick_a_when_ge) {
+  // Gradient goes to the chosen operand; ties go to `a` (maximum) like a stable choice.
+  Tensor mask = binary_raw(pick_a_when_ge ? KILN_B(ge) : KILN_B(le), a, b);
+  return binary_raw(KILN_B(mul), g, mask);
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_raw(KILN_B(maximum), a, b);
+  autograd::record_fn("MaximumBackward", {a, b}, {&y}, [a, b](std::vector<Tensor>& g) {
+    Tensor ga = select_grad(g[0], a, b, true);
+    Tensor gb = binary_raw(KILN_B(sub), g[0].expand(ga.sizes()), ga);
+    return std::vector<Tensor>{sum_to(ga, a.sizes()), sum_to(gb, b.sizes())};
+  });
+  return y;
+}
+
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_raw(KILN_B(minimum), a, b);
+  autograd::record_fn("MinimumBackward", {a, b}, {&y}, [a, b](std::vector<Tensor>& g) {
+    Tensor ga = select_grad(g[0], a, b, false);
+    Tensor gb = binary_raw(KILN_B(sub), g[0].expand(ga.sizes()), ga);
+    return std::vector<Tensor>{sum_to(ga, a.sizes()), sum_to(gb, b.sizes())};
+  });
+  return y;
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor y = binary_raw(KILN_B(pow), a, b);
+  autograd::record_fn("PowBackward", {a, b}, {&y}, [a, b, y = y.detach()](std::vector<Tensor>& g) {
+    Tensor ga, gb;
+    if (a.requires_grad()) {  // b * a^(b-1) = b * y / a
+      ga = sum_to(binary_raw(KILN_B(mul), g[0], binary_raw(KILN_B(div), binary_raw(KILN_B(mul), b, y), a)), a.sizes());
+    }
+    if (b.requires_grad()) gb = sum_to(binary_raw(KILN_B(mul), g[0], binary_raw(KILN_B(mul), y, unary_raw(KILN_U(log), a))), b.sizes());
+    return std::vector<Tensor>{ga, gb};
+  });
+  return y;
+}
+
+Tensor add(const Tensor& a, double s) {
+  Tensor y = unary_raw(KILN_U(add_scalar), a, s);
+  autograd::record_fn("AddScalarBackward", {a}, {&y}, [](std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  return y;
+}
+
+Tensor mul(const Tensor& a, double s) {
+  Tensor y = unary_raw(KILN_U(mul_scalar), a, s);
+  autograd::record_fn("MulScalarBackward", {a}, {&y}, [s](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{unary_raw(KILN_U(mul_scalar), g[0], s)};
+  });
+  return y;
+}
+
+Tensor pow(const Tensor& a, double p) {
+  Tensor y = unary_raw(KILN_U(pow_scalar), a, p);
+  autograd::record_fn("PowScalarBackward", {a}, {&y}, [a, p](std::vector<Tensor>& g) {
+    Tensor d = unary_raw(KILN_U(mul_scalar), unary_raw(KILN_U(pow_scalar), a, p - 1), p);
+    return std::vector<Tensor>{binary_raw(KILN_B(mul), g[0], d)};
+  });
+  return y;
+}
+
+Tensor clamp_min(const Tensor& a, double lo) {
+  Tensor y = unary_raw(KILN_U(clamp_min), a, lo);
+  autograd::record_fn("ClampMinBackward", {a}, {&y}, [a, lo](std::vector<Tensor>& g) {
+    Tensor mask = binary_raw(KILN_B(ge), a, full({}, lo, TensorOptions(a.dtype()).with_device(a.device())));
+    return std::vector<Tensor>{binary_raw(KILN_B(mul), g[0], mask)};
+  });
+  return y;
+}
+
+Tensor neg(const Tensor& x) { return mul(x, -1.0); }
+
+Tensor abs(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(abs), x);
+  autograd::record_fn("AbsBackward", {x}, {&y}, [x](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(mul), g[0], unary_raw(KILN_U(sign), x))};
+  });
+  return y;
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(exp), x);
+  autograd::record_fn("ExpBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(mul), g[0], y)};
+  });
+  return y;
+}
+
+Tensor log(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(log), x);
+  autograd::record_fn("LogBackward", {x}, {&y}, [x](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(div), g[0], x)};
+  });
+  return y;
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(sqrt), x);
+  autograd::record_fn("SqrtBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{unary_raw(KILN_U(mul_scalar), binary_raw(KILN_B(div), g[0], y), 0.5)};
+  });
+  return y;
+}
+
+Tensor rsqrt(const Tensor& x) { return pow(x, -0.5); }
+Tensor square(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(square), x);
+  autograd::record_fn("SquareBackward", {x}, {&y}, [x](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{unary_raw(KILN_U(mul_scalar), binary_raw(KILN_B(mul), g[0], x), 2.0)};
+  });
+  return y;
+}
+Tensor reciprocal(const Tensor& x) { return pow(x, -1.0); }
+
+Tensor relu(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(relu), x);
+  autograd::record_fn("ReluBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(relu_bwd), g[0], y)};  // y > 0 iff x > 0
+  });
+  return y;
+}
+
+Tensor leaky_relu(const Tensor& x, double slope) {
+  Tensor y = unary_raw(KILN_U(leaky_relu), x, slope);
+  autograd::record_fn("LeakyReluBackward", {x}, {&y}, [x, slope](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(leaky_relu_bwd), g[0], x, slope)};
+  });
+  return y;
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(sigmoid), x);
+  autograd::record_fn("SigmoidBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(sigmoid_bwd), g[0], y)};
+  });
+  return y;
+}
+
+Tensor tanh(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(tanh), x);
+  autograd::record_fn("TanhBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(tanh_bwd), g[0], y)};
+  });
+  return y;
+}
+
+Tensor gelu(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(gelu), x);
+  autograd::record_fn("GeluBackward", {x}, {&y}, [x](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(gelu_bwd), g[0], x)};
+  });
+  return y;
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_raw(KILN_B(eq), a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_raw(KILN_B(ne), a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_raw(KILN_B(gt), a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_raw(KILN_B(ge), a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_raw(KILN_B(lt), a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_raw(KILN_B(le), a, b); }
+
+#undef KILN_U
+#undef KILN_B
+
+}  // namespace ops
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return ops::sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return ops::mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return ops::div(a, b); }
+Tensor operator-(const Tensor& a) { return ops::neg(a); }
+Tensor operator+(const Tensor& a, double s) { return ops::add(a, s); }
+Tensor operator-(const Tensor& a, double s) { return ops::add(a, -s); }
+Tensor operator*(const Tensor& a, double s) { return ops::mul(a, s); }
+Tensor operator/(const Tensor& a, double s) { return ops::mul(a, 1.0 / s); }
+Tensor operator+(double s, const Tensor& a) { return ops::add(a, s); }
+Tensor operator-(double s, const Tensor& a) { return ops::add(ops::neg(a), s); }
+Tensor operator*(double s, const Tensor& a) { return ops::mul(a, s); }
+
+// --- registration
+template <class T>
+static void ref_unary_t(const UnaryDesc& d, const void* s, void* o) {
+  ref::unary<T>(d, static_cast<const T*>(s), static_cast<T*>(o));
+}
+template <class T>
+static void ref_binary_t(const BinaryDesc& d, const void* a, const void* b, void* o) {
+  ref::binary<T>(d, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(o));
+}
+static void ref_unary(const UnaryDesc& d, const void* s, void* o) {
+  d.dtype == DType::float64 ? ref_unary_t<double>(d, s, o) : ref_unary_t<float>(d, s, o);
+}
+static void ref_binary(const BinaryDesc& d, const void* a, const void* b, void* o) {
+  d.dtype == DType::float64 ? ref_binary_t<double>(d, a, b, o) : ref_binary_t<float>(d, a, b, o);
+}
+static void ref_copy(const CopyDesc& d, const void* s, void* o) {
+  visit_dtype(d.src_dtype, [&](auto st) {
+    visit_dtype(d.dst_dtype, [&](auto ot) {
+      ref::copy(d, static_cast<const decltype(st)*>(s), static_cast<decltype(ot)*>(o));
+    });
+  });
+}
+static void ref_fill(const FillDesc& d, void* o) {
+  visit_dtype(d.dtype, [&](auto t) { ref::fill(d, static_cast<decltype(t)*>(o)); });
+}
+static void ref_random(const RandomDesc& d, void* o) {
+  visit_dtype(d.dtype, [&](auto t) { ref::random(d, static_cast<decltype(t)*>(o)); });
+}
+
+void register_elementwise_kernels(Registry& r) {
+  constexpr auto cpu = DeviceType::cpu;
+  auto float_only_u = [](const UnaryDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; };
+  auto float_only_b = [](const BinaryDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; };
+  auto& u = r.op<UnaryDesc, const void*, void*>("unary");
+  u.add("native", cpu, native::supports_unary, native::unary);
+  u.add("ref", cpu, float_only_u, ref_unary);
+  auto& b = r.op<BinaryDesc, const void*, const void*, void*>("binary");
+  b.add("native", cpu, native::supports_binary, native::binary);
+  b.add("ref", cpu, float_only_b, ref_binary);
+  auto& c = r.op<CopyDesc, const void*, void*>("copy");
+  c.add("native", cpu, nullptr, native::copy);
+  c.add("ref", cpu, nullptr, ref_copy);
+  auto& f = r.op<FillDesc, void*>("fill");
+  f.add("native", cpu, nullptr, native::fill);
+  f.add("ref", cpu, nullptr, ref_fill);
+  auto& rnd = r.op<RandomDesc, void*>("random");
+  rnd.add("native", cpu, nullptr, native::random);
+  rnd.add("ref", cpu, nullptr, ref_random);
+}
+
+}  // namespace kiln

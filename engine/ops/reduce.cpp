@@ -1,0 +1,184 @@
+#include "engine/ops/reduce.h"
+
+#include <algorithm>
+
+#include "engine/autograd.h"
+#include "engine/dispatch.h"
+#include "engine/ops/elementwise.h"
+#include "kernels/common/reduce.h"
+#include "kernels/cpu/native/reduce.h"
+#include "kernels/cpu/ref/reduce.h"
+
+namespace kiln {
+namespace {
+
+using ReduceTable = OpTable<ReduceDesc, const void*, void*, int64_t*>;
+
+struct Plan {
+  Tensor src;      // contiguous, reduced dims adjacent
+  ReduceDesc desc;
+  Shape out_keep;  // output shape with reduced dims kept as 1
+  Shape out;       // output shape as requested
+};
+
+std::vector<int64_t> normalise_dims(const Tensor& x, std::vector<int64_t> dims, const char* op) {
+  if (dims.empty())
+    for (int64_t d = 0; d < x.dim(); ++d) dims.push_back(d);
+  for (auto& d : dims) d = wrap_dim(d, std::max<int64_t>(x.dim(), 1), op);
+  std::sort(dims.begin(), dims.end());
+  KILN_CHECK(std::adjacent_find(dims.begin(), dims.end()) == dims.end(), op, ": repeated dim in reduction of ",
+             shape_str(x.sizes()));
+  return dims;
+}
+
+Plan plan(const Tensor& x, std::vector<int64_t> dims, bool keepdim, ReduceOp op, const char* name) {
+  KILN_CHECK(x.defined(), name, ": undefined tensor");
+  KILN_CHECK(is_floating(x.dtype()), name, ": needs a floating-point tensor, got ", x.dtype());
+  dims = normalise_dims(x, dims, name);
+  Plan p;
+  const int64_t nd = x.dim();
+  std::vector<bool> red(size_t(std::max<int64_t>(nd, 1)), false);
+  for (auto d : dims) red[size_t(d)] = true;
+  for (int64_t d = 0; d < nd; ++d) {
+    p.out_keep.push_back(red[d] ? 1 : x.size(d));
+    if (!red[d] || keepdim) p.out.push_back(red[d] ? 1 : x.size(d));
+  }
+  // Reduced dims form one run [first, last]? Then [outer, reduce, inner] needs no permute.
+  bool run = nd == 0 || (dims.back() - dims.front() + 1 == int64_t(dims.size()));
+  Tensor src = x;
+  int64_t outer = 1, reduce = 1, inner = 1;
+  if (nd == 0) {
+    src = x.contiguous();
+  } else if (run) {
+    src = x.contiguous();
+    for (int64_t d = 0; d < nd; ++d) (d < dims.front() ? outer : d > dims.back() ? inner : reduce) *= x.size(d);
+  } else {
+    Shape perm;
+    for (int64_t d = 0; d < nd; ++d) if (!red[d]) { perm.push_back(d); outer *= x.size(d); }
+    for (int64_t d : dims) { perm.push_back(d); reduce *= x.size(d); }
+    src = x.permute(perm).contiguous();
+  }
+  p.src = src;
+  p.desc.op = op;
+  p.desc.dtype = x.dtype();
+  p.desc.outer = outer;
+  p.desc.reduce = reduce;
+  p.desc.inner = inner;
+  return p;
+}
+
+Tensor run_reduce(Plan& p, Tensor* indices) {
+  Tensor y = empty(p.out, TensorOptions(p.desc.dtype).with_device(p.src.device()));
+  int64_t* idx = nullptr;
+  if (indices) {
+    *indices = empty(p.out, TensorOptions(DType::int64).with_device(p.src.device()));
+    idx = indices->data<int64_t>();
+    p.desc.want_index = true;
+  }
+  KILN_OP("reduce", ReduceDesc, const void*, void*, int64_t*)(p.src.device().type, p.desc, p.src.data_ptr(),
+                                                             y.data_ptr(), idx);
+  return y;
+}
+
+Tensor half_wrap(const Tensor& x) { return x.dtype() == DType::float16 || x.dtype() == DType::bfloat16 ? x.to(DType::float32) : x; }
+
+}  // namespace
+
+namespace ops {
+
+Tensor sum(const Tensor& x0, const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor x = half_wrap(x0);
+  Plan p = plan(x, dims, keepdim, ReduceOp::sum, "sum");
+  Tensor y = run_reduce(p, nullptr);
+  if (x.dtype() != x0.dtype()) y = y.to(x0.dtype());
+  autograd::record_fn("SumBackward", {x0}, {&y}, [keep = p.out_keep, xs = x0.sizes()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0].reshape(keep).expand(xs).contiguous()};
+  });
+  return y;
+}
+
+Tensor mean(const Tensor& x0, const std::vector<int64_t>& dims, bool keepdim) {
+  Tensor x = half_wrap(x0);
+  Plan p = plan(x, dims, keepdim, ReduceOp::mean, "mean");
+  KILN_CHECK(p.desc.reduce > 0, "mean: reduction over an empty dim of ", shape_str(x0.sizes()));
+  const double n = double(p.desc.reduce);
+  Tensor y = run_reduce(p, nullptr);
+  if (x.dtype() != x0.dtype()) y = y.to(x0.dtype());
+  autograd::record_fn("MeanBackward", {x0}, {&y}, [keep = p.out_keep, xs = x0.sizes(), n](std::vector<Tensor>& g) {
+    Tensor gx = empty(xs, TensorOptions(g[0].dtype()).with_device(g[0].device()));
+    gx.copy_(g[0].reshape(keep));
+    return std::vector<Tensor>{gx * (1.0 / n)};
+  });
+  return y;
+}
+
+static ValuesIndices max_min(const Tensor& x0, int64_t dim, bool keepdim, ReduceOp op, const char* name) {
+  Tensor x = half_wrap(x0);
+  KILN_CHECK(x.defined() && x.dim() > 0, name, ": needs a tensor with at least one dim");
+  dim = wrap_dim(dim, x.dim(), name);
+  KILN_CHECK(x.size(dim) > 0, name, ": reduction over an empty dim ", dim, " of ", shape_str(x.sizes()));
+  Plan p = plan(x, {dim}, keepdim, op, name);
+  ValuesIndices r;
+  r.values = run_reduce(p, &r.indices);
+  if (x.dtype() != x0.dtype()) r.values = r.values.to(x0.dtype());
+  IndexScatterDesc sd;
+  sd.dtype = x.dtype();
+  sd.outer = p.desc.outer;
+  sd.reduce = p.desc.reduce;
+  sd.inner = p.desc.inner;
+  autograd::record_fn("MaxBackward", {x0}, {&r.values},
+                      [sd, idx = r.indices, xs = x0.sizes(), dt = x0.dtype()](std::vector<Tensor>& g) {
+                        Tensor gc = g[0].to(sd.dtype).contiguous();
+                        Tensor gx = empty(xs, TensorOptions(sd.dtype).with_device(gc.device()));
+                        KILN_OP("index_scatter", IndexScatterDesc, const void*, const int64_t*, void*)(
+                            gc.device().type, sd, gc.data_ptr(), idx.data<int64_t>(), gx.data_ptr());
+                        return std::vector<Tensor>{gx.to(dt)};
+                      });
+  return r;
+}
+
+ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim) { return max_min(x, dim, keepdim, ReduceOp::max, "max"); }
+ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim) { return max_min(x, dim, keepdim, ReduceOp::min, "min"); }
+
+Tensor amax(const Tensor& x) {
+  KILN_CHECK(x.defined() && x.numel() > 0, "amax: needs a non-empty tensor");
+  return max(x.reshape({-1}), 0).values;
+}
+
+Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  NoGradGuard ng;
+  return max(x, dim, keepdim).indices;
+}
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
+  NoGradGuard ng;
+  return min(x, dim, keepdim).indices;
+}
+
+}  // namespace ops
+
+template <class T>
+static void ref_reduce_t(const ReduceDesc& d, const void* s, void* o, int64_t* idx) {
+  ref::reduce<T>(d, static_cast<const T*>(s), static_cast<T*>(o), idx);
+}
+static void ref_reduce(const ReduceDesc& d, const void* s, void* o, int64_t* idx) {
+  d.dtype == DType::float64 ? ref_reduce_t<double>(d, s, o, idx) : ref_reduce_t<float>(d, s, o, idx);
+}
+static void ref_index_scatter(const IndexScatterDesc& d, const void* s, const int64_t* idx, void* o) {
+  if (d.dtype == DType::float64)
+    ref::index_scatter<double>(d, static_cast<const double*>(s), idx, static_cast<double*>(o));
+  else
+    ref::index_scatter<float>(d, static_cast<const float*>(s), idx, static_cast<float*>(o));
+}
+
+void register_reduce_kernels(Registry& r) {
+  constexpr auto cpu = DeviceType::cpu;
+  auto& t = r.op<ReduceDesc, const void*, void*, int64_t*>("reduce");
+  t.add("native", cpu, native::supports_reduce, native::reduce);
+  t.add("ref", cpu, native::supports_reduce, ref_reduce);
+  auto& s = r.op<IndexScatterDesc, const void*, const int64_t*, void*>("index_scatter");
+  auto fl = [](const IndexScatterDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; };
+  s.add("native", cpu, fl, native::index_scatter);
+  s.add("ref", cpu, fl, ref_index_scatter);
+}
+
+}  // namespace kiln

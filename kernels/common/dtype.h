@@ -1,0 +1,76 @@
+// Element types. float64 exists so that the `ref` backend and the gradient checks can run the
+// same ops in double precision (the oracle); float16/bfloat16 store and convert, compute is float32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <ostream>
+
+#include "kernels/common/half.h"
+
+namespace kiln {
+
+enum class DType : uint8_t { float32, float64, float16, bfloat16, int32, int64, uint8 };
+
+constexpr DType float32 = DType::float32;
+constexpr DType float64 = DType::float64;
+constexpr DType float16 = DType::float16;
+constexpr DType bfloat16 = DType::bfloat16;
+constexpr DType int32 = DType::int32;
+constexpr DType int64 = DType::int64;
+constexpr DType uint8 = DType::uint8;
+
+inline size_t element_size(DType t) {
+  switch (t) {
+    case DType::float64: case DType::int64: return 8;
+    case DType::float32: case DType::int32: return 4;
+    case DType::float16: case DType::bfloat16: return 2;
+    case DType::uint8: return 1;
+  }
+  return 0;
+}
+
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::float32: return "float32";
+    case DType::float64: return "float64";
+    case DType::float16: return "float16";
+    case DType::bfloat16: return "bfloat16";
+    case DType::int32: return "int32";
+    case DType::int64: return "int64";
+    case DType::uint8: return "uint8";
+  }
+  return "?";
+}
+
+inline bool is_floating(DType t) {
+  return t == DType::float32 || t == DType::float64 || t == DType::float16 || t == DType::bfloat16;
+}
+
+inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+
+template <class T> struct dtype_of;
+template <> struct dtype_of<float> { static constexpr DType value = DType::float32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::float64; };
+template <> struct dtype_of<Half> { static constexpr DType value = DType::float16; };
+template <> struct dtype_of<BFloat16> { static constexpr DType value = DType::bfloat16; };
+template <> struct dtype_of<int32_t> { static constexpr DType value = DType::int32; };
+template <> struct dtype_of<int64_t> { static constexpr DType value = DType::int64; };
+template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::uint8; };
+
+// Calls f(T{}) with T the C++ type of `t`.
+template <class F>
+decltype(auto) visit_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::float32: return f(float{});
+    case DType::float64: return f(double{});
+    case DType::float16: return f(Half{});
+    case DType::bfloat16: return f(BFloat16{});
+    case DType::int32: return f(int32_t{});
+    case DType::int64: return f(int64_t{});
+    case DType::uint8: return f(uint8_t{});
+  }
+  return f(float{});
+}
+
+}  // namespace kiln

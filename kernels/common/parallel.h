@@ -1,0 +1,52 @@
+// The one way kiln parallelises inside an op: parallel_for over [begin, end) in chunks of at
+// least `grain` iterations, on the OpenMP team sized by set_num_threads / KILN_NUM_THREADS.
+// Never nested: a parallel_for called from inside another runs serially.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace kiln {
+
+// Threads used by ops. Default: KILN_NUM_THREADS if set, else OMP_NUM_THREADS, else all cores.
+int num_threads();
+void set_num_threads(int n);
+
+inline bool in_parallel_region() {
+#ifdef _OPENMP
+  return omp_in_parallel();
+#else
+  return false;
+#endif
+}
+
+// f(chunk_begin, chunk_end) is called on disjoint chunks covering [begin, end).
+template <class F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  if (begin >= end) return;
+  const int64_t n = end - begin;
+  grain = std::max<int64_t>(grain, 1);
+#ifdef _OPENMP
+  int nt = num_threads();
+  int64_t max_chunks = (n + grain - 1) / grain;
+  if (nt > 1 && max_chunks > 1 && !in_parallel_region()) {
+    nt = int(std::min<int64_t>(nt, max_chunks));
+#pragma omp parallel num_threads(nt)
+    {
+      int tid = omp_get_thread_num();
+      int64_t chunk = (n + nt - 1) / nt;
+      int64_t b = begin + tid * chunk;
+      int64_t e = std::min(end, b + chunk);
+      if (b < e) f(b, e);
+    }
+    return;
+  }
+#endif
+  f(begin, end);
+}
+
+}  // namespace kiln

@@ -1,0 +1,170 @@
+#include "layers/module.h"
+
+#include <functional>
+#include <set>
+
+#include "engine/autograd.h"
+#include "engine/dispatch.h"
+
+namespace kiln {
+
+Tensor Module::operator()(const Tensor& x) {
+  BackendGuard guard(backend_);
+  return forward(x);
+}
+
+Tensor& Module::register_parameter(const std::string& name, Tensor t) {
+  KILN_CHECK(t.defined(), "register_parameter: '", name, "' is undefined");
+  KILN_CHECK(t.is_leaf(), "register_parameter: '", name, "' must be a leaf tensor");
+  if (is_floating(t.dtype())) t.requires_grad_(true);
+  params_.emplace_back(name, t);
+  return params_.back().second;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor t) {
+  buffers_.emplace_back(name, t);
+  return buffers_.back().second;
+}
+
+Tensor& Module::param(const std::string& name) {
+  for (auto& [n, t] : params_)
+    if (n == name) return t;
+  KILN_THROW(repr(), ": no parameter named '", name, "'");
+}
+
+Tensor& Module::buffer(const std::string& name) {
+  for (auto& [n, t] : buffers_)
+    if (n == name) return t;
+  KILN_THROW(repr(), ": no buffer named '", name, "'");
+}
+
+void Module::collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out) const {
+  for (const auto& [n, t] : params ? params_ : buffers_)
+    if (t.defined()) out.emplace_back(prefix + n, t);
+  if (!recurse) return;
+  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", params, true, out);
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  collect("", true, recurse, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
+  collect("", false, recurse, out);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out = named_parameters();
+  for (auto& b : named_buffers()) out.push_back(b);
+  return out;
+}
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  NamedTensors mine = state_dict();
+  std::set<std::string> given;
+  for (auto& [n, t] : state) given.insert(n);
+  std::string missing, unexpected;
+  std::set<std::string> have;
+  for (auto& [n, t] : mine) {
+    have.insert(n);
+    if (!given.count(n)) missing += (missing.empty() ? "" : ", ") + n;
+  }
+  for (auto& [n, t] : state)
+    if (!have.count(n)) unexpected += (unexpected.empty() ? "" : ", ") + n;
+  KILN_CHECK(!strict || (missing.empty() && unexpected.empty()), "load_state_dict: missing keys [", missing,
+             "], unexpected keys [", unexpected, "]");
+  NoGradGuard ng;
+  for (auto& [n, dst] : mine) {
+    for (auto& [m, src] : state) {
+      if (m != n) continue;
+      KILN_CHECK(src.sizes() == dst.sizes(), "load_state_dict: '", n, "' has shape ", shape_str(src.sizes()),
+                 " in the state dict but ", shape_str(dst.sizes()), " in the module");
+      Tensor d = dst;
+      d.copy_(src);
+    }
+  }
+}
+
+void Module::to(Device device) {
+  for (auto* list : {&params_, &buffers_})
+    for (auto& [n, t] : *list) {
+      if (!t.defined() || t.device() == device) continue;
+      bool rg = t.requires_grad();
+      t = t.detach().to(device);
+      if (rg) t.requires_grad_(true);
+    }
+  for (auto& [n, c] : children_) c->to(device);
+}
+
+void Module::to(DType dtype) {
+  for (auto* list : {&params_, &buffers_})
+    for (auto& [n, t] : *list) {
+      if (!t.defined() || !t.is_floating_point() || t.dtype() == dtype) continue;
+      bool rg = t.requires_grad();
+      NoGradGuard ng;
+      t = t.detach().to(dtype);
+      if (rg) t.requires_grad_(true);
+    }
+  for (auto& [n, c] : children_) c->to(dtype);
+}
+
+void Module::zero_grad() {
+  for (auto& [n, t] : named_parameters()) t.set_grad(Tensor());
+}
+
+void Module::summary_into(std::string& out, const std::string& name, int depth) const {
+  int64_t own = 0;
+  for (auto& [n, t] : params_) own += t.numel();
+  out += std::string(size_t(depth) * 2, ' ') + (name.empty() ? "" : "(" + name + "): ") + repr();
+  if (own) out += "  [" + std::to_string(own) + " params]";
+  out += "\n";
+  for (auto& [n, c] : children_) c->summary_into(out, n, depth + 1);
+}
+
+std::string Module::summary() const {
+  std::string out;
+  summary_into(out, "", 0);
+  out += "total parameters: " + std::to_string(num_parameters()) + "\n";
+  return out;
+}
+
+Sequential::Sequential(std::initializer_list<ModulePtr> mods) {
+  for (auto& m : mods) add(m);
+}
+
+Sequential& Sequential::add(ModulePtr m) { return add(std::to_string(children().size()), std::move(m)); }
+
+Sequential& Sequential::add(const std::string& name, ModulePtr m) {
+  KILN_CHECK(m, "Sequential::add: null module '", name, "'");
+  register_module(name, std::move(m));
+  return *this;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (auto& [n, c] : children()) y = (*c)(y);
+  return y;
+}
+
+}  // namespace kiln

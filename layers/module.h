@@ -1,0 +1,110 @@
+// Module: a layer or a net. Holds named parameters (trainable leaves), buffers (state that is
+// saved but not trained, such as batch-norm running statistics) and child modules; switches
+// between train and eval; saves and loads state dicts keyed by dotted names ("features.0.weight"),
+// the same keys PyTorch uses. A module's backend setting ("onednn", "native,ref") applies to the
+// ops it runs in forward. Not thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace kiln {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  virtual ~Module() = default;
+
+  // Runs forward() under this module's backend preference.
+  Tensor operator()(const Tensor& x);
+  virtual Tensor forward(const Tensor& x) = 0;
+  // Layer type shown in summaries ("Conv2d(3, 64, kernel=3, stride=1)").
+  virtual std::string repr() const = 0;
+
+  NamedTensors named_parameters(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
+  int64_t num_parameters() const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Parameters then buffers, dotted names, in registration order.
+  NamedTensors state_dict() const;
+  // Copies values in (shapes must match). strict: every key present both ways, else kiln::Error
+  // naming the missing and unexpected keys.
+  void load_state_dict(const NamedTensors& state, bool strict = true);
+
+  void to(Device device);
+  void to(DType dtype);  // floating-point parameters and buffers only
+  void zero_grad();      // drops .grad of every parameter
+
+  void set_backend(const std::string& csv) { backend_ = csv; }
+  const std::string& backend() const { return backend_; }
+  // Multi-line tree of children and their repr().
+  std::string summary() const;
+
+ protected:
+  Tensor& register_parameter(const std::string& name, Tensor t);
+  Tensor& register_buffer(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    children_.emplace_back(name, m);
+    return m;
+  }
+  // Parameter/buffer slots by name (for layers that keep typed members pointing at them).
+  Tensor& param(const std::string& name);
+  Tensor& buffer(const std::string& name);
+
+ private:
+  void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out) const;
+  void summary_into(std::string& out, const std::string& name, int depth) const;
+
+  NamedTensors params_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+  std::string backend_;
+};
+
+using ModulePtr = std::shared_ptr<Module>;
+
+// Runs children in order. Children are named "0", "1", ... unless named explicitly.
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  Sequential(std::initializer_list<ModulePtr> mods);
+  Sequential& add(ModulePtr m);
+  Sequential& add(const std::string& name, ModulePtr m);
+  Tensor forward(const Tensor& x) override;
+  std::string repr() const override { return "Sequential"; }
+  size_t size() const { return children().size(); }
+  ModulePtr operator[](size_t i) const { return children()[i].second; }
+};
+
+// Wraps a function as a module (for layers without parameters in a Sequential).
+class Lambda : public Module {
+ public:
+  Lambda(std::string name, std::function<Tensor(const Tensor&)> fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  Tensor forward(const Tensor& x) override { return fn_(x); }
+  std::string repr() const override { return name_; }
+
+ private:
+  std::string name_;
+  std::function<Tensor(const Tensor&)> fn_;
+};
+
+// Convenience: std::make_shared for modules.
+template <class M, class... Args>
+std::shared_ptr<M> make(Args&&... args) {
+  return std::make_shared<M>(std::forward<Args>(args)...);
+}
+
+}  // namespace kiln

@@ -1,0 +1,146 @@
+#include "tests/support/testing.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "engine/ops/elementwise.h"
+#include "engine/ops/reduce.h"
+
+namespace kiln::test {
+
+Tensor make_input(const Shape& shape, uint64_t seed, DType dtype, double lo, double hi) {
+  Generator g(seed);
+  Tensor t = empty(shape, TensorOptions(DType::float64));
+  uniform_(t, lo, hi, &g);
+  return t.to(dtype);
+}
+
+Tensor non_contiguous(const Tensor& t) {
+  NoGradGuard ng;
+  if (t.dim() >= 2) {
+    // Store transposed (last two dims swapped), then view back: same values, swapped strides.
+    Tensor tt = t.transpose(-1, -2).contiguous();
+    Tensor r = tt.transpose(-1, -2);
+    if (!r.is_contiguous()) return r;
+  }
+  // 1-d (or degenerate): take every other element of a twice-as-long buffer.
+  Shape big = t.sizes();
+  if (big.empty()) return t.clone();
+  big.back() *= 2;
+  Tensor buf = zeros(big, TensorOptions(t.dtype()));
+  Tensor v = buf.slice(-1, 0, big.back(), 2);
+  v.copy_(t);
+  return v;
+}
+
+std::string compare(const Tensor& actual, const Tensor& expected, double rtol, double atol) {
+  if (!actual.defined() || !expected.defined())
+    return actual.defined() == expected.defined() ? "" : "one tensor is undefined";
+  if (actual.sizes() != expected.sizes())
+    return "shape " + shape_str(actual.sizes()) + " != expected " + shape_str(expected.sizes());
+  std::vector<double> a = actual.to_vector(), e = expected.to_vector();
+  double worst = 0;
+  int64_t worst_i = -1;
+  int64_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double err = std::abs(a[i] - e[i]);
+    double tol = atol + rtol * std::abs(e[i]);
+    bool nan_ok = std::isnan(a[i]) && std::isnan(e[i]);
+    if ((!(err <= tol) && !nan_ok)) {
+      ++bad;
+      double excess = std::isnan(err) ? INFINITY : err / tol;
+      if (worst_i < 0 || excess > worst) {
+        worst = excess;
+        worst_i = int64_t(i);
+      }
+    }
+  }
+  if (bad == 0) return "";
+  std::ostringstream os;
+  os.precision(10);
+  os << bad << " of " << a.size() << " elements differ (shape " << shape_str(actual.sizes()) << "); worst at flat index "
+     << worst_i << ": got " << a[size_t(worst_i)] << ", expected " << e[size_t(worst_i)] << " (rtol " << rtol
+     << ", atol " << atol << ")";
+  return os.str();
+}
+
+static Tensor weighted_sum(const Tensor& y, const Tensor& w) { return ops::sum(ops::mul(y, w)); }
+
+std::string gradcheck(const Fn& f, const std::vector<Tensor>& inputs0, GradcheckOptions opt) {
+  BackendGuard ref("ref");
+  std::vector<Tensor> inputs;
+  for (const Tensor& t : inputs0) {
+    if (!t.defined() || !t.is_floating_point()) { inputs.push_back(t); continue; }
+    Tensor c = t.detach().to(DType::float64).contiguous().clone();
+    c.requires_grad_(t.requires_grad());
+    inputs.push_back(c);
+  }
+  Tensor y = f(inputs);
+  if (!y.requires_grad()) return "gradcheck: output does not require grad";
+  Tensor w = make_input(y.sizes(), opt.seed, DType::float64, 0.5, 1.5);
+  weighted_sum(y, w).backward();
+  std::ostringstream os;
+  os.precision(10);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    Tensor x = inputs[k];
+    if (!x.defined() || !x.requires_grad()) continue;
+    Tensor analytic = x.grad();
+    if (!analytic.defined()) analytic = zeros(x.sizes(), TensorOptions(DType::float64));
+    std::vector<double> an = analytic.to_vector();
+    double* p = x.data<double>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      NoGradGuard ng;
+      const double orig = p[i];
+      p[i] = orig + opt.eps;
+      double lp = weighted_sum(f(inputs), w).item();
+      p[i] = orig - opt.eps;
+      double lm = weighted_sum(f(inputs), w).item();
+      p[i] = orig;
+      double num = (lp - lm) / (2 * opt.eps);
+      double err = std::abs(num - an[size_t(i)]);
+      if (!(err <= opt.atol + opt.rtol * std::abs(num))) {
+        os << "gradcheck: input " << k << " " << shape_str(x.sizes()) << " element " << i << ": analytic "
+           << an[size_t(i)] << ", numeric " << num;
+        return os.str();
+      }
+    }
+  }
+  return "";
+}
+
+std::string against_ref(const Fn& f, const std::vector<Tensor>& inputs0, RefCompareOptions opt) {
+  auto run = [&](const std::string& backend, DType dt, std::vector<Tensor>& ins, Tensor& w) {
+    BackendGuard g(backend);
+    ins.clear();
+    for (const Tensor& t : inputs0) {
+      if (!t.defined() || !t.is_floating_point()) { ins.push_back(t); continue; }
+      Tensor c = t.detach().to(dt);
+      if (c.is_same(t) || c.impl()->storage == t.impl()->storage) c = c.clone();
+      // Keep the caller's layout (non-contiguous inputs stay non-contiguous).
+      if (!t.is_contiguous()) c = non_contiguous(c);
+      c.requires_grad_(t.requires_grad() && opt.grads);
+      ins.push_back(c);
+    }
+    Tensor y = f(ins);
+    if (opt.grads && y.requires_grad()) {
+      if (!w.defined()) w = make_input(y.sizes(), opt.seed, DType::float64, 0.5, 1.5);
+      weighted_sum(y, w.to(y.dtype())).backward();
+    }
+    return y;
+  };
+  std::vector<Tensor> ref_in, tst_in;
+  Tensor w;
+  Tensor yr = run("ref", DType::float64, ref_in, w);
+  Tensor yt = run(opt.backend, opt.dtype, tst_in, w);
+  std::string m = compare(yt, yr, opt.rtol, opt.atol);
+  if (!m.empty()) return "output (" + opt.backend + " vs ref): " + m;
+  if (!opt.grads) return "";
+  for (size_t k = 0; k < ref_in.size(); ++k) {
+    if (!ref_in[k].defined() || !ref_in[k].requires_grad()) continue;
+    m = compare(tst_in[k].grad(), ref_in[k].grad(), opt.rtol, opt.atol);
+    if (!m.empty()) return "gradient of input " + std::to_string(k) + " (" + opt.backend + " vs ref): " + m;
+  }
+  return "";
+}
+
+}  // namespace kiln::test
