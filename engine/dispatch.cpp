@@ -12,18 +12,19 @@ void register_builtin_kernels(Registry& r);  // engine/register.cpp
 
 namespace {
 std::mutex g_pref_mu;
-std::vector<std::string> g_pref;  // process-wide; empty = auto
+BackendPreference g_pref;  // process-wide
 bool g_pref_init = false;
-thread_local std::vector<std::string> t_pref;
+thread_local BackendPreference t_pref;  // BackendGuard override
 thread_local bool t_pref_set = false;
-thread_local std::vector<std::string> t_global_copy;
+thread_local BackendPreference t_global_copy;
 thread_local uint64_t t_global_gen = ~0ull;
 uint64_t g_gen = 0;
 
 void init_pref_from_env() {
   if (g_pref_init) return;
   g_pref_init = true;
-  if (const char* e = std::getenv("KILN_BACKEND")) g_pref = detail::split_csv(e);
+  if (const char* e = std::getenv("KILN_BACKEND")) g_pref.backends = detail::split_csv(e);
+  if (const char* e = std::getenv("KILN_BACKEND_STRICT")) g_pref.strict = std::string(e) == "1";
 }
 }  // namespace
 
@@ -43,7 +44,7 @@ std::vector<std::string> split_csv(const std::string& csv) {
   return out;
 }
 
-const std::vector<std::string>& effective_preference() {
+const BackendPreference& effective_preference() {
   if (t_pref_set) return t_pref;
   std::lock_guard<std::mutex> lock(g_pref_mu);
   init_pref_from_env();
@@ -83,26 +84,28 @@ void throw_no_kernel(const std::string& op, DeviceType dev, const std::string& d
 
 }  // namespace detail
 
-void set_backend_preference(const std::string& csv) {
+void set_backend_preference(const std::string& csv, bool strict) {
   std::lock_guard<std::mutex> lock(g_pref_mu);
   g_pref_init = true;
-  g_pref = detail::split_csv(csv);
+  g_pref.backends = detail::split_csv(csv);
+  g_pref.strict = strict;
   ++g_gen;
 }
 
 std::string backend_preference() {
   const auto& p = detail::effective_preference();
-  if (p.empty()) return "auto";
+  if (p.backends.empty()) return "auto";
   std::string s;
-  for (const auto& b : p) s += (s.empty() ? "" : ",") + b;
-  return s;
+  for (const auto& b : p.backends) s += (s.empty() ? "" : ",") + b;
+  return s + (p.strict ? " (strict)" : "");
 }
 
-BackendGuard::BackendGuard(const std::string& csv) : active_(!csv.empty()), prev_set_(false) {
+BackendGuard::BackendGuard(const std::string& csv, bool strict) : active_(!csv.empty()), prev_set_(false) {
   if (!active_) return;
   prev_ = t_pref;
   prev_set_ = t_pref_set;
-  t_pref = detail::split_csv(csv);
+  t_pref.backends = detail::split_csv(csv);
+  t_pref.strict = strict;
   t_pref_set = true;
 }
 

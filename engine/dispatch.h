@@ -18,27 +18,34 @@
 namespace kiln {
 
 // Backends of the CPU and GPU: "ref", "native", "onednn", "cudnn".
-// Sets the process-wide preference from a comma-separated list ("native,ref"); "auto" or ""
-// restores registration order.
-void set_backend_preference(const std::string& csv);
+// A preference is a comma-separated list tried in order ("onednn,native"). Ops that none of the
+// listed backends implement fall back to the others in registration order, unless the
+// preference is strict (tests use strict lists to pin one implementation). "auto" or "" means
+// registration order. KILN_BACKEND sets the initial process-wide list; KILN_BACKEND_STRICT=1
+// makes it strict.
+struct BackendPreference {
+  std::vector<std::string> backends;  // empty: auto
+  bool strict = false;
+};
+void set_backend_preference(const std::string& csv, bool strict = false);
 std::string backend_preference();  // the effective list, comma-separated ("auto" if none)
 
 // Overrides the preference on this thread for its scope (empty csv: no override).
 class BackendGuard {
  public:
-  explicit BackendGuard(const std::string& csv);
+  explicit BackendGuard(const std::string& csv, bool strict = false);
   ~BackendGuard();
   BackendGuard(const BackendGuard&) = delete;
   BackendGuard& operator=(const BackendGuard&) = delete;
 
  private:
   bool active_;
-  std::vector<std::string> prev_;
+  BackendPreference prev_;
   bool prev_set_;
 };
 
 namespace detail {
-const std::vector<std::string>& effective_preference();  // empty = auto
+const BackendPreference& effective_preference();
 bool trace_dispatch();
 void trace_choice(const std::string& op, DeviceType dev, const std::string& backend, const std::string& desc);
 [[noreturn]] void throw_no_kernel(const std::string& op, DeviceType dev, const std::string& desc,
@@ -78,18 +85,16 @@ class OpTable final : public OpTableBase {
   }
 
   const Impl& select(DeviceType device, const Desc& desc) const {
-    const std::vector<std::string>& prefs = detail::effective_preference();
+    const BackendPreference& pref = detail::effective_preference();
     const Impl* chosen = nullptr;
-    if (prefs.empty()) {
+    for (const std::string& b : pref.backends) {
+      for (const Impl& i : impls_)
+        if (i.backend == b && i.device == device && (!i.supports || i.supports(desc))) { chosen = &i; break; }
+      if (chosen) break;
+    }
+    if (!chosen && (pref.backends.empty() || !pref.strict))
       for (const Impl& i : impls_)
         if (i.device == device && (!i.supports || i.supports(desc))) { chosen = &i; break; }
-    } else {
-      for (const std::string& b : prefs) {
-        for (const Impl& i : impls_)
-          if (i.backend == b && i.device == device && (!i.supports || i.supports(desc))) { chosen = &i; break; }
-        if (chosen) break;
-      }
-    }
     if (!chosen) detail::throw_no_kernel(name(), device, desc.str(), candidates());
     if (detail::trace_dispatch()) detail::trace_choice(name(), device, chosen->backend, desc.str());
     return *chosen;

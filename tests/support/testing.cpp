@@ -67,7 +67,7 @@ std::string compare(const Tensor& actual, const Tensor& expected, double rtol, d
 static Tensor weighted_sum(const Tensor& y, const Tensor& w) { return ops::sum(ops::mul(y, w)); }
 
 std::string gradcheck(const Fn& f, const std::vector<Tensor>& inputs0, GradcheckOptions opt) {
-  BackendGuard ref("ref");
+  BackendGuard ref("ref", /*strict=*/true);
   std::vector<Tensor> inputs;
   for (const Tensor& t : inputs0) {
     if (!t.defined() || !t.is_floating_point()) { inputs.push_back(t); continue; }
@@ -110,7 +110,7 @@ std::string gradcheck(const Fn& f, const std::vector<Tensor>& inputs0, Gradcheck
 
 std::string against_ref(const Fn& f, const std::vector<Tensor>& inputs0, RefCompareOptions opt) {
   auto run = [&](const std::string& backend, DType dt, std::vector<Tensor>& ins, Tensor& w) {
-    BackendGuard g(backend);
+    BackendGuard g(backend, /*strict=*/true);
     ins.clear();
     for (const Tensor& t : inputs0) {
       if (!t.defined() || !t.is_floating_point()) { ins.push_back(t); continue; }

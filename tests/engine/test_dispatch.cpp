@@ -1,0 +1,73 @@
+// The dispatcher: explicit preference, per-scope override, the registry listing, and the error
+// when nothing fits.
+//   ctest --test-dir build -R engine.test_dispatch
+#include "tests/support/testing.h"
+
+#include "engine/ops/elementwise.h"
+#include "kernels/common/elementwise.h"
+
+using namespace kiln;
+
+TEST_CASE("every op has a native and a ref CPU implementation") {
+  for (const OpTableBase* op : registry().ops()) {
+    std::vector<std::string> c = op->candidates();
+    bool has_ref = false, has_native = false;
+    for (auto& s : c) {
+      has_ref |= s == "ref/cpu";
+      has_native |= s == "native/cpu";
+    }
+    CAPTURE(op->name());
+    CHECK(has_ref);
+    CHECK(has_native);
+  }
+  CHECK(registry().ops().size() >= 6);
+}
+
+TEST_CASE("preference picks the backend; ref and native agree") {
+  Tensor x = from_vector(std::vector<double>{-1, 2}, {2});
+  {
+    BackendGuard g("ref", true);
+    CHECK(backend_preference() == "ref (strict)");
+    auto& t = registry().op<UnaryDesc, const void*, void*>("unary");
+    UnaryDesc d;
+    d.dtype = DType::float32;
+    CHECK(t.select(DeviceType::cpu, d).backend == "ref");
+    CHECK(ops::relu(x).to_vector() == std::vector<double>{0, 2});
+  }
+  {
+    BackendGuard g("native,ref");
+    auto& t = registry().op<UnaryDesc, const void*, void*>("unary");
+    UnaryDesc d;
+    d.dtype = DType::float32;
+    CHECK(t.select(DeviceType::cpu, d).backend == "native");
+  }
+  set_backend_preference("ref", true);
+  CHECK(backend_preference() == "ref (strict)");
+  set_backend_preference("auto");
+  CHECK(backend_preference() == "auto");
+}
+
+TEST_CASE("no matching kernel names the op, device, dtype and preference") {
+  Tensor x = zeros({2, 3});
+  {
+    BackendGuard loose("cudnn");  // not strict: falls back to what the CPU has
+    CHECK(ops::relu(x).sizes() == Shape{2, 3});
+  }
+  BackendGuard g("cudnn", /*strict=*/true);
+  CHECK_THROWS_KILN(ops::relu(x), "no kernel for op 'unary' on cpu for relu float32");
+  CHECK_THROWS_KILN(ops::relu(x), "backend preference 'cudnn (strict)'");
+  CHECK_THROWS_KILN(ops::relu(x), "registered: native/cpu, ref/cpu");
+}
+
+TEST_CASE("a table asked for with another signature is an error") {
+  CHECK_THROWS_KILN((registry().op<UnaryDesc, void*>("unary")), "different kernel signature");
+}
+
+TEST_CASE("devices parse and print") {
+  CHECK(Device("cpu").is_cpu());
+  CHECK(Device("cuda:1").index == 1);
+  CHECK(Device("cuda").str() == "cuda:0");
+  CHECK_THROWS_KILN(Device("tpu"), "invalid device 'tpu'");
+  CHECK_THROWS_KILN(Device("cuda:x"), "invalid device");
+  CHECK_THROWS_KILN(zeros({2}).to(Device("cuda:0")), "not available in this build");
+}
