@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages kiln's build and tests need; does nothing for packages that
+# are already there. Run as root (or with sudo available).
+#   tools/install-deps.sh          # build + test dependencies
+#   tools/install-deps.sh --all    # also the optional backends (oneDNN, MPI) and tools
+set -euo pipefail
+
+required=(cmake ninja-build g++ ccache pkg-config libeigen3-dev doctest-dev libcli11-dev
+          nlohmann-json3-dev libfmt-dev zlib1g-dev)
+optional=(libdnnl-dev libopenmpi-dev openmpi-bin libbenchmark-dev libjpeg62-turbo-dev libpng-dev
+          libssl-dev gnuplot)
+
+want=("${required[@]}")
+if [[ "${1:-}" == "--all" ]]; then
+  want+=("${optional[@]}")
+fi
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#want[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then
+  SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+# Refresh the package lists once if they are missing or older than a day.
+if [[ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -n 1)" ]]; then
+  $SUDO apt-get update -qq
+fi
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
