@@ -36,7 +36,7 @@ ChanStats finish_stats(double shift, double s1, double s2, int64_t m) {
 
 template <class T>
 void apply_stats(const BatchNormDesc& d, int64_t c, const ChanStats& st, const T* wei, const T* bias,
-                 T* running_mean, T* running_var, T* save_mean, T* save_invstd, T& scale, T& shift) {
+                 T* running_mean, T* running_var, T* save_mean, T* save_invstd, T& mu, T& scale, T& shift) {
   double mean = st.mean, var = st.var;
   if (d.training) {
     if (running_mean) running_mean[c] = T((1 - d.momentum) * double(running_mean[c]) + d.momentum * st.mean);
@@ -50,8 +50,11 @@ void apply_stats(const BatchNormDesc& d, int64_t c, const ChanStats& st, const T
   save_mean[c] = T(mean);
   save_invstd[c] = T(invstd);
   const double w = wei ? double(wei[c]) : 1.0, b = bias ? double(bias[c]) : 0.0;
+  // y = (x - mu) * scale + shift: subtracting the mean first keeps data far from zero exact
+  // (x * scale - mean * scale would cancel two large products).
+  mu = T(mean);
   scale = T(w * invstd);
-  shift = T(b - mean * w * invstd);
+  shift = T(b);
 }
 
 template <class T>
@@ -85,13 +88,13 @@ void bn_fwd_spatial(const BatchNormDesc& d, const T* src, const T* wei, const T*
           st.unbiased = m > 1 ? q / double(m - 1) : st.var;
         }
       }
-      T scale, shift;
-      apply_stats(d, c, st, wei, bias, rm, rv, save_mean, save_invstd, scale, shift);
+      T mu, scale, shift;
+      apply_stats(d, c, st, wei, bias, rm, rv, save_mean, save_invstd, mu, scale, shift);
       for (int64_t n = 0; n < N; ++n) {
         const T* x = src + (n * C + c) * S;
         T* y = dst + (n * C + c) * S;
 #pragma omp simd
-        for (int64_t s = 0; s < S; ++s) y[s] = x[s] * scale + shift;
+        for (int64_t s = 0; s < S; ++s) y[s] = (x[s] - mu) * scale + shift;
       }
     }
   });
@@ -106,7 +109,7 @@ void bn_fwd_flat(const BatchNormDesc& d, const T* src, const T* wei, const T* bi
     for (int64_t blk = bb; blk < be; ++blk) {
       const int64_t c0 = blk * kChanBlock, cn = std::min(kChanBlock, C - c0);
       double k[kChanBlock], s1[kChanBlock] = {}, s2[kChanBlock] = {};
-      T scale[kChanBlock], shift[kChanBlock];
+      T mu[kChanBlock], scale[kChanBlock], shift[kChanBlock];
       if (d.training) {
         for (int64_t c = 0; c < cn; ++c) k[c] = double(src[c0 + c]);
         for (int64_t n = 0; n < N; ++n) {
@@ -121,13 +124,13 @@ void bn_fwd_flat(const BatchNormDesc& d, const T* src, const T* wei, const T* bi
       }
       for (int64_t c = 0; c < cn; ++c) {
         ChanStats st = d.training ? finish_stats(k[c], s1[c], s2[c], N) : ChanStats{0, 0, 0};
-        apply_stats(d, c0 + c, st, wei, bias, rm, rv, save_mean, save_invstd, scale[c], shift[c]);
+        apply_stats(d, c0 + c, st, wei, bias, rm, rv, save_mean, save_invstd, mu[c], scale[c], shift[c]);
       }
       for (int64_t n = 0; n < N; ++n) {
         const T* x = src + n * C + c0;
         T* y = dst + n * C + c0;
 #pragma omp simd
-        for (int64_t c = 0; c < cn; ++c) y[c] = x[c] * scale[c] + shift[c];
+        for (int64_t c = 0; c < cn; ++c) y[c] = (x[c] - mu[c]) * scale[c] + shift[c];
       }
     }
   });
