@@ -3,8 +3,8 @@
 //    summed in double (the shift keeps E[v^2] - E[v]^2 from cancelling; double keeps the sums
 //    exact enough for float32 data); float64 data gets an exact second pass about the mean.
 //    Channels are independent tasks, so results do not depend on the thread count.
-//  - [N, C] input (S = 1): tasks are blocks of channels and the inner loops run over channels,
-//    which are the unit-stride axis there.
+//  - [N, C] input (S = 1): tasks are fixed chunks of rows with per-channel partial sums, added
+//    in chunk order, so the inner loops run along the unit-stride channel axis.
 //  - softmax with inner > 1 (softmax over channels of NCHW, say): tasks are (outer, block of
 //    inner) and every loop runs along inner, so they vectorise without gathers.
 #include "kernels/cpu/native/norm.h"
@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/common/parallel.h"
 #include "kernels/common/philox.h"
@@ -19,7 +20,6 @@
 namespace kiln::native {
 namespace {
 
-constexpr int64_t kChanBlock = 64;    // channels per task for [N, C]
 constexpr int64_t kInnerBlock = 256;  // inner positions per softmax task
 
 // ---------------------------------------------------------------- batch norm forward
@@ -100,38 +100,74 @@ void bn_fwd_spatial(const BatchNormDesc& d, const T* src, const T* wei, const T*
   });
 }
 
+// [N, C]: rows are contiguous, so tasks take fixed chunks of rows (the chunking depends on N
+// only, never on the thread count) and keep per-channel partial sums that are added in chunk
+// order afterwards. Walking channel blocks down the rows instead costs a TLB miss per row.
+constexpr int64_t kMaxRowChunks = 64;
+
+int64_t row_chunks(int64_t N) { return std::min<int64_t>(N, kMaxRowChunks); }
+
+// Per-chunk sums over rows [chunk rows) of f(row, c, a, b) into part[chunk][0..C) and
+// part[chunk][C..2C), then their in-order totals into a[0..C), b[0..C).
+template <class F>
+void chunked_channel_sums(int64_t N, int64_t C, const F& f, std::vector<double>& a, std::vector<double>& b) {
+  const int64_t nchunk = row_chunks(N), rows = (N + nchunk - 1) / nchunk;
+  std::vector<double> part(size_t(nchunk * 2 * C), 0.0);
+  parallel_for(0, nchunk, 1, [&](int64_t kb, int64_t ke) {
+    for (int64_t k = kb; k < ke; ++k) {
+      double* pa = part.data() + k * 2 * C;
+      for (int64_t n = k * rows; n < std::min(N, (k + 1) * rows); ++n) f(n, pa, pa + C);
+    }
+  });
+  a.assign(size_t(C), 0.0);
+  b.assign(size_t(C), 0.0);
+  for (int64_t k = 0; k < nchunk; ++k)
+    for (int64_t c = 0; c < C; ++c) {
+      a[size_t(c)] += part[size_t(k * 2 * C + c)];
+      b[size_t(c)] += part[size_t(k * 2 * C + C + c)];
+    }
+}
+
 template <class T>
 void bn_fwd_flat(const BatchNormDesc& d, const T* src, const T* wei, const T* bias, T* rm, T* rv, T* dst,
                  T* save_mean, T* save_invstd) {
   const int64_t N = d.N, C = d.C;
-  const int64_t nblk = (C + kChanBlock - 1) / kChanBlock;
-  parallel_for(0, nblk, 1, [&](int64_t bb, int64_t be) {
-    for (int64_t blk = bb; blk < be; ++blk) {
-      const int64_t c0 = blk * kChanBlock, cn = std::min(kChanBlock, C - c0);
-      double k[kChanBlock], s1[kChanBlock] = {}, s2[kChanBlock] = {};
-      T mu[kChanBlock], scale[kChanBlock], shift[kChanBlock];
-      if (d.training) {
-        for (int64_t c = 0; c < cn; ++c) k[c] = double(src[c0 + c]);
-        for (int64_t n = 0; n < N; ++n) {
-          const T* x = src + n * C + c0;
+  std::vector<double> s1, s2;
+  std::vector<double> k(static_cast<size_t>(C));
+  if (d.training) {
+    for (int64_t c = 0; c < C; ++c) k[size_t(c)] = double(src[c]);
+    const double* kp = k.data();
+    chunked_channel_sums(N, C, [&](int64_t n, double* a, double* b) {
+      const T* x = src + n * C;
 #pragma omp simd
-          for (int64_t c = 0; c < cn; ++c) {
-            const double v = double(x[c]) - k[c];
-            s1[c] += v;
-            s2[c] += v * v;
-          }
-        }
+      for (int64_t c = 0; c < C; ++c) {
+        const double v = double(x[c]) - kp[c];
+        a[c] += v;
+        b[c] += v * v;
       }
-      for (int64_t c = 0; c < cn; ++c) {
-        ChanStats st = d.training ? finish_stats(k[c], s1[c], s2[c], N) : ChanStats{0, 0, 0};
-        apply_stats(d, c0 + c, st, wei, bias, rm, rv, save_mean, save_invstd, mu[c], scale[c], shift[c]);
+    }, s1, s2);
+  }
+  std::vector<T> mu(static_cast<size_t>(C)), scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    const size_t u = size_t(c);
+    ChanStats st = d.training ? finish_stats(k[u], s1[u], s2[u], N) : ChanStats{0, 0, 0};
+    if constexpr (std::is_same_v<T, double>) {
+      if (d.training) {  // exact second pass about the mean (float64 only; strided, but rare)
+        double q = 0;
+        for (int64_t n = 0; n < N; ++n) q += (src[n * C + c] - st.mean) * (src[n * C + c] - st.mean);
+        st.var = q / double(N);
+        st.unbiased = N > 1 ? q / double(N - 1) : st.var;
       }
-      for (int64_t n = 0; n < N; ++n) {
-        const T* x = src + n * C + c0;
-        T* y = dst + n * C + c0;
+    }
+    apply_stats(d, c, st, wei, bias, rm, rv, save_mean, save_invstd, mu[u], scale[u], shift[u]);
+  }
+  const T *m = mu.data(), *sc = scale.data(), *sh = shift.data();
+  parallel_for(0, N, std::max<int64_t>(1, 16384 / C), [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) {
+      const T* x = src + n * C;
+      T* y = dst + n * C;
 #pragma omp simd
-        for (int64_t c = 0; c < cn; ++c) y[c] = (x[c] - mu[c]) * scale[c] + shift[c];
-      }
+      for (int64_t c = 0; c < C; ++c) y[c] = (x[c] - m[c]) * sc[c] + sh[c];
     }
   });
 }
@@ -185,57 +221,103 @@ template <class T>
 void bn_bwd_flat(const BatchNormDesc& d, const T* src, const T* dy, const T* wei, const T* save_mean,
                  const T* save_invstd, T* dx, T* dw, T* db) {
   const int64_t N = d.N, C = d.C;
-  const int64_t nblk = (C + kChanBlock - 1) / kChanBlock;
-  parallel_for(0, nblk, 1, [&](int64_t bb, int64_t be) {
-    for (int64_t blk = bb; blk < be; ++blk) {
-      const int64_t c0 = blk * kChanBlock, cn = std::min(kChanBlock, C - c0);
-      double mean[kChanBlock], sdy[kChanBlock] = {}, sdyx[kChanBlock] = {};
-      for (int64_t c = 0; c < cn; ++c) mean[c] = double(save_mean[c0 + c]);
-      for (int64_t n = 0; n < N; ++n) {
-        const T* x = src + n * C + c0;
-        const T* g = dy + n * C + c0;
+  std::vector<double> mean(static_cast<size_t>(C)), sdy, sdyx;
+  for (int64_t c = 0; c < C; ++c) mean[size_t(c)] = double(save_mean[c]);
+  const double* mp = mean.data();
+  chunked_channel_sums(N, C, [&](int64_t n, double* a, double* b) {
+    const T* x = src + n * C;
+    const T* g = dy + n * C;
 #pragma omp simd
-        for (int64_t c = 0; c < cn; ++c) {
-          sdy[c] += double(g[c]);
-          sdyx[c] += double(g[c]) * (double(x[c]) - mean[c]);
-        }
-      }
-      T a[kChanBlock], mdy[kChanBlock], kx[kChanBlock], mu[kChanBlock];
-      for (int64_t c = 0; c < cn; ++c) {
-        const double invstd = double(save_invstd[c0 + c]);
-        sdyx[c] *= invstd;
-        if (dw) dw[c0 + c] = T(sdyx[c]);
-        if (db) db[c0 + c] = T(sdy[c]);
-        a[c] = T((wei ? double(wei[c0 + c]) : 1.0) * invstd);
-        mdy[c] = d.training ? T(sdy[c] / double(N)) : T(0);
-        kx[c] = d.training ? T(invstd * sdyx[c] / double(N)) : T(0);
-        mu[c] = T(mean[c]);
-      }
-      if (!dx) continue;
-      for (int64_t n = 0; n < N; ++n) {
-        const T* x = src + n * C + c0;
-        const T* g = dy + n * C + c0;
-        T* o = dx + n * C + c0;
+    for (int64_t c = 0; c < C; ++c) {
+      a[c] += double(g[c]);
+      b[c] += double(g[c]) * (double(x[c]) - mp[c]);
+    }
+  }, sdy, sdyx);
+  std::vector<T> a(static_cast<size_t>(C)), mdy(static_cast<size_t>(C)), kx(static_cast<size_t>(C)), mu(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    const size_t u = size_t(c);
+    const double invstd = double(save_invstd[c]);
+    sdyx[u] *= invstd;
+    if (dw) dw[c] = T(sdyx[u]);
+    if (db) db[c] = T(sdy[u]);
+    a[u] = T((wei ? double(wei[c]) : 1.0) * invstd);
+    mdy[u] = d.training ? T(sdy[u] / double(N)) : T(0);
+    kx[u] = d.training ? T(invstd * sdyx[u] / double(N)) : T(0);
+    mu[u] = T(mean[u]);
+  }
+  if (!dx) return;
+  const T *ap = a.data(), *mdp = mdy.data(), *kp = kx.data(), *mup = mu.data();
+  parallel_for(0, N, std::max<int64_t>(1, 16384 / C), [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) {
+      const T* x = src + n * C;
+      const T* g = dy + n * C;
+      T* o = dx + n * C;
 #pragma omp simd
-        for (int64_t c = 0; c < cn; ++c) o[c] = a[c] * (g[c] - mdy[c] - (x[c] - mu[c]) * kx[c]);
-      }
+      for (int64_t c = 0; c < C; ++c) o[c] = ap[c] * (g[c] - mdp[c] - (x[c] - mup[c]) * kp[c]);
     }
   });
 }
 
 // ---------------------------------------------------------------- dropout
+// Philox-4x32-10 for kPhiloxBlock consecutive counters at once, lane-parallel (structure of
+// arrays) so the 32x32->64 multiplies vectorise; bits[4 j + l] = lane l of counter ctr0 + j,
+// which is exactly the draw of element 4 (ctr0 + j) + l (kernels/common/philox.h).
+constexpr int64_t kPhiloxBlock = 64;
+
+void philox_block(uint64_t seed, uint64_t ctr0, uint32_t* bits) {
+  uint32_t c0[kPhiloxBlock], c1[kPhiloxBlock], c2[kPhiloxBlock], c3[kPhiloxBlock];
+  for (int64_t j = 0; j < kPhiloxBlock; ++j) {
+    const uint64_t ctr = ctr0 + uint64_t(j);
+    c0[j] = uint32_t(ctr);
+    c1[j] = uint32_t(ctr >> 32);
+    c2[j] = 0;
+    c3[j] = 0;
+  }
+  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+#pragma omp simd
+    for (int64_t j = 0; j < kPhiloxBlock; ++j) {
+      const uint64_t p0 = uint64_t(0xD2511F53u) * c0[j];
+      const uint64_t p1 = uint64_t(0xCD9E8D57u) * c2[j];
+      const uint32_t n0 = uint32_t(p1 >> 32) ^ c1[j] ^ k0;
+      const uint32_t n2 = uint32_t(p0 >> 32) ^ c3[j] ^ k1;
+      c1[j] = uint32_t(p1);
+      c3[j] = uint32_t(p0);
+      c0[j] = n0;
+      c2[j] = n2;
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  for (int64_t j = 0; j < kPhiloxBlock; ++j) {
+    bits[4 * j] = c0[j];
+    bits[4 * j + 1] = c1[j];
+    bits[4 * j + 2] = c2[j];
+    bits[4 * j + 3] = c3[j];
+  }
+}
+
 template <class T>
 void dropout_fwd_t(const DropoutDesc& d, const T* src, T* dst, uint8_t* mask) {
   const T scale = T(d.scale());
-  parallel_for(0, d.n, 1 << 14, [&](int64_t b, int64_t e) {
-    int64_t i = b;
-    while (i < e) {
-      // One Philox call gives the four lanes of counter offset + i/4.
-      const Philox4x32 r = philox4x32(d.seed, d.offset + uint64_t(i) / 4);
-      for (int lane = int(i % 4); lane < 4 && i < e; ++lane, ++i) {
-        const bool keep = double(uint_to_unit_float(r.v[lane])) >= d.p;
-        mask[i] = keep ? 1 : 0;
-        dst[i] = keep ? src[i] * scale : T(0);
+  // uniform = (bits >> 8) / 2^24 >= p  <=>  (bits >> 8) >= ceil(p 2^24): an exact integer test
+  // (p 2^24 is exact in double), so the mask equals the reference kernel's bit for bit.
+  const uint32_t thr = uint32_t(std::ceil(d.p * 16777216.0));
+  constexpr int64_t span = 4 * kPhiloxBlock;  // elements per Philox block
+  const int64_t nblk = (d.n + span - 1) / span;
+  parallel_for(0, nblk, 64, [&](int64_t bb, int64_t be) {
+    uint32_t bits[span];
+    for (int64_t blk = bb; blk < be; ++blk) {
+      philox_block(d.seed, d.offset + uint64_t(blk * kPhiloxBlock), bits);
+      const int64_t i0 = blk * span, w = std::min(span, d.n - i0);
+      const T* x = src + i0;
+      T* y = dst + i0;
+      uint8_t* m = mask + i0;
+#pragma omp simd
+      for (int64_t j = 0; j < w; ++j) {
+        const uint32_t keep = (bits[j] >> 8) >= thr ? 1u : 0u;
+        m[j] = uint8_t(keep);
+        y[j] = x[j] * (T(int32_t(keep)) * scale);  // x * mask * scale, as PyTorch (inf * 0 = NaN)
       }
     }
   });

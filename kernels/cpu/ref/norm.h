@@ -83,14 +83,14 @@ void dropout_fwd(const DropoutDesc& d, const T* src, T* dst, uint8_t* mask) {
   for (int64_t i = 0; i < d.n; ++i) {
     const bool keep = double(philox_uniform(d.seed, d.offset, uint64_t(i))) >= d.p;
     mask[i] = keep ? 1 : 0;
-    dst[i] = keep ? src[i] * scale : T(0);
+    dst[i] = src[i] * (keep ? scale : T(0));  // x * mask * scale, as PyTorch (inf * 0 = NaN)
   }
 }
 
 template <class T>
 void dropout_bwd(const DropoutDesc& d, const T* diff_dst, const uint8_t* mask, T* diff_src) {
   const T scale = T(d.scale());
-  for (int64_t i = 0; i < d.n; ++i) diff_src[i] = mask[i] ? diff_dst[i] * scale : T(0);
+  for (int64_t i = 0; i < d.n; ++i) diff_src[i] = diff_dst[i] * (mask[i] ? scale : T(0));
 }
 
 template <class T>
