@@ -1,0 +1,269 @@
+// Op wrappers of the loss family: argument checks (shapes, dtypes, class indices), dispatch,
+// autograd. Kernels: kernels/cpu/{ref,native}/loss.*. Test: ctest --test-dir build -R loss
+#include "engine/ops/loss.h"
+
+#include "engine/autograd.h"
+#include "engine/dispatch.h"
+#include "engine/ops/iter.h"
+#include "kernels/cpu/native/loss.h"
+#include "kernels/cpu/ref/loss.h"
+
+namespace kiln {
+namespace {
+
+#define KILN_CE_FWD KILN_OP("loss_cross_entropy_fwd", ClassLossDesc, const void*, const int64_t*, void*, void*)
+#define KILN_CE_BWD \
+  KILN_OP("loss_cross_entropy_bwd", ClassLossDesc, const void*, const int64_t*, const void*, const void*, void*)
+#define KILN_NLL_FWD KILN_OP("loss_nll_fwd", ClassLossDesc, const void*, const int64_t*, void*)
+#define KILN_NLL_BWD KILN_OP("loss_nll_bwd", ClassLossDesc, const int64_t*, const void*, void*)
+#define KILN_POINT_FWD KILN_OP("loss_point_fwd", PointLossDesc, const void*, const void*, const void*, void*)
+#define KILN_POINT_BWD \
+  KILN_OP("loss_point_bwd", PointLossDesc, const void*, const void*, const void*, const void*, void*, void*)
+
+bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
+
+struct ClassPlan {
+  ClassLossDesc d;
+  Tensor xc, tc;  // contiguous input and target
+  Shape out;
+};
+
+ClassPlan plan_class(const Tensor& x, const Tensor& target, Reduction reduction, int64_t ignore_index,
+                     double label_smoothing, const char* op) {
+  KILN_CHECK(x.defined() && target.defined(), op, ": undefined input or target");
+  KILN_CHECK(is_floating(x.dtype()), op, ": input must be floating point, got ", x.dtype(), " ",
+             shape_str(x.sizes()));
+  KILN_CHECK(x.dim() >= 1, op, ": input must have a class dim, got a 0-d tensor");
+  KILN_CHECK(target.dtype() == DType::int64, op, ": target must hold int64 class indices, got ", target.dtype(), " ",
+             shape_str(target.sizes()), " for input ", shape_str(x.sizes()),
+             " (class-probability targets are not supported)");
+  KILN_CHECK(label_smoothing >= 0 && label_smoothing <= 1, op, ": label_smoothing must be in [0, 1], got ",
+             label_smoothing);
+  ClassPlan p;
+  Shape expected;
+  if (x.dim() == 1) {  // unbatched [C] with a 0-d target
+    p.d.C = x.size(0);
+  } else {
+    p.d.N = x.size(0);
+    p.d.C = x.size(1);
+    expected.push_back(x.size(0));
+    for (int64_t k = 2; k < x.dim(); ++k) {
+      expected.push_back(x.size(k));
+      p.d.S *= x.size(k);
+    }
+  }
+  KILN_CHECK(target.sizes() == expected, op, ": target ", shape_str(target.sizes()), " does not match input ",
+             shape_str(x.sizes()), " (expected target ", shape_str(expected), ")");
+  KILN_CHECK(p.d.C > 0, op, ": input ", shape_str(x.sizes()), " has no classes");
+  p.d.dtype = x.dtype();
+  p.d.reduction = reduction;
+  p.d.label_smoothing = label_smoothing;
+  p.d.ignore_index = ignore_index;
+  p.xc = x.contiguous();
+  p.tc = target.contiguous();
+  // Validated here, serially, so kernels never see a bad index (and never throw inside OpenMP).
+  const int64_t* t = p.tc.data<int64_t>();
+  for (int64_t i = 0; i < p.tc.numel(); ++i)
+    KILN_CHECK(t[i] == ignore_index || (t[i] >= 0 && t[i] < p.d.C), op, ": target class index ", t[i],
+               " (at flat position ", i, ") is out of range for ", p.d.C, " classes (input ", shape_str(x.sizes()),
+               ", target ", shape_str(target.sizes()), ", ignore_index ", ignore_index, ")");
+  p.out = reduction == Reduction::none ? target.sizes() : Shape{};
+  return p;
+}
+
+struct PointPlan {
+  PointLossDesc d;
+  Tensor xc, tc, pw;
+};
+
+PointPlan plan_point(const Tensor& x, const Tensor& target, Reduction reduction, const Tensor& pos_weight,
+                     PointLoss kind, const char* op) {
+  KILN_CHECK(x.defined() && target.defined(), op, ": undefined input or target");
+  KILN_CHECK(is_floating(x.dtype()), op, ": input must be floating point, got ", x.dtype(), " ",
+             shape_str(x.sizes()));
+  KILN_CHECK(target.sizes() == x.sizes(), op, ": target ", shape_str(target.sizes()),
+             " does not match input ", shape_str(x.sizes()), " (they must have the same shape)");
+  KILN_CHECK(target.dtype() == x.dtype(), op, ": target dtype ", target.dtype(), " does not match input dtype ",
+             x.dtype(), " (input ", shape_str(x.sizes()), ")");
+  PointPlan p;
+  p.d.kind = kind;
+  p.d.dtype = x.dtype();
+  p.d.n = x.numel();
+  p.d.reduction = reduction;
+  p.xc = x.contiguous();
+  p.tc = target.contiguous();
+  if (pos_weight.defined()) {
+    KILN_CHECK(pos_weight.dtype() == x.dtype(), op, ": pos_weight dtype ", pos_weight.dtype(),
+               " does not match input dtype ", x.dtype());
+    KILN_CHECK(broadcast_shapes(pos_weight.sizes(), x.sizes(), op) == x.sizes(), op, ": pos_weight ",
+               shape_str(pos_weight.sizes()), " does not broadcast to input ", shape_str(x.sizes()));
+    p.pw = pos_weight.detach().expand(x.sizes()).contiguous();
+  }
+  return p;
+}
+
+const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+Tensor class_loss(const Tensor& x0, const Tensor& target, Reduction reduction, double label_smoothing,
+                  int64_t ignore_index, bool from_logits) {
+  const char* op = from_logits ? "cross_entropy" : "nll_loss";
+  if (x0.defined() && is_half(x0.dtype()))
+    return class_loss(x0.to(DType::float32), target, reduction, label_smoothing, ignore_index, from_logits)
+        .to(x0.dtype());
+  ClassPlan p = plan_class(x0, target, reduction, ignore_index, label_smoothing, op);
+  const TensorOptions o = TensorOptions(p.d.dtype).with_device(x0.device());
+  Tensor y = empty(p.out, o);
+  const DeviceType dev = x0.device().type;
+  if (from_logits) {
+    Tensor lse = empty({p.d.N * p.d.S}, o);
+    KILN_CE_FWD(dev, p.d, p.xc.data_ptr(), p.tc.data<int64_t>(), y.data_ptr(), lse.data_ptr());
+    autograd::record_fn("CrossEntropyBackward", {x0}, {&y}, [d = p.d, xc = p.xc, tc = p.tc, lse](std::vector<Tensor>& g) {
+      Tensor gc = g[0].to(d.dtype).contiguous();
+      Tensor gx = empty(xc.sizes(), TensorOptions(d.dtype).with_device(xc.device()));
+      KILN_CE_BWD(xc.device().type, d, xc.data_ptr(), tc.data<int64_t>(), lse.data_ptr(), gc.data_ptr(),
+                  gx.data_ptr());
+      return std::vector<Tensor>{gx};
+    });
+  } else {
+    KILN_NLL_FWD(dev, p.d, p.xc.data_ptr(), p.tc.data<int64_t>(), y.data_ptr());
+    autograd::record_fn("NllLossBackward", {x0}, {&y}, [d = p.d, xs = x0.sizes(), tc = p.tc, dev0 = x0.device()](
+                                                             std::vector<Tensor>& g) {
+      Tensor gc = g[0].to(d.dtype).contiguous();
+      Tensor gx = empty(xs, TensorOptions(d.dtype).with_device(dev0));
+      KILN_NLL_BWD(dev0.type, d, tc.data<int64_t>(), gc.data_ptr(), gx.data_ptr());
+      return std::vector<Tensor>{gx};
+    });
+  }
+  return y;
+}
+
+Tensor point_loss(const Tensor& x0, const Tensor& t0, Reduction reduction, const Tensor& pos_weight, PointLoss kind) {
+  const char* op = kind == PointLoss::mse ? "mse_loss" : "binary_cross_entropy_with_logits";
+  if (x0.defined() && t0.defined() && is_half(x0.dtype())) {
+    Tensor pw = pos_weight.defined() && is_half(pos_weight.dtype()) ? pos_weight.to(DType::float32) : pos_weight;
+    Tensor t = is_half(t0.dtype()) ? t0.to(DType::float32) : t0;
+    return point_loss(x0.to(DType::float32), t, reduction, pw, kind).to(x0.dtype());
+  }
+  PointPlan p = plan_point(x0, t0, reduction, pos_weight, kind, op);
+  const TensorOptions o = TensorOptions(p.d.dtype).with_device(x0.device());
+  Tensor y = empty(reduction == Reduction::none ? x0.sizes() : Shape{}, o);
+  KILN_POINT_FWD(x0.device().type, p.d, p.xc.data_ptr(), p.tc.data_ptr(), ptr_or_null(p.pw), y.data_ptr());
+  auto bwd = [d = p.d, xc = p.xc, tc = p.tc, pw = p.pw, need_x = x0.requires_grad(),
+              need_t = t0.requires_grad()](std::vector<Tensor>& g) {
+    Tensor gc = g[0].to(d.dtype).contiguous();
+    const TensorOptions o = TensorOptions(d.dtype).with_device(xc.device());
+    Tensor gx = need_x ? empty(xc.sizes(), o) : Tensor();
+    Tensor gt = need_t ? empty(xc.sizes(), o) : Tensor();
+    KILN_POINT_BWD(xc.device().type, d, xc.data_ptr(), tc.data_ptr(), ptr_or_null(pw), gc.data_ptr(),
+                   gx.defined() ? gx.data_ptr() : nullptr, gt.defined() ? gt.data_ptr() : nullptr);
+    return std::vector<Tensor>{gx, gt};
+  };
+  if (kind == PointLoss::mse)
+    autograd::record_fn("MseLossBackward", {x0, t0}, {&y}, bwd);
+  else
+    autograd::record_fn("BinaryCrossEntropyWithLogitsBackward", {x0, t0}, {&y}, bwd);
+  return y;
+}
+
+}  // namespace
+
+namespace ops {
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction, double label_smoothing,
+                     int64_t ignore_index) {
+  return class_loss(input, target, reduction, label_smoothing, ignore_index, true);
+}
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  return class_loss(input, target, reduction, 0.0, ignore_index, false);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
+                                        const Tensor& pos_weight) {
+  return point_loss(input, target, reduction, pos_weight, PointLoss::bce_logits);
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return point_loss(input, target, reduction, Tensor(), PointLoss::mse);
+}
+
+}  // namespace ops
+
+// --- registration
+namespace {
+
+template <class F>
+void ref_visit(DType t, F&& f) {
+  if (t == DType::float64)
+    f(double{});
+  else
+    f(float{});
+}
+
+void ref_ce_fwd(const ClassLossDesc& d, const void* src, const int64_t* target, void* dst, void* lse) {
+  ref_visit(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ref::cross_entropy_fwd<T>(d, static_cast<const T*>(src), target, static_cast<T*>(dst), static_cast<T*>(lse));
+  });
+}
+void ref_ce_bwd(const ClassLossDesc& d, const void* src, const int64_t* target, const void* lse, const void* dy,
+                void* dx) {
+  ref_visit(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ref::cross_entropy_bwd<T>(d, static_cast<const T*>(src), target, static_cast<const T*>(lse),
+                              static_cast<const T*>(dy), static_cast<T*>(dx));
+  });
+}
+void ref_nll_fwd(const ClassLossDesc& d, const void* src, const int64_t* target, void* dst) {
+  ref_visit(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ref::nll_fwd<T>(d, static_cast<const T*>(src), target, static_cast<T*>(dst));
+  });
+}
+void ref_nll_bwd(const ClassLossDesc& d, const int64_t* target, const void* dy, void* dx) {
+  ref_visit(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ref::nll_bwd<T>(d, target, static_cast<const T*>(dy), static_cast<T*>(dx));
+  });
+}
+void ref_point_fwd(const PointLossDesc& d, const void* x, const void* t, const void* pw, void* dst) {
+  ref_visit(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ref::point_loss_fwd<T>(d, static_cast<const T*>(x), static_cast<const T*>(t), static_cast<const T*>(pw),
+                           static_cast<T*>(dst));
+  });
+}
+void ref_point_bwd(const PointLossDesc& d, const void* x, const void* t, const void* pw, const void* dy, void* dx,
+                   void* dt) {
+  ref_visit(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ref::point_loss_bwd<T>(d, static_cast<const T*>(x), static_cast<const T*>(t), static_cast<const T*>(pw),
+                           static_cast<const T*>(dy), static_cast<T*>(dx), static_cast<T*>(dt));
+  });
+}
+
+}  // namespace
+
+void register_loss_kernels(Registry& r) {
+  constexpr auto cpu = DeviceType::cpu;
+  auto& cf = r.op<ClassLossDesc, const void*, const int64_t*, void*, void*>("loss_cross_entropy_fwd");
+  cf.add("native", cpu, native::supports_class_loss, native::cross_entropy_fwd);
+  cf.add("ref", cpu, native::supports_class_loss, ref_ce_fwd);
+  auto& cb = r.op<ClassLossDesc, const void*, const int64_t*, const void*, const void*, void*>("loss_cross_entropy_bwd");
+  cb.add("native", cpu, native::supports_class_loss, native::cross_entropy_bwd);
+  cb.add("ref", cpu, native::supports_class_loss, ref_ce_bwd);
+  auto& nf = r.op<ClassLossDesc, const void*, const int64_t*, void*>("loss_nll_fwd");
+  nf.add("native", cpu, native::supports_class_loss, native::nll_fwd);
+  nf.add("ref", cpu, native::supports_class_loss, ref_nll_fwd);
+  auto& nb = r.op<ClassLossDesc, const int64_t*, const void*, void*>("loss_nll_bwd");
+  nb.add("native", cpu, native::supports_class_loss, native::nll_bwd);
+  nb.add("ref", cpu, native::supports_class_loss, ref_nll_bwd);
+  auto& pf = r.op<PointLossDesc, const void*, const void*, const void*, void*>("loss_point_fwd");
+  pf.add("native", cpu, native::supports_point_loss, native::point_loss_fwd);
+  pf.add("ref", cpu, native::supports_point_loss, ref_point_fwd);
+  auto& pb = r.op<PointLossDesc, const void*, const void*, const void*, const void*, void*, void*>("loss_point_bwd");
+  pb.add("native", cpu, native::supports_point_loss, native::point_loss_bwd);
+  pb.add("ref", cpu, native::supports_point_loss, ref_point_bwd);
+}
+
+}  // namespace kiln

@@ -1,0 +1,263 @@
+// Op wrappers of the normalisation family (batch norm, dropout, softmax): argument checks,
+// output allocation, dispatch, autograd. Kernels: kernels/cpu/{ref,native}/norm.*.
+// Test: ctest --test-dir build -R norm
+#include "engine/ops/norm.h"
+
+#include "engine/autograd.h"
+#include "engine/dispatch.h"
+#include "kernels/common/norm.h"
+#include "kernels/cpu/native/norm.h"
+#include "kernels/cpu/ref/norm.h"
+
+namespace kiln {
+namespace {
+
+bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
+
+Tensor half_to_float(const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::float32) : t; }
+
+const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+void* mut_ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+#define KILN_BN_FWD                                                                                              \
+  KILN_OP("norm_batch_norm_fwd", BatchNormDesc, const void*, const void*, const void*, void*, void*, void*, void*, \
+          void*)
+#define KILN_BN_BWD                                                                                              \
+  KILN_OP("norm_batch_norm_bwd", BatchNormDesc, const void*, const void*, const void*, const void*, const void*, \
+          void*, void*, void*)
+#define KILN_DROPOUT_FWD KILN_OP("norm_dropout_fwd", DropoutDesc, const void*, void*, uint8_t*)
+#define KILN_DROPOUT_BWD KILN_OP("norm_dropout_bwd", DropoutDesc, const void*, const uint8_t*, void*)
+#define KILN_SOFTMAX_FWD KILN_OP("norm_softmax_fwd", SoftmaxDesc, const void*, void*)
+#define KILN_SOFTMAX_BWD KILN_OP("norm_softmax_bwd", SoftmaxDesc, const void*, const void*, void*)
+
+// Checks a per-channel tensor (weight, bias, running stat) against x's channel count.
+void check_channel_tensor(const Tensor& t, const char* what, const Tensor& x, DType dt, bool same_dtype) {
+  if (!t.defined()) return;
+  KILN_CHECK(t.dim() == 1 && t.size(0) == x.size(1), "batch_norm: ", what, " ", shape_str(t.sizes()),
+             " does not match the ", x.size(1), " channels of input ", shape_str(x.sizes()));
+  KILN_CHECK(t.device() == x.device(), "batch_norm: ", what, " is on ", t.device(), " but input on ", x.device());
+  if (same_dtype)  // parameters must match; running stats are converted (work_buffer)
+    KILN_CHECK(t.dtype() == dt, "batch_norm: ", what, " dtype ", t.dtype(), " does not match input ",
+               dt, " ", shape_str(x.sizes()));
+  else
+    KILN_CHECK(is_floating(t.dtype()), "batch_norm: ", what, " must be floating point, got ", t.dtype());
+}
+
+// A contiguous buffer of dtype dt holding t's values: t itself when it already is one, so the
+// kernel updates it in place; otherwise a copy that write_back() copies into t afterwards.
+Tensor work_buffer(const Tensor& t, DType dt) {
+  if (!t.defined()) return t;
+  return t.to(dt).contiguous();
+}
+void write_back(const Tensor& work, const Tensor& t) {
+  if (!t.defined() || work.is_same(t)) return;
+  Tensor dst = t;
+  dst.copy_(work);
+}
+
+Tensor softmax_impl(const Tensor& x0, int64_t dim, bool log) {
+  const char* name = log ? "log_softmax" : "softmax";
+  KILN_CHECK(x0.defined(), name, ": undefined tensor");
+  KILN_CHECK(is_floating(x0.dtype()), name, ": needs a floating-point tensor, got ", x0.dtype(), " ",
+             shape_str(x0.sizes()));
+  if (is_half(x0.dtype())) return softmax_impl(x0.to(DType::float32), dim, log).to(x0.dtype());
+  const Tensor& x = x0;
+  dim = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), name);
+  SoftmaxDesc d;
+  d.dtype = x.dtype();
+  d.log = log;
+  for (int64_t k = 0; k < x.dim(); ++k) (k < dim ? d.outer : k > dim ? d.inner : d.dim) *= x.size(k);
+  Tensor xc = x.contiguous();
+  Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
+  if (x.numel() > 0) KILN_SOFTMAX_FWD(x.device().type, d, xc.data_ptr(), y.data_ptr());
+  auto bwd = [d, yd = y.detach()](std::vector<Tensor>& g) {
+    Tensor gc = g[0].to(d.dtype).contiguous();
+    Tensor gx = empty(yd.sizes(), TensorOptions(d.dtype).with_device(yd.device()));
+    if (yd.numel() > 0) KILN_SOFTMAX_BWD(yd.device().type, d, yd.data_ptr(), gc.data_ptr(), gx.data_ptr());
+    return std::vector<Tensor>{gx};
+  };
+  if (log)
+    autograd::record_fn("LogSoftmaxBackward", {x0}, {&y}, bwd);
+  else
+    autograd::record_fn("SoftmaxBackward", {x0}, {&y}, bwd);
+  return y;
+}
+
+}  // namespace
+
+namespace ops {
+
+Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum, double eps) {
+  KILN_CHECK(x0.defined(), "batch_norm: undefined input");
+  KILN_CHECK(x0.dim() >= 2, "batch_norm: input ", shape_str(x0.sizes()), " must have at least 2 dims (N, C, ...)");
+  KILN_CHECK(is_floating(x0.dtype()), "batch_norm: needs a floating-point input, got ", x0.dtype(), " ",
+             shape_str(x0.sizes()));
+  if (is_half(x0.dtype()))
+    return batch_norm(x0.to(DType::float32), half_to_float(weight0), half_to_float(bias0), running_mean, running_var,
+                      training, momentum, eps)
+        .to(x0.dtype());
+  const Tensor& x = x0;
+  const DType dt = x.dtype();
+  check_channel_tensor(weight0, "weight", x, dt, true);
+  check_channel_tensor(bias0, "bias", x, dt, true);
+  check_channel_tensor(running_mean, "running_mean", x, dt, false);
+  check_channel_tensor(running_var, "running_var", x, dt, false);
+  KILN_CHECK(running_mean.defined() == running_var.defined(),
+             "batch_norm: running_mean and running_var must be given together (input ", shape_str(x.sizes()), ")");
+  KILN_CHECK(training || running_mean.defined(), "batch_norm: eval mode (training=false) needs running_mean and "
+             "running_var (input ", shape_str(x.sizes()), ")");
+  BatchNormDesc d;
+  d.dtype = dt;
+  d.N = x.size(0);
+  d.C = x.size(1);
+  for (int64_t k = 2; k < x.dim(); ++k) d.S *= x.size(k);
+  d.training = training;
+  d.eps = eps;
+  d.momentum = momentum;
+  KILN_CHECK(!training || d.N * d.S > 1, "batch_norm: expected more than 1 value per channel when training, got input ",
+             shape_str(x.sizes()));
+
+  Tensor xc = x.contiguous();
+  Tensor weight = weight0.defined() ? weight0.contiguous() : weight0;
+  Tensor bias = bias0.defined() ? bias0.contiguous() : bias0;
+  Tensor rm = work_buffer(running_mean, dt), rv = work_buffer(running_var, dt);
+  const TensorOptions opts = TensorOptions(dt).with_device(x.device());
+  Tensor y = empty(x.sizes(), opts);
+  Tensor save_mean = empty({d.C}, opts), save_invstd = empty({d.C}, opts);
+  KILN_BN_FWD(x.device().type, d, xc.data_ptr(), ptr_or_null(weight), ptr_or_null(bias), mut_ptr_or_null(rm),
+              mut_ptr_or_null(rv), y.data_ptr(), save_mean.data_ptr(), save_invstd.data_ptr());
+  write_back(rm, running_mean);
+  write_back(rv, running_var);
+
+  autograd::record_fn("BatchNormBackward", {x0, weight0, bias0}, {&y},
+                      [d, xc, weight, save_mean, save_invstd, need_x = x0.requires_grad(),
+                       need_w = weight0.requires_grad(), need_b = bias0.requires_grad()](std::vector<Tensor>& g) {
+                        Tensor gc = g[0].to(d.dtype).contiguous();
+                        const TensorOptions o = TensorOptions(d.dtype).with_device(xc.device());
+                        Tensor gx = need_x ? empty(xc.sizes(), o) : Tensor();
+                        Tensor gw = need_w ? empty({d.C}, o) : Tensor();
+                        Tensor gb = need_b ? empty({d.C}, o) : Tensor();
+                        KILN_BN_BWD(xc.device().type, d, xc.data_ptr(), gc.data_ptr(), ptr_or_null(weight),
+                                    save_mean.data_ptr(), save_invstd.data_ptr(), mut_ptr_or_null(gx),
+                                    mut_ptr_or_null(gw), mut_ptr_or_null(gb));
+                        return std::vector<Tensor>{gx, gw, gb};
+                      });
+  return y;
+}
+
+Tensor dropout(const Tensor& x0, double p, bool training, Generator* gen) {
+  KILN_CHECK(x0.defined(), "dropout: undefined tensor");
+  KILN_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p, " (input ",
+             shape_str(x0.sizes()), ")");
+  if (!training || p == 0) return x0;
+  KILN_CHECK(is_floating(x0.dtype()), "dropout: needs a floating-point tensor, got ", x0.dtype(), " ",
+             shape_str(x0.sizes()));
+  if (is_half(x0.dtype())) return dropout(x0.to(DType::float32), p, training, gen).to(x0.dtype());
+  const Tensor& x = x0;
+  Generator& g = gen ? *gen : default_generator();
+  DropoutDesc d;
+  d.dtype = x.dtype();
+  d.n = x.numel();
+  d.p = p;
+  d.seed = g.seed();
+  d.offset = g.advance(uint64_t(d.n));
+  Tensor xc = x.contiguous();
+  Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
+  Tensor mask = empty(x.sizes(), TensorOptions(DType::uint8).with_device(x.device()));
+  if (d.n > 0) KILN_DROPOUT_FWD(x.device().type, d, xc.data_ptr(), y.data_ptr(), mask.data<uint8_t>());
+  autograd::record_fn("DropoutBackward", {x0}, {&y}, [d, mask](std::vector<Tensor>& g) {
+    Tensor gc = g[0].to(d.dtype).contiguous();
+    Tensor gx = empty(mask.sizes(), TensorOptions(d.dtype).with_device(mask.device()));
+    if (d.n > 0) KILN_DROPOUT_BWD(mask.device().type, d, gc.data_ptr(), mask.data<uint8_t>(), gx.data_ptr());
+    return std::vector<Tensor>{gx};
+  });
+  return y;
+}
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+
+}  // namespace ops
+
+// --- registration
+namespace {
+
+template <class F>
+void ref_visit(DType t, F&& f) {
+  if (t == DType::float64)
+    f(double{});
+  else
+    f(float{});
+}
+
+void ref_bn_fwd(const BatchNormDesc& d, const void* src, const void* wei, const void* bias, void* rm, void* rv,
+                void* dst, void* sm, void* si) {
+  ref_visit(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ref::batch_norm_fwd<T>(d, static_cast<const T*>(src), static_cast<const T*>(wei), static_cast<const T*>(bias),
+                           static_cast<T*>(rm), static_cast<T*>(rv), static_cast<T*>(dst), static_cast<T*>(sm),
+                           static_cast<T*>(si));
+  });
+}
+void ref_bn_bwd(const BatchNormDesc& d, const void* src, const void* dy, const void* wei, const void* sm,
+                const void* si, void* dx, void* dw, void* db) {
+  ref_visit(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ref::batch_norm_bwd<T>(d, static_cast<const T*>(src), static_cast<const T*>(dy), static_cast<const T*>(wei),
+                           static_cast<const T*>(sm), static_cast<const T*>(si), static_cast<T*>(dx),
+                           static_cast<T*>(dw), static_cast<T*>(db));
+  });
+}
+void ref_dropout_fwd(const DropoutDesc& d, const void* src, void* dst, uint8_t* mask) {
+  ref_visit(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ref::dropout_fwd<T>(d, static_cast<const T*>(src), static_cast<T*>(dst), mask);
+  });
+}
+void ref_dropout_bwd(const DropoutDesc& d, const void* dy, const uint8_t* mask, void* dx) {
+  ref_visit(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ref::dropout_bwd<T>(d, static_cast<const T*>(dy), mask, static_cast<T*>(dx));
+  });
+}
+void ref_softmax_fwd(const SoftmaxDesc& d, const void* src, void* dst) {
+  ref_visit(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ref::softmax_fwd<T>(d, static_cast<const T*>(src), static_cast<T*>(dst));
+  });
+}
+void ref_softmax_bwd(const SoftmaxDesc& d, const void* y, const void* dy, void* dx) {
+  ref_visit(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ref::softmax_bwd<T>(d, static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx));
+  });
+}
+
+}  // namespace
+
+void register_norm_kernels(Registry& r) {
+  constexpr auto cpu = DeviceType::cpu;
+  auto& bf = r.op<BatchNormDesc, const void*, const void*, const void*, void*, void*, void*, void*, void*>(
+      "norm_batch_norm_fwd");
+  bf.add("native", cpu, native::supports_batch_norm, native::batch_norm_fwd);
+  bf.add("ref", cpu, native::supports_batch_norm, ref_bn_fwd);
+  auto& bb = r.op<BatchNormDesc, const void*, const void*, const void*, const void*, const void*, void*, void*, void*>(
+      "norm_batch_norm_bwd");
+  bb.add("native", cpu, native::supports_batch_norm, native::batch_norm_bwd);
+  bb.add("ref", cpu, native::supports_batch_norm, ref_bn_bwd);
+  auto& df = r.op<DropoutDesc, const void*, void*, uint8_t*>("norm_dropout_fwd");
+  df.add("native", cpu, native::supports_dropout, native::dropout_fwd);
+  df.add("ref", cpu, native::supports_dropout, ref_dropout_fwd);
+  auto& db = r.op<DropoutDesc, const void*, const uint8_t*, void*>("norm_dropout_bwd");
+  db.add("native", cpu, native::supports_dropout, native::dropout_bwd);
+  db.add("ref", cpu, native::supports_dropout, ref_dropout_bwd);
+  auto& sf = r.op<SoftmaxDesc, const void*, void*>("norm_softmax_fwd");
+  sf.add("native", cpu, native::supports_softmax, native::softmax_fwd);
+  sf.add("ref", cpu, native::supports_softmax, ref_softmax_fwd);
+  auto& sb = r.op<SoftmaxDesc, const void*, const void*, void*>("norm_softmax_bwd");
+  sb.add("native", cpu, native::supports_softmax, native::softmax_bwd);
+  sb.add("ref", cpu, native::supports_softmax, ref_softmax_bwd);
+}
+
+}  // namespace kiln

@@ -1,0 +1,73 @@
+#include "layers/norm.h"
+
+#include <sstream>
+
+#include "engine/autograd.h"
+#include "engine/ops/norm.h"
+
+namespace kiln {
+
+BatchNorm::BatchNorm(int64_t num_features, double eps, std::optional<double> momentum, bool affine,
+                     bool track_running_stats)
+    : num_features_(num_features), eps_(eps), momentum_(momentum), affine_(affine), track_(track_running_stats) {
+  KILN_CHECK(num_features > 0, "BatchNorm: num_features must be positive, got ", num_features);
+  if (affine_) {
+    register_parameter("weight", ones({num_features}));
+    register_parameter("bias", zeros({num_features}));
+  }
+  if (track_) {
+    register_buffer("running_mean", zeros({num_features}));
+    register_buffer("running_var", ones({num_features}));
+    register_buffer("num_batches_tracked", zeros({}, DType::int64));
+  }
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  KILN_CHECK(x.defined(), kind(), ": undefined input");
+  KILN_CHECK(accepts_dim(x.dim()), kind(), ": expected ", expected_dims(), " input, got ", shape_str(x.sizes()));
+  KILN_CHECK(x.size(1) == num_features_, kind(), "(", num_features_, "): input ", shape_str(x.sizes()), " has ",
+             x.size(1), " channels, expected ", num_features_);
+  double momentum = momentum_.value_or(0.0);
+  Tensor rm, rv;
+  if (track_) {
+    rm = buffer("running_mean");
+    rv = buffer("running_var");
+    if (is_training()) {
+      Tensor nbt = buffer("num_batches_tracked");
+      const double n = nbt.item() + 1;
+      nbt.fill_(n);
+      if (!momentum_) momentum = 1.0 / n;  // cumulative moving average
+    }
+  }
+  Tensor w = affine_ ? param("weight") : Tensor();
+  Tensor b = affine_ ? param("bias") : Tensor();
+  return ops::batch_norm(x, w, b, rm, rv, is_training() || !track_, momentum, eps_);
+}
+
+std::string BatchNorm::repr() const {
+  std::ostringstream os;
+  os << kind() << "(" << num_features_ << ", eps=" << eps_ << ", momentum=";
+  if (momentum_)
+    os << *momentum_;
+  else
+    os << "None";
+  os << ", affine=" << (affine_ ? "True" : "False") << ", track_running_stats=" << (track_ ? "True" : "False") << ")";
+  return os.str();
+}
+
+Dropout::Dropout(double p, Generator* gen) : p_(p), gen_(gen) {
+  KILN_CHECK(p >= 0 && p <= 1, "Dropout: probability has to be between 0 and 1, but got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) { return ops::dropout(x, p_, is_training(), gen_); }
+
+std::string Dropout::repr() const {
+  std::ostringstream os;
+  os << "Dropout(p=" << p_ << ")";
+  return os.str();
+}
+
+Tensor Softmax::forward(const Tensor& x) { return ops::softmax(x, dim_); }
+Tensor LogSoftmax::forward(const Tensor& x) { return ops::log_softmax(x, dim_); }
+
+}  // namespace kiln
