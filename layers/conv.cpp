@@ -1,3 +1,5 @@
+// Conv2d and ConvTranspose2d modules over ops::conv2d / ops::conv_transpose2d.
+//   Test: ctest --test-dir build -R layers.test_conv_layers
 #include "layers/conv.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// ConvDesc printing (oneDNN-style problem strings) and parsing. Test: ctest --test-dir build -R kernels.test_conv
 #include "kernels/common/conv.h"
 
 #include <cctype>

@@ -284,6 +284,22 @@ TEST_CASE("conv ops: half types compute in float32; float64 runs on ref under au
   CHECK_CLOSE(y64.to(DType::float32), y, 1e-4, 1e-5);
 }
 
+TEST_CASE("conv ops: an empty batch gives empty outputs and zero weight gradients") {
+  for (const char* backend : {"ref", "native"}) {
+    CAPTURE(backend);
+    BackendGuard guard(backend);
+    Tensor x = zeros({0, 3, 5, 5}).requires_grad_(true);
+    Tensor w = full({4, 3, 3, 3}, 1.0).requires_grad_(true);
+    Tensor b = full({4}, 1.0).requires_grad_(true);
+    Tensor y = ops::conv2d(x, w, b);
+    CHECK(y.sizes() == Shape{0, 4, 3, 3});
+    ops::sum(y).backward();
+    CHECK(x.grad().sizes() == Shape{0, 3, 5, 5});
+    CHECK(ops::sum(ops::abs(w.grad())).item() == 0);
+    CHECK(b.grad().to_vector() == std::vector<double>(4, 0.0));
+  }
+}
+
 TEST_CASE("conv ops: errors name the op and the shapes") {
   Tensor x = zeros({2, 3, 8, 8}), w = zeros({4, 3, 3, 3});
   CHECK_THROWS_KILN(ops::conv2d(x, zeros({4, 5, 3, 3})),
