@@ -1,0 +1,102 @@
+// Convolution micro-benchmark: GFLOP/s of forward, backward-data and backward-weights (each
+// 2*N*K*P*Q*(C/g)*R*S flops per pass) for layers given as benchdnn-style problem strings, the
+// median of --reps timed runs after one warm-up, on the dispatcher's choice for --backend.
+//   cmake --build build --target bench_conv && build/bench/bench_conv
+//   build/bench/bench_conv --reps 7 --threads 2 --backend native mb16ic64ih56oc64oh56kh3ph1
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/dispatch.h"
+#include "kernels/common/conv.h"
+#include "kernels/common/parallel.h"
+
+using namespace kiln;
+
+namespace {
+
+std::vector<float> random_buffer(int64_t n, uint64_t seed) {
+  std::vector<float> v(size_t(std::max<int64_t>(n, 1)));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
+  for (auto& x : v) {  // xorshift: the values only need to be non-trivial
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    x = float(int64_t(s % 2001) - 1000) / 1000.f;
+  }
+  return v;
+}
+
+double median_ms(int reps, const std::function<void()>& f) {
+  f();  // warm-up: page faults, allocator, dispatch cache
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 5;
+  std::string backend = "native";
+  std::vector<std::string> problems;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--threads" && i + 1 < argc) set_num_threads(std::atoi(argv[++i]));
+    else if (a == "--backend" && i + 1 < argc) backend = argv[++i];
+    else if (a == "-h" || a == "--help") {
+      std::printf("usage: bench_conv [--reps N] [--threads T] [--backend native|ref] [problem ...]\n");
+      return 0;
+    } else problems.push_back(a);
+  }
+  if (problems.empty())
+    problems = {
+        "mb16ic64ih27oc192oh27kh5ph2",   // AlexNet conv2
+        "mb16ic64ih56oc64oh56kh3ph1",    // ResNet-50 res2 3x3
+        "mb16ic256ih56oc64oh56kh1ph0",   // ResNet-50 res2 1x1 reduce
+        "mb1ic64ih56oc64oh56kh3ph1",     // the 3x3 at batch 1 (parallel GEMM path)
+        "g32mb16ic32ih56oc32oh56kh3ph1", // depthwise 3x3
+    };
+  BackendGuard guard(backend);
+  std::printf("bench_conv: backend %s, %d threads, median of %d\n", backend.c_str(), num_threads(), reps);
+  std::printf("%-34s %-9s %10s %10s\n", "problem", "pass", "ms", "GFLOP/s");
+  try {
+    for (const std::string& p : problems) {
+      ConvDesc d = parse_conv_problem(p, DType::float32, /*has_bias=*/true);
+      std::vector<float> src = random_buffer(d.src_elems(), 1), wei = random_buffer(d.wei_elems(), 2),
+                         bias = random_buffer(d.K, 3), dst(size_t(d.dst_elems())),
+                         diff_dst = random_buffer(d.dst_elems(), 4), diff_src(size_t(d.src_elems())),
+                         diff_wei(size_t(d.wei_elems())), diff_bias(size_t(d.K));
+      auto& fwd = KILN_OP("conv2d_fwd", ConvDesc, const void*, const void*, const void*, void*);
+      auto& bwd_d = KILN_OP("conv2d_bwd_data", ConvDesc, const void*, const void*, void*);
+      auto& bwd_w = KILN_OP("conv2d_bwd_weights", ConvDesc, const void*, const void*, void*, void*);
+      const auto cpu = DeviceType::cpu;
+      struct Pass {
+        const char* name;
+        std::function<void()> run;
+      };
+      std::vector<Pass> passes = {
+          {"fwd", [&] { fwd(cpu, d, src.data(), wei.data(), bias.data(), dst.data()); }},
+          {"bwd_d", [&] { bwd_d(cpu, d, diff_dst.data(), wei.data(), diff_src.data()); }},
+          {"bwd_w", [&] { bwd_w(cpu, d, src.data(), diff_dst.data(), diff_wei.data(), diff_bias.data()); }},
+      };
+      for (const Pass& pass : passes) {
+        const double ms = median_ms(reps, pass.run);
+        std::printf("%-34s %-9s %10.2f %10.1f\n", p.c_str(), pass.name, ms, d.flops() / ms * 1e-6);
+        std::fflush(stdout);
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_conv: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

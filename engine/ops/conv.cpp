@@ -1,0 +1,261 @@
+// conv2d and conv_transpose2d: argument checks, output allocation, the three kernel calls and
+// autograd. See engine/ops/conv.h; tests in tests/kernels/test_conv.cpp and
+// tests/grad/test_conv_grad.cpp.
+#include "engine/ops/conv.h"
+
+#include "engine/autograd.h"
+#include "engine/dispatch.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/reduce.h"
+#include "kernels/common/conv.h"
+#include "kernels/common/elementwise.h"
+#include "kernels/cpu/native/conv.h"
+#include "kernels/cpu/ref/conv.h"
+
+namespace kiln {
+namespace ops {
+
+std::string ConvHW::str() const { return "(" + std::to_string(h) + ", " + std::to_string(w) + ")"; }
+
+}  // namespace ops
+
+namespace {
+
+using ops::ConvHW;
+
+bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
+Tensor to_float(const Tensor& t) { return t.defined() ? t.to(DType::float32) : t; }
+
+// --- kernel calls on contiguous operands of the descriptor's dtype
+
+Tensor run_fwd(const ConvDesc& d, const Tensor& src, const Tensor& wei, const Tensor& bias, Device dev) {
+  Tensor dst = empty({d.N, d.K, d.P, d.Q}, TensorOptions(d.dtype).with_device(dev));
+  KILN_OP("conv2d_fwd", ConvDesc, const void*, const void*, const void*, void*)(
+      dev.type, d, src.data_ptr(), wei.data_ptr(), d.has_bias ? bias.data_ptr() : nullptr, dst.data_ptr());
+  return dst;
+}
+
+Tensor run_bwd_data(const ConvDesc& d, const Tensor& diff_dst, const Tensor& wei, Device dev) {
+  Tensor diff_src = empty({d.N, d.C, d.H, d.W}, TensorOptions(d.dtype).with_device(dev));
+  KILN_OP("conv2d_bwd_data", ConvDesc, const void*, const void*, void*)(dev.type, d, diff_dst.data_ptr(),
+                                                                        wei.data_ptr(), diff_src.data_ptr());
+  return diff_src;
+}
+
+// Fills *diff_wei [K, C/groups, R, S] and/or *diff_bias [K] (null pointers: not wanted).
+void run_bwd_weights(const ConvDesc& d, const Tensor& src, const Tensor& diff_dst, Tensor* diff_wei, Tensor* diff_bias,
+                     Device dev) {
+  if (!diff_wei && !diff_bias) return;
+  TensorOptions o = TensorOptions(d.dtype).with_device(dev);
+  if (diff_wei) *diff_wei = empty({d.K, d.C / d.groups, d.R, d.S}, o);
+  if (diff_bias) *diff_bias = empty({d.K}, o);
+  KILN_OP("conv2d_bwd_weights", ConvDesc, const void*, const void*, void*, void*)(
+      dev.type, d, src.data_ptr(), diff_dst.data_ptr(), diff_wei ? diff_wei->data_ptr() : nullptr,
+      diff_bias ? diff_bias->data_ptr() : nullptr);
+}
+
+// --- argument checks shared by both ops
+
+void check_operands(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  KILN_CHECK(x.defined() && weight.defined(), op, ": undefined ", x.defined() ? "weight" : "input");
+  KILN_CHECK(x.dim() == 4, op, ": input must be 4-d [N, C, H, W], got ", shape_str(x.sizes()));
+  KILN_CHECK(weight.dim() == 4, op, ": weight must be 4-d, got ", shape_str(weight.sizes()));
+  KILN_CHECK(x.is_floating_point(), op, ": needs a floating-point input, got ", x.dtype());
+  KILN_CHECK(x.dtype() == weight.dtype(), op, ": dtype mismatch, input ", x.dtype(), " ", shape_str(x.sizes()),
+             " vs weight ", weight.dtype(), " ", shape_str(weight.sizes()));
+  KILN_CHECK(x.device() == weight.device(), op, ": device mismatch, input on ", x.device(), ", weight on ",
+             weight.device());
+  if (bias.defined()) {
+    KILN_CHECK(bias.dtype() == x.dtype(), op, ": dtype mismatch, input ", x.dtype(), " ", shape_str(x.sizes()),
+               " vs bias ", bias.dtype(), " ", shape_str(bias.sizes()));
+    KILN_CHECK(bias.device() == x.device(), op, ": device mismatch, input on ", x.device(), ", bias on ",
+               bias.device());
+  }
+}
+
+void check_geometry(const char* op, const Tensor& x, const Tensor& weight, ConvHW stride, ConvHW padding,
+                    ConvHW dilation, int64_t groups) {
+  KILN_CHECK(stride.h > 0 && stride.w > 0, op, ": stride ", stride.str(), " must be positive (input ",
+             shape_str(x.sizes()), ", weight ", shape_str(weight.sizes()), ")");
+  KILN_CHECK(dilation.h > 0 && dilation.w > 0, op, ": dilation ", dilation.str(), " must be positive (input ",
+             shape_str(x.sizes()), ", weight ", shape_str(weight.sizes()), ")");
+  KILN_CHECK(padding.h >= 0 && padding.w >= 0, op, ": padding ", padding.str(), " must be non-negative (input ",
+             shape_str(x.sizes()), ", weight ", shape_str(weight.sizes()), ")");
+  KILN_CHECK(groups > 0, op, ": groups ", groups, " must be positive");
+  KILN_CHECK(weight.size(0) > 0 && weight.size(1) > 0 && weight.size(2) > 0 && weight.size(3) > 0, op,
+             ": weight ", shape_str(weight.sizes()), " has an empty dim");
+  KILN_CHECK(x.size(1) > 0 && x.size(2) > 0 && x.size(3) > 0, op, ": input ", shape_str(x.sizes()),
+             " has an empty channel or spatial dim");
+}
+
+// For conv2d the padded input must hold the dilated kernel; for the transposed op the same
+// holds for the (virtual) forward convolution whose input is the transposed op's output.
+void check_fits(const char* op, const Tensor& x, const Tensor& weight, int64_t H, int64_t W, ConvHW padding,
+                ConvHW dilation) {
+  const int64_t R = weight.size(2), S = weight.size(3);
+  const int64_t eff_r = dilation.h * (R - 1) + 1, eff_s = dilation.w * (S - 1) + 1;
+  KILN_CHECK(H + 2 * padding.h >= eff_r && W + 2 * padding.w >= eff_s, op, ": kernel ", R, "x", S, " (dilation ",
+             dilation.str(), ", extent ", eff_r, "x", eff_s, ") is larger than the padded input ", H + 2 * padding.h,
+             "x", W + 2 * padding.w, " (input ", shape_str(x.sizes()), ", weight ", shape_str(weight.sizes()),
+             ", padding ", padding.str(), ")");
+}
+
+}  // namespace
+
+namespace ops {
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding, ConvHW dilation,
+              int64_t groups) {
+  const char* op = "conv2d";
+  check_operands(op, x, weight, bias);
+  if (is_half(x.dtype()))
+    return conv2d(x.to(DType::float32), weight.to(DType::float32), to_float(bias), stride, padding, dilation, groups)
+        .to(x.dtype());
+  check_geometry(op, x, weight, stride, padding, dilation, groups);
+  const int64_t C = x.size(1), K = weight.size(0);
+  KILN_CHECK(C % groups == 0, op, ": input ", shape_str(x.sizes()), " has ", C, " channels, not divisible by groups ",
+             groups);
+  KILN_CHECK(K % groups == 0, op, ": weight ", shape_str(weight.sizes()), " has ", K,
+             " output channels, not divisible by groups ", groups);
+  KILN_CHECK(C == weight.size(1) * groups, op, ": input ", shape_str(x.sizes()), " has ", C,
+             " channels but weight ", shape_str(weight.sizes()), " expects ", weight.size(1) * groups, " (groups ",
+             groups, ")");
+  if (bias.defined())
+    KILN_CHECK(bias.dim() == 1 && bias.size(0) == K, op, ": bias ", shape_str(bias.sizes()), " does not match the ",
+               K, " output channels of weight ", shape_str(weight.sizes()));
+  check_fits(op, x, weight, x.size(2), x.size(3), padding, dilation);
+
+  ConvDesc d;
+  d.dtype = x.dtype();
+  d.N = x.size(0), d.C = C, d.H = x.size(2), d.W = x.size(3);
+  d.K = K, d.R = weight.size(2), d.S = weight.size(3);
+  d.stride_h = stride.h, d.stride_w = stride.w;
+  d.pad_h = padding.h, d.pad_w = padding.w;
+  d.dilation_h = dilation.h, d.dilation_w = dilation.w;
+  d.groups = groups;
+  d.has_bias = bias.defined();
+  d.set_output_size();
+
+  const Device dev = x.device();
+  Tensor xc = x.contiguous().detach(), wc = weight.contiguous().detach();
+  Tensor bc = bias.defined() ? bias.contiguous().detach() : Tensor();
+  Tensor y = run_fwd(d, xc, wc, bc, dev);
+  autograd::record_fn("Conv2dBackward", {x, weight, bias}, {&y},
+                      [d, xc, wc, dev, need_x = x.requires_grad(), need_w = weight.requires_grad(),
+                       need_b = bias.requires_grad()](std::vector<Tensor>& g) {
+                        Tensor gy = g[0].to(d.dtype).contiguous();
+                        Tensor gx, gw, gb;
+                        if (need_x) gx = run_bwd_data(d, gy, wc, dev);
+                        run_bwd_weights(d, xc, gy, need_w ? &gw : nullptr, need_b ? &gb : nullptr, dev);
+                        return std::vector<Tensor>{gx, gw, gb};
+                      });
+  return y;
+}
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding,
+                        ConvHW output_padding, ConvHW dilation, int64_t groups) {
+  const char* op = "conv_transpose2d";
+  check_operands(op, x, weight, bias);
+  if (is_half(x.dtype()))
+    return conv_transpose2d(x.to(DType::float32), weight.to(DType::float32), to_float(bias), stride, padding,
+                            output_padding, dilation, groups)
+        .to(x.dtype());
+  check_geometry(op, x, weight, stride, padding, dilation, groups);
+  const int64_t C_in = x.size(1);
+  KILN_CHECK(weight.size(0) % groups == 0, op, ": weight ", shape_str(weight.sizes()), " has ", weight.size(0),
+             " input channels, not divisible by groups ", groups);
+  KILN_CHECK(C_in == weight.size(0), op, ": input ", shape_str(x.sizes()), " has ", C_in, " channels but weight ",
+             shape_str(weight.sizes()), " expects ", weight.size(0), " (groups ", groups, ")");
+  const int64_t C_out = weight.size(1) * groups;
+  if (bias.defined())
+    KILN_CHECK(bias.dim() == 1 && bias.size(0) == C_out, op, ": bias ", shape_str(bias.sizes()),
+               " does not match the ", C_out, " output channels of weight ", shape_str(weight.sizes()), " (groups ",
+               groups, ")");
+  KILN_CHECK(output_padding.h >= 0 && output_padding.w >= 0 &&
+                 (output_padding.h < stride.h || output_padding.h < dilation.h) &&
+                 (output_padding.w < stride.w || output_padding.w < dilation.w),
+             op, ": output_padding ", output_padding.str(), " must be non-negative and smaller than stride ",
+             stride.str(), " or dilation ", dilation.str(), " (input ", shape_str(x.sizes()), ")");
+  const int64_t R = weight.size(2), S = weight.size(3);
+  const int64_t H_out = conv_transpose_output_size(x.size(2), R, stride.h, padding.h, output_padding.h, dilation.h);
+  const int64_t W_out = conv_transpose_output_size(x.size(3), S, stride.w, padding.w, output_padding.w, dilation.w);
+  KILN_CHECK(H_out > 0 && W_out > 0, op, ": output size ", H_out, "x", W_out, " is not positive (input ",
+             shape_str(x.sizes()), ", weight ", shape_str(weight.sizes()), ", stride ", stride.str(), ", padding ",
+             padding.str(), ")");
+
+  // The forward convolution whose backward-data this is: its input is our output, its output our input.
+  ConvDesc d;
+  d.dtype = x.dtype();
+  d.N = x.size(0), d.C = C_out, d.H = H_out, d.W = W_out;
+  d.K = C_in, d.R = R, d.S = S, d.P = x.size(2), d.Q = x.size(3);
+  d.stride_h = stride.h, d.stride_w = stride.w;
+  d.pad_h = padding.h, d.pad_w = padding.w;
+  d.dilation_h = dilation.h, d.dilation_w = dilation.w;
+  d.groups = groups;
+  d.has_bias = false;  // the bias belongs to our output (the conv's input): added separately
+
+  const Device dev = x.device();
+  Tensor xc = x.contiguous().detach(), wc = weight.contiguous().detach();
+  Tensor y = run_bwd_data(d, xc, wc, dev);
+  if (bias.defined())
+    y = binary_raw(int(BinaryOp::add), y, bias.detach().reshape({1, C_out, 1, 1}));
+  autograd::record_fn("ConvTranspose2dBackward", {x, weight, bias}, {&y},
+                      [d, xc, wc, dev, need_x = x.requires_grad(), need_w = weight.requires_grad(),
+                       need_b = bias.requires_grad()](std::vector<Tensor>& g) {
+                        Tensor gy = g[0].to(d.dtype).contiguous();
+                        Tensor gx, gw, gb;
+                        if (need_x) gx = run_fwd(d, gy, wc, Tensor(), dev);
+                        if (need_w) run_bwd_weights(d, gy, xc, &gw, nullptr, dev);
+                        if (need_b) gb = sum(gy, {0, 2, 3});
+                        return std::vector<Tensor>{gx, gw, gb};
+                      });
+  return y;
+}
+
+}  // namespace ops
+
+// --- registration
+
+namespace {
+
+template <class T>
+void ref_fwd_t(const ConvDesc& d, const void* s, const void* w, const void* b, void* o) {
+  ref::conv2d_fwd<T>(d, static_cast<const T*>(s), static_cast<const T*>(w), static_cast<const T*>(b),
+                     static_cast<T*>(o));
+}
+template <class T>
+void ref_bwd_data_t(const ConvDesc& d, const void* dd, const void* w, void* ds) {
+  ref::conv2d_bwd_data<T>(d, static_cast<const T*>(dd), static_cast<const T*>(w), static_cast<T*>(ds));
+}
+template <class T>
+void ref_bwd_weights_t(const ConvDesc& d, const void* s, const void* dd, void* dw, void* db) {
+  ref::conv2d_bwd_weights<T>(d, static_cast<const T*>(s), static_cast<const T*>(dd), static_cast<T*>(dw),
+                             static_cast<T*>(db));
+}
+void ref_fwd(const ConvDesc& d, const void* s, const void* w, const void* b, void* o) {
+  d.dtype == DType::float64 ? ref_fwd_t<double>(d, s, w, b, o) : ref_fwd_t<float>(d, s, w, b, o);
+}
+void ref_bwd_data(const ConvDesc& d, const void* dd, const void* w, void* ds) {
+  d.dtype == DType::float64 ? ref_bwd_data_t<double>(d, dd, w, ds) : ref_bwd_data_t<float>(d, dd, w, ds);
+}
+void ref_bwd_weights(const ConvDesc& d, const void* s, const void* dd, void* dw, void* db) {
+  d.dtype == DType::float64 ? ref_bwd_weights_t<double>(d, s, dd, dw, db) : ref_bwd_weights_t<float>(d, s, dd, dw, db);
+}
+bool ref_supports(const ConvDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; }
+
+}  // namespace
+
+void register_conv_kernels(Registry& r) {
+  constexpr auto cpu = DeviceType::cpu;
+  auto& fwd = r.op<ConvDesc, const void*, const void*, const void*, void*>("conv2d_fwd");
+  fwd.add("native", cpu, native::supports_conv, native::conv2d_fwd);
+  fwd.add("ref", cpu, ref_supports, ref_fwd);
+  auto& bd = r.op<ConvDesc, const void*, const void*, void*>("conv2d_bwd_data");
+  bd.add("native", cpu, native::supports_conv, native::conv2d_bwd_data);
+  bd.add("ref", cpu, ref_supports, ref_bwd_data);
+  auto& bw = r.op<ConvDesc, const void*, const void*, void*, void*>("conv2d_bwd_weights");
+  bw.add("native", cpu, native::supports_conv, native::conv2d_bwd_weights);
+  bw.add("ref", cpu, ref_supports, ref_bwd_weights);
+}
+
+}  // namespace kiln

@@ -1,0 +1,23 @@
+// kiln's own CPU 2-d convolution, float32: im2col / col2im around native::sgemm, one image and
+// group at a time. 1x1 stride-1 unpadded convolutions skip im2col (the input already is the
+// column matrix). Layouts and semantics as in kernels/common/conv.h; all buffers contiguous.
+//
+// Threads: with enough (image, group) work items for the team, items are split across threads,
+// each with its own 64-byte aligned column buffer (allocated once per call) and a single-threaded
+// sgemm; otherwise items run one after another and sgemm and im2col use the whole team. Never a
+// nested parallel region. Backward-weights sums per-thread partial gradients in a fixed order, so
+// results are bitwise reproducible for a given thread count.
+//   Test: ctest --test-dir build -R conv      Bench: build/bench/bench_conv
+#pragma once
+
+#include "kernels/common/conv.h"
+
+namespace kiln::native {
+
+bool supports_conv(const ConvDesc& d);  // float32 only (float64 runs on ref)
+void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void* bias, void* dst);
+void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst, const void* wei, void* diff_src);
+// diff_wei or diff_bias may be null (not wanted).
+void conv2d_bwd_weights(const ConvDesc& d, const void* src, const void* diff_dst, void* diff_wei, void* diff_bias);
+
+}  // namespace kiln::native
