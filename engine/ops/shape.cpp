@@ -4,6 +4,7 @@
 //   tests: ctest --test-dir build -R shape
 #include "engine/ops/shape.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -143,8 +144,13 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
       const int64_t in = i < 2 ? d.iw : d.ih;
       if (mode == PadMode::reflect)
         KILN_CHECK(pads[i] < in, "pad: reflect padding ", pads[i], " must be less than the input size ", in, where);
-      if (mode == PadMode::circular)
-        KILN_CHECK(pads[i] <= in, "pad: circular padding ", pads[i], " must be at most the input size ", in, where);
+      if (mode == PadMode::circular) {
+        // Wraps within the input left after cropping, at most once.
+        const int64_t other = pads[i ^ 1];
+        const int64_t kept = in - std::max<int64_t>(-pads[i], 0) - std::max<int64_t>(-other, 0);
+        KILN_CHECK(kept > 0 && pads[i] <= kept, "pad: circular padding ", pads[i],
+                   " must be at most the (cropped) input size ", kept, where);
+      }
     }
   }
   Shape out = x.sizes();
@@ -192,6 +198,8 @@ Tensor upsample(const Tensor& x, UpsampleMode mode, std::array<int64_t, 2> size,
   }
   KILN_CHECK(d.oh > 0 && d.ow > 0, op, ": output size ", d.oh, "x", d.ow, " must be positive (input ",
              shape_str(x.sizes()), ")");
+  // PyTorch's CPU bilinear kernel copies when no spatial size changes, whatever the scale factor.
+  if (mode == UpsampleMode::bilinear && d.oh == d.ih && d.ow == d.iw) d.scale_h = d.scale_w = 0;
   Tensor xc = x.detach().contiguous();
   Tensor y = empty({d.n, d.c, d.oh, d.ow}, TensorOptions(d.dtype).with_device(x.device()));
   KILN_OP("shape_upsample_fwd", UpsampleDesc, const void*, void*)(x.device().type, d, xc.data_ptr(), y.data_ptr());

@@ -25,8 +25,9 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 
 // pads = {left, right} (last dim) or {left, right, top, bottom} (last two dims), as F.pad.
-// Negative pads crop. reflect needs each pad < the input size, circular <= it. `value` is for
-// constant mode.
+// Negative pads crop. reflect needs each pad < the input size; circular wraps within the input
+// left after cropping (PyTorch 2's crop-then-wrap) and needs each pad <= that size. `value` is
+// for constant mode.
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode = PadMode::constant, double value = 0);
 
 // NCHW upsampling to an output size {oh, ow}, or by scale factors (output floor(in * scale); the

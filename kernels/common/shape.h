@@ -35,9 +35,12 @@ struct PadDesc {
   std::string str() const;
 };
 
-// Input index read by output index `o` along one dim, or -1 (constant mode, outside the input).
-// reflect needs the pad < in (checked by the op), circular needs it <= in.
-KILN_HOST_DEVICE inline int64_t pad_source_index(PadMode m, int64_t o, int64_t before, int64_t in) {
+// Input index read by output index `o` (of `out`) along one dim of size `in` padded by `before`
+// (and out - in - before after), or -1 (constant mode, outside the input). Negative pads crop.
+// reflect and replicate index the whole input (PyTorch's kernels); circular wraps within the
+// cropped input, as PyTorch's crop-then-wrap does. The op checks reflect pads < in and circular
+// pads <= the cropped size.
+KILN_HOST_DEVICE inline int64_t pad_source_index(PadMode m, int64_t o, int64_t before, int64_t in, int64_t out) {
   int64_t x = o - before;
   switch (m) {
     case PadMode::constant: return (x >= 0 && x < in) ? x : -1;
@@ -46,7 +49,13 @@ KILN_HOST_DEVICE inline int64_t pad_source_index(PadMode m, int64_t o, int64_t b
       if (x >= in) x = 2 * (in - 1) - x;
       return x;
     case PadMode::replicate: return x < 0 ? 0 : (x >= in ? in - 1 : x);
-    case PadMode::circular: return ((x % in) + in) % in;
+    case PadMode::circular: {
+      const int64_t after = out - in - before;
+      const int64_t c0 = before < 0 ? -before : 0;
+      const int64_t len = in - c0 - (after < 0 ? -after : 0);
+      const int64_t q = (o - (before > 0 ? before : 0)) % len;
+      return c0 + (q < 0 ? q + len : q);
+    }
   }
   return -1;
 }
@@ -65,9 +74,14 @@ struct UpsampleDesc {
   std::string str() const;
 };
 
-// Nearest: src = min(floor(dst * scale), in - 1), in float as PyTorch's CPU kernel does for float
-// tensors, so float and double runs pick the same pixel.
+// Nearest: ATen's nearest_idx: identity when out == in, dst / 2 when out == 2 * in, else
+// min(floor(dst * scale), in - 1) computed in float as PyTorch's CPU kernel does for float
+// tensors (so float and double runs pick the same pixel). PyTorch 1.13's forward skips the
+// shortcuts on some paths when a scale factor is given (its backward never does); kiln uses the
+// one rule both ways so the gradient is the forward's true gradient.
 KILN_HOST_DEVICE inline int64_t nearest_source_index(int64_t dst, int64_t in, int64_t out, double user_scale) {
+  if (out == in) return dst;
+  if (out == 2 * in) return dst >> 1;
   const float scale = user_scale > 0 ? float(1.0 / user_scale) : float(in) / float(out);
   const int64_t s = int64_t(floorf(float(dst) * scale));
   return s < in - 1 ? s : in - 1;

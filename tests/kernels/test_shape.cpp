@@ -60,6 +60,11 @@ TEST_CASE("pad: every mode, 1-d and 2-d, with crops") {
     CHECK(ops::pad(r, {2, 1}, PadMode::circular).to_vector() == std::vector<double>{2, 3, 1, 2, 3, 1});
     CHECK(ops::pad(r, {-1, 1}).to_vector() == std::vector<double>{2, 3, 0});
     CHECK(ops::pad(r, {-1, -1}, PadMode::reflect).to_vector() == std::vector<double>{2});
+    // Crop then wrap: {1, 2, 3, 4} cropped on the right to {1, 2, 3}, then one wrapped on the left.
+    CHECK(ops::pad(vec({1, 2, 3, 4}, {4}), {1, -1}, PadMode::circular).to_vector() ==
+          std::vector<double>{3, 1, 2, 3});
+    CHECK(ops::pad(vec({1, 2, 3, 4}, {4}), {-2, 2}, PadMode::circular).to_vector() ==
+          std::vector<double>{3, 4, 3, 4});
 
     Tensor x = iota({1, 1, 2, 3});  // [[0 1 2] [3 4 5]]
     CHECK(ops::pad(x, {1, 0, 0, 1}).to_vector() == std::vector<double>{0, 0, 1, 2, 0, 3, 4, 5, 0, 0, 0, 0});
@@ -161,6 +166,8 @@ TEST_CASE("shape op errors name the op and shapes") {
   CHECK_THROWS_KILN(ops::pad(a, {3, 0}, PadMode::reflect),
                     "pad: reflect padding 3 must be less than the input size 3 (reflect pad [3, 0] of input [2, 3])");
   CHECK_THROWS_KILN(ops::pad(a, {1, 2, 3}), "pad: expected 2 (left, right) or 4");
+  CHECK_THROWS_KILN(ops::pad(a, {-2, 2}, PadMode::circular),
+                    "pad: circular padding 2 must be at most the (cropped) input size 1");
   CHECK_THROWS_KILN(ops::pad(zeros({3}), {1, 1, 1, 1}), "pad: 4 pad values need an input with at least 2 dims, got [3]");
   CHECK_THROWS_KILN(ops::pad(a, {-2, -2}), "pad: negative output size 1x-1");
   CHECK_THROWS_KILN(ops::upsample_bilinear2d(a, {4, 4}),

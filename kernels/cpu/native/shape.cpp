@@ -16,13 +16,13 @@ void pad_fwd_t(const PadDesc& d, const T* src, T* dst) {
   const int64_t x1 = std::max(x0, std::min(d.ow, d.left + d.iw));
   std::vector<int64_t> border(size_t(d.ow), -1);
   for (int64_t x = 0; x < d.ow; ++x)
-    if (x < x0 || x >= x1) border[size_t(x)] = pad_source_index(d.mode, x, d.left, d.iw);
+    if (x < x0 || x >= x1) border[size_t(x)] = pad_source_index(d.mode, x, d.left, d.iw, d.ow);
   const T value = T(d.value);
   parallel_for(0, d.planes * d.oh, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, d.ow)), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const int64_t p = r / d.oh, y = r % d.oh;
       T* out = dst + r * d.ow;
-      const int64_t sy = pad_source_index(d.mode, y, d.top, d.ih);
+      const int64_t sy = pad_source_index(d.mode, y, d.top, d.ih, d.oh);
       if (sy < 0) {
         std::fill(out, out + d.ow, value);
         continue;
@@ -49,7 +49,7 @@ void pad_bwd_t(const PadDesc& d, const T* diff_dst, T* diff_src) {
       T* ds = diff_src + p * isz;
       std::fill(ds, ds + isz, T(0));
       for (int64_t y = 0; y < d.oh; ++y) {
-        const int64_t sy = pad_source_index(d.mode, y, d.top, d.ih);
+        const int64_t sy = pad_source_index(d.mode, y, d.top, d.ih, d.oh);
         if (sy < 0) continue;
         T* drow = ds + sy * d.iw;
         const T* g = diff_dst + p * osz + y * d.ow;
@@ -59,7 +59,7 @@ void pad_bwd_t(const PadDesc& d, const T* diff_dst, T* diff_src) {
         for (int64_t x = 0; x < d.ow; ++x) {
           if (x == x0) x = x1;
           if (x >= d.ow) break;
-          const int64_t sx = pad_source_index(d.mode, x, d.left, d.iw);
+          const int64_t sx = pad_source_index(d.mode, x, d.left, d.iw, d.ow);
           if (sx >= 0) drow[sx] += g[x];
         }
       }

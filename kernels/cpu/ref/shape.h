@@ -15,8 +15,8 @@ void pad_fwd(const PadDesc& d, const T* src, T* dst) {
   for (int64_t p = 0; p < d.planes; ++p)
     for (int64_t y = 0; y < d.oh; ++y)
       for (int64_t x = 0; x < d.ow; ++x) {
-        const int64_t sy = pad_source_index(d.mode, y, d.top, d.ih);
-        const int64_t sx = pad_source_index(d.mode, x, d.left, d.iw);
+        const int64_t sy = pad_source_index(d.mode, y, d.top, d.ih, d.oh);
+        const int64_t sx = pad_source_index(d.mode, x, d.left, d.iw, d.ow);
         dst[(p * d.oh + y) * d.ow + x] = (sy < 0 || sx < 0) ? T(d.value) : src[(p * d.ih + sy) * d.iw + sx];
       }
 }
@@ -27,8 +27,8 @@ void pad_bwd(const PadDesc& d, const T* diff_dst, T* diff_src) {
   for (int64_t p = 0; p < d.planes; ++p)
     for (int64_t y = 0; y < d.oh; ++y)
       for (int64_t x = 0; x < d.ow; ++x) {
-        const int64_t sy = pad_source_index(d.mode, y, d.top, d.ih);
-        const int64_t sx = pad_source_index(d.mode, x, d.left, d.iw);
+        const int64_t sy = pad_source_index(d.mode, y, d.top, d.ih, d.oh);
+        const int64_t sx = pad_source_index(d.mode, x, d.left, d.iw, d.ow);
         if (sy >= 0 && sx >= 0) diff_src[(p * d.ih + sy) * d.iw + sx] += diff_dst[(p * d.oh + y) * d.ow + x];
       }
 }
