@@ -143,14 +143,8 @@ ValuesIndices to_dtype(ValuesIndices r, DType t) {
   return r;
 }
 
-}  // namespace
-
-namespace ops {
-
-}  // namespace ops
-
-static ValuesIndices max_pool(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation, bool ceil_mode,
-                              bool want_indices) {
+ValuesIndices max_pool(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation, bool ceil_mode,
+                       bool want_indices) {
   check_input(x, "max_pool2d");
   if (is_half(x.dtype()))
     return to_dtype(max_pool(x.to(DType::float32), kernel, stride, padding, dilation, ceil_mode, want_indices),
@@ -160,6 +154,8 @@ static ValuesIndices max_pool(const Tensor& x, Pair kernel, Pair stride, Pair pa
   });
   return squeeze_batch(r, x.dim() == 3);
 }
+
+}  // namespace
 
 namespace ops {
 

@@ -109,7 +109,8 @@ TEST_CASE("adaptive pooling: native vs ref, and gradients") {
     P2 out;
   };
   std::vector<Case> cases = {
-      {{1, 2, 5, 7}, {3, 4}}, {{2, 1, 7, 5}, {3, 2}}, {{1, 1, 4, 4}, {4, 4}}, {{1, 1, 3, 3}, {5, 4}}, {{2, 3, 3}, {2, 2}},
+      {{1, 2, 5, 7}, {3, 4}}, {{2, 1, 7, 5}, {3, 2}}, {{1, 1, 4, 4}, {4, 4}}, {{1, 1, 3, 3}, {5, 4}},
+      {{2, 3, 3}, {2, 2}},   {{2, 3, 5, 7}, {1, 1}},  // global: native's one-sum path
   };
   for (const Case& c : cases) {
     CAPTURE(shape_str(c.x));

@@ -248,6 +248,18 @@ void pool_bwd_t(const PoolDesc& d, const T* diff_dst, const int64_t* index, T* d
 template <class T>
 void adaptive_fwd_t(const AdaptivePoolDesc& d, const T* src, T* dst, int64_t* index) {
   const int64_t isz = d.ih * d.iw;
+  if (d.alg == PoolAlg::avg && d.oh == 1 && d.ow == 1) {  // global average (ResNet heads): one sum per plane
+    parallel_for(0, d.planes(), std::max<int64_t>(1, 16384 / std::max<int64_t>(1, isz)), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const T* s = src + p * isz;
+        T sum = 0;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t i = 0; i < isz; ++i) sum += s[i];
+        dst[p] = sum / T(isz);
+      }
+    });
+    return;
+  }
   const int64_t rows = d.planes() * d.oh;
   const int64_t per_row = std::max<int64_t>(1, d.iw * ((d.ih + d.oh - 1) / d.oh + 1));
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / per_row), [&](int64_t b, int64_t e) {
@@ -287,6 +299,12 @@ void adaptive_fwd_t(const AdaptivePoolDesc& d, const T* src, T* dst, int64_t* in
 template <class T>
 void adaptive_bwd_t(const AdaptivePoolDesc& d, const T* diff_dst, const int64_t* index, T* diff_src) {
   const int64_t isz = d.ih * d.iw, osz = d.oh * d.ow;
+  if (d.alg == PoolAlg::avg && d.oh == 1 && d.ow == 1) {
+    parallel_for(0, d.planes(), std::max<int64_t>(1, 16384 / std::max<int64_t>(1, isz)), [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) std::fill(diff_src + p * isz, diff_src + (p + 1) * isz, diff_dst[p] / T(isz));
+    });
+    return;
+  }
   parallel_for(0, d.planes(), std::max<int64_t>(1, 16384 / std::max<int64_t>(1, 2 * isz)), [&](int64_t b, int64_t e) {
     std::vector<T> hb(static_cast<size_t>(d.iw));
     for (int64_t p = b; p < e; ++p) {
