@@ -1,3 +1,5 @@
+// Pooling and LRN layers: thin wrappers over engine/ops/pool.h.
+//   tests: ctest --test-dir build -R pool_layers
 #include "layers/pool.h"
 
 #include <sstream>

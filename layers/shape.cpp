@@ -1,3 +1,5 @@
+// Upsample and padding layers: thin wrappers over engine/ops/shape.h.
+//   tests: ctest --test-dir build -R pool_layers
 #include "layers/shape.h"
 
 #include <sstream>

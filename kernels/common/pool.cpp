@@ -1,3 +1,5 @@
+// Pool descriptor strings and PyTorch's pooling output-size rule.
+//   tests: ctest --test-dir build -R pool
 #include "kernels/common/pool.h"
 
 #include <sstream>

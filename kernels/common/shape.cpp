@@ -1,3 +1,5 @@
+// Pad and upsample descriptor strings.
+//   tests: ctest --test-dir build -R shape
 #include "kernels/common/shape.h"
 
 #include <sstream>

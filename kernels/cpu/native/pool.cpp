@@ -1,3 +1,5 @@
+// kiln's own CPU pooling and LRN kernels (see pool.h for the design).
+//   tests: ctest --test-dir build -R pool
 #include "kernels/cpu/native/pool.h"
 
 #include <algorithm>

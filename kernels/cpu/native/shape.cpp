@@ -1,3 +1,5 @@
+// kiln's own CPU padding and upsampling kernels (see shape.h for the design).
+//   tests: ctest --test-dir build -R shape
 #include "kernels/cpu/native/shape.h"
 
 #include <algorithm>
