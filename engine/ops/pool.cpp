@@ -1,0 +1,327 @@
+// Pooling and LRN op wrappers: argument checks (PyTorch's, with the op and shapes in the message),
+// output allocation, dispatch to the pool kernels, and autograd. Kernel registration at the end.
+//   tests: ctest --test-dir build -R pool
+#include "engine/ops/pool.h"
+
+#include <sstream>
+
+#include "engine/autograd.h"
+#include "engine/dispatch.h"
+#include "kernels/common/pool.h"
+#include "kernels/cpu/native/pool.h"
+#include "kernels/cpu/ref/pool.h"
+
+namespace kiln {
+namespace {
+
+using Pair = std::array<int64_t, 2>;
+using ops::ValuesIndices;
+
+std::string pair_str(Pair p) {
+  std::ostringstream os;
+  os << "[" << p[0] << ", " << p[1] << "]";
+  return os.str();
+}
+
+bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
+
+void check_input(const Tensor& x, const char* op) {
+  KILN_CHECK(x.defined(), op, ": undefined input tensor");
+  KILN_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got ",
+             shape_str(x.sizes()));
+  KILN_CHECK(x.is_floating_point(), op, ": needs a floating-point input, got ", x.dtype(), " ", shape_str(x.sizes()));
+  KILN_CHECK(x.size(-1) > 0 && x.size(-2) > 0, op, ": input ", shape_str(x.sizes()), " has an empty spatial dim");
+}
+
+// Fills n, c, ih, iw from a 4-d input.
+template <class Desc>
+void fill_dims(Desc& d, const Tensor& x) {
+  d.dtype = x.dtype();
+  d.n = x.size(0);
+  d.c = x.size(1);
+  d.ih = x.size(2);
+  d.iw = x.size(3);
+}
+
+Tensor empty_for(const Shape& s, const Tensor& like, DType t) {
+  return empty(s, TensorOptions(t).with_device(like.device()));
+}
+
+PoolDesc make_pool_desc(const Tensor& x, PoolAlg alg, Pair kernel, Pair stride, Pair padding, Pair dilation,
+                        bool ceil_mode, const char* op) {
+  if (stride[0] == 0 && stride[1] == 0) stride = kernel;
+  const std::string where = std::string(" (input ") + shape_str(x.sizes()) + ", kernel " + pair_str(kernel) +
+                            ", stride " + pair_str(stride) + ", padding " + pair_str(padding) +
+                            (alg == PoolAlg::max ? ", dilation " + pair_str(dilation) : std::string()) + ")";
+  KILN_CHECK(kernel[0] > 0 && kernel[1] > 0, op, ": kernel size must be positive", where);
+  KILN_CHECK(stride[0] > 0 && stride[1] > 0, op, ": stride must be positive", where);
+  KILN_CHECK(dilation[0] > 0 && dilation[1] > 0, op, ": dilation must be positive", where);
+  KILN_CHECK(padding[0] >= 0 && padding[1] >= 0, op, ": padding must be non-negative", where);
+  KILN_CHECK(padding[0] <= kernel[0] / 2 && padding[1] <= kernel[1] / 2, op,
+             ": padding should be at most half of the kernel size", where);
+  PoolDesc d;
+  d.alg = alg;
+  fill_dims(d, x);
+  d.kh = kernel[0], d.kw = kernel[1], d.sh = stride[0], d.sw = stride[1];
+  d.ph = padding[0], d.pw = padding[1], d.dh = dilation[0], d.dw = dilation[1];
+  d.ceil_mode = ceil_mode;
+  d.oh = pool_output_size(d.ih, d.kh, d.ph, d.sh, d.dh, ceil_mode);
+  d.ow = pool_output_size(d.iw, d.kw, d.pw, d.sw, d.dw, ceil_mode);
+  KILN_CHECK(d.oh > 0 && d.ow > 0, op, ": kernel is larger than the padded input, output would be ", d.oh, "x", d.ow,
+             where);
+  return d;
+}
+
+// Runs a 4-d op on a 3-d input as a batch of one.
+template <class F>
+auto with_batch(const Tensor& x, F f) {
+  return f(x.dim() == 3 ? x.unsqueeze(0) : x);
+}
+
+// want_indices false: the indices are computed only if autograd needs them (inference skips
+// them, which lets the kernel run a plain vectorised max).
+ValuesIndices max_pool_4d(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation, bool ceil_mode,
+                          bool want_indices) {
+  PoolDesc d = make_pool_desc(x, PoolAlg::max, kernel, stride, padding, dilation, ceil_mode, "max_pool2d");
+  Tensor xc = x.detach().contiguous();
+  ValuesIndices r;
+  r.values = empty_for({d.n, d.c, d.oh, d.ow}, x, d.dtype);
+  const bool need = want_indices || autograd::needs_grad({&x});
+  if (need) r.indices = empty_for({d.n, d.c, d.oh, d.ow}, x, DType::int64);
+  KILN_OP("pool_fwd", PoolDesc, const void*, void*, int64_t*)(x.device().type, d, xc.data_ptr(), r.values.data_ptr(),
+                                                              need ? r.indices.data<int64_t>() : nullptr);
+  if (!need) return r;
+  autograd::record_fn("MaxPool2dBackward", {x}, {&r.values}, [d, idx = r.indices](std::vector<Tensor>& g) {
+    Tensor gc = g[0].contiguous();
+    Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype);
+    KILN_OP("pool_bwd", PoolDesc, const void*, const int64_t*, void*)(gc.device().type, d, gc.data_ptr(),
+                                                                      idx.data<int64_t>(), gx.data_ptr());
+    return std::vector<Tensor>{gx};
+  });
+  return r;
+}
+
+ValuesIndices adaptive_4d(const Tensor& x, Pair out, PoolAlg alg, const char* op) {
+  KILN_CHECK(out[0] > 0 && out[1] > 0, op, ": output size ", pair_str(out), " must be positive (input ",
+             shape_str(x.sizes()), ")");
+  AdaptivePoolDesc d;
+  d.alg = alg;
+  fill_dims(d, x);
+  d.oh = out[0];
+  d.ow = out[1];
+  Tensor xc = x.detach().contiguous();
+  ValuesIndices r;
+  r.values = empty_for({d.n, d.c, d.oh, d.ow}, x, d.dtype);
+  int64_t* idx = nullptr;
+  if (alg == PoolAlg::max) {
+    r.indices = empty_for({d.n, d.c, d.oh, d.ow}, x, DType::int64);
+    idx = r.indices.data<int64_t>();
+  }
+  KILN_OP("pool_adaptive_fwd", AdaptivePoolDesc, const void*, void*, int64_t*)(x.device().type, d, xc.data_ptr(),
+                                                                               r.values.data_ptr(), idx);
+  auto bwd = [d, ind = r.indices](std::vector<Tensor>& g) {
+    Tensor gc = g[0].contiguous();
+    Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype);
+    KILN_OP("pool_adaptive_bwd", AdaptivePoolDesc, const void*, const int64_t*, void*)(
+        gc.device().type, d, gc.data_ptr(), ind.defined() ? ind.data<int64_t>() : nullptr, gx.data_ptr());
+    return std::vector<Tensor>{gx};
+  };
+  autograd::record_fn(alg == PoolAlg::max ? "AdaptiveMaxPool2dBackward" : "AdaptiveAvgPool2dBackward", {x},
+                      {&r.values}, bwd);
+  return r;
+}
+
+ValuesIndices squeeze_batch(ValuesIndices r, bool was_3d) {
+  if (!was_3d) return r;
+  r.values = r.values.squeeze(0);
+  if (r.indices.defined()) r.indices = r.indices.squeeze(0);
+  return r;
+}
+
+ValuesIndices to_dtype(ValuesIndices r, DType t) {
+  r.values = r.values.to(t);
+  return r;
+}
+
+ValuesIndices max_pool(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation, bool ceil_mode,
+                       bool want_indices) {
+  check_input(x, "max_pool2d");
+  if (is_half(x.dtype()))
+    return to_dtype(max_pool(x.to(DType::float32), kernel, stride, padding, dilation, ceil_mode, want_indices),
+                    x.dtype());
+  ValuesIndices r = with_batch(x, [&](const Tensor& x4) {
+    return max_pool_4d(x4, kernel, stride, padding, dilation, ceil_mode, want_indices);
+  });
+  return squeeze_batch(r, x.dim() == 3);
+}
+
+}  // namespace
+
+namespace ops {
+
+ValuesIndices max_pool2d_with_indices(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation,
+                                      bool ceil_mode) {
+  return max_pool(x, kernel, stride, padding, dilation, ceil_mode, true);
+}
+
+Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation, bool ceil_mode) {
+  return max_pool(x, kernel, stride, padding, dilation, ceil_mode, false).values;
+}
+
+Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool ceil_mode, bool count_include_pad,
+                  std::optional<int64_t> divisor_override) {
+  check_input(x, "avg_pool2d");
+  KILN_CHECK(!divisor_override || *divisor_override > 0, "avg_pool2d: divisor_override must be positive, got ",
+             divisor_override.value_or(0), " (input ", shape_str(x.sizes()), ")");
+  if (is_half(x.dtype()))
+    return avg_pool2d(x.to(DType::float32), kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        .to(x.dtype());
+  Tensor x4 = x.dim() == 3 ? x.unsqueeze(0) : x;
+  PoolDesc d = make_pool_desc(x4, PoolAlg::avg, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
+  d.count_include_pad = count_include_pad;
+  d.divisor_override = divisor_override.value_or(0);
+  Tensor xc = x4.detach().contiguous();
+  Tensor y = empty_for({d.n, d.c, d.oh, d.ow}, x, d.dtype);
+  KILN_OP("pool_fwd", PoolDesc, const void*, void*, int64_t*)(x.device().type, d, xc.data_ptr(), y.data_ptr(), nullptr);
+  autograd::record_fn("AvgPool2dBackward", {x4}, {&y}, [d](std::vector<Tensor>& g) {
+    Tensor gc = g[0].contiguous();
+    Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype);
+    KILN_OP("pool_bwd", PoolDesc, const void*, const int64_t*, void*)(gc.device().type, d, gc.data_ptr(), nullptr,
+                                                                      gx.data_ptr());
+    return std::vector<Tensor>{gx};
+  });
+  return x.dim() == 3 ? y.squeeze(0) : y;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
+  check_input(x, "adaptive_avg_pool2d");
+  if (is_half(x.dtype())) return adaptive_avg_pool2d(x.to(DType::float32), output_size).to(x.dtype());
+  ValuesIndices r = with_batch(x, [&](const Tensor& x4) {
+    return adaptive_4d(x4, output_size, PoolAlg::avg, "adaptive_avg_pool2d");
+  });
+  return squeeze_batch(r, x.dim() == 3).values;
+}
+
+ValuesIndices adaptive_max_pool2d_with_indices(const Tensor& x, Pair output_size) {
+  check_input(x, "adaptive_max_pool2d");
+  if (is_half(x.dtype()))
+    return to_dtype(adaptive_max_pool2d_with_indices(x.to(DType::float32), output_size), x.dtype());
+  ValuesIndices r = with_batch(x, [&](const Tensor& x4) {
+    return adaptive_4d(x4, output_size, PoolAlg::max, "adaptive_max_pool2d");
+  });
+  return squeeze_batch(r, x.dim() == 3);
+}
+
+Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size) {
+  return adaptive_max_pool2d_with_indices(x, output_size).values;
+}
+
+Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double beta, double k) {
+  KILN_CHECK(x.defined(), "local_response_norm: undefined input tensor");
+  KILN_CHECK(x.dim() >= 3, "local_response_norm: expected an input with at least 3 dims (N, C, ...), got ",
+             shape_str(x.sizes()));
+  KILN_CHECK(x.is_floating_point(), "local_response_norm: needs a floating-point input, got ", x.dtype(), " ",
+             shape_str(x.sizes()));
+  KILN_CHECK(size > 0, "local_response_norm: size must be positive, got ", size, " (input ", shape_str(x.sizes()),
+             ")");
+  if (is_half(x.dtype())) return local_response_norm(x.to(DType::float32), size, alpha, beta, k).to(x.dtype());
+  LrnDesc d;
+  d.dtype = x.dtype();
+  d.n = x.size(0);
+  d.c = x.size(1);
+  d.inner = d.n * d.c == 0 ? 0 : x.numel() / (d.n * d.c);
+  d.size = size;
+  d.alpha = alpha;
+  d.beta = beta;
+  d.k = k;
+  Tensor xc = x.detach().contiguous();
+  Tensor y = empty_for(x.sizes(), x, d.dtype);
+  Tensor scale = empty_for(x.sizes(), x, d.dtype);
+  KILN_OP("pool_lrn_fwd", LrnDesc, const void*, void*, void*)(x.device().type, d, xc.data_ptr(), y.data_ptr(),
+                                                              scale.data_ptr());
+  autograd::record_fn("LocalResponseNormBackward", {x}, {&y},
+                      [d, xc, scale, yd = y.detach()](std::vector<Tensor>& g) {
+                        Tensor gc = g[0].contiguous();
+                        Tensor gx = empty_for(xc.sizes(), gc, d.dtype);
+                        KILN_OP("pool_lrn_bwd", LrnDesc, const void*, const void*, const void*, const void*, void*)(
+                            gc.device().type, d, xc.data_ptr(), yd.data_ptr(), scale.data_ptr(), gc.data_ptr(),
+                            gx.data_ptr());
+                        return std::vector<Tensor>{gx};
+                      });
+  return y;
+}
+
+}  // namespace ops
+
+// --- registration: native first, then ref (the `auto` order).
+namespace {
+
+template <class F>
+void ref_float(DType t, F&& f) {
+  if (t == DType::float64) f(double{});
+  else f(float{});
+}
+
+void ref_pool_fwd(const PoolDesc& d, const void* s, void* o, int64_t* idx) {
+  ref_float(d.dtype, [&](auto t) {
+    using T = decltype(t);
+    ref::pool_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o), idx);
+  });
+}
+void ref_pool_bwd(const PoolDesc& d, const void* g, const int64_t* idx, void* o) {
+  ref_float(d.dtype, [&](auto t) {
+    using T = decltype(t);
+    ref::pool_bwd<T>(d, static_cast<const T*>(g), idx, static_cast<T*>(o));
+  });
+}
+void ref_adaptive_fwd(const AdaptivePoolDesc& d, const void* s, void* o, int64_t* idx) {
+  ref_float(d.dtype, [&](auto t) {
+    using T = decltype(t);
+    ref::adaptive_pool_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o), idx);
+  });
+}
+void ref_adaptive_bwd(const AdaptivePoolDesc& d, const void* g, const int64_t* idx, void* o) {
+  ref_float(d.dtype, [&](auto t) {
+    using T = decltype(t);
+    ref::adaptive_pool_bwd<T>(d, static_cast<const T*>(g), idx, static_cast<T*>(o));
+  });
+}
+void ref_lrn_fwd(const LrnDesc& d, const void* s, void* o, void* sc) {
+  ref_float(d.dtype, [&](auto t) {
+    using T = decltype(t);
+    ref::lrn_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o), static_cast<T*>(sc));
+  });
+}
+void ref_lrn_bwd(const LrnDesc& d, const void* s, const void* y, const void* sc, const void* g, void* o) {
+  ref_float(d.dtype, [&](auto t) {
+    using T = decltype(t);
+    ref::lrn_bwd<T>(d, static_cast<const T*>(s), static_cast<const T*>(y), static_cast<const T*>(sc),
+                    static_cast<const T*>(g), static_cast<T*>(o));
+  });
+}
+
+}  // namespace
+
+void register_pool_kernels(Registry& r) {
+  constexpr auto cpu = DeviceType::cpu;
+  auto& pf = r.op<PoolDesc, const void*, void*, int64_t*>("pool_fwd");
+  pf.add("native", cpu, native::supports_pool, native::pool_fwd);
+  pf.add("ref", cpu, native::supports_pool, ref_pool_fwd);
+  auto& pb = r.op<PoolDesc, const void*, const int64_t*, void*>("pool_bwd");
+  pb.add("native", cpu, native::supports_pool, native::pool_bwd);
+  pb.add("ref", cpu, native::supports_pool, ref_pool_bwd);
+  auto& af = r.op<AdaptivePoolDesc, const void*, void*, int64_t*>("pool_adaptive_fwd");
+  af.add("native", cpu, native::supports_adaptive_pool, native::adaptive_pool_fwd);
+  af.add("ref", cpu, native::supports_adaptive_pool, ref_adaptive_fwd);
+  auto& ab = r.op<AdaptivePoolDesc, const void*, const int64_t*, void*>("pool_adaptive_bwd");
+  ab.add("native", cpu, native::supports_adaptive_pool, native::adaptive_pool_bwd);
+  ab.add("ref", cpu, native::supports_adaptive_pool, ref_adaptive_bwd);
+  auto& lf = r.op<LrnDesc, const void*, void*, void*>("pool_lrn_fwd");
+  lf.add("native", cpu, native::supports_lrn, native::lrn_fwd);
+  lf.add("ref", cpu, native::supports_lrn, ref_lrn_fwd);
+  auto& lb = r.op<LrnDesc, const void*, const void*, const void*, const void*, void*>("pool_lrn_bwd");
+  lb.add("native", cpu, native::supports_lrn, native::lrn_bwd);
+  lb.add("ref", cpu, native::supports_lrn, ref_lrn_bwd);
+}
+
+}  // namespace kiln
