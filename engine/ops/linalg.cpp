@@ -1,0 +1,237 @@
+// matmul and linear: argument checks, operand layouts for the GEMM, autograd, and the
+// registration of the "gemm" op (native first, then ref).
+//   ctest --test-dir build -R "test_gemm|test_linalg_grad|test_linear_layers"
+#include "engine/ops/linalg.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "engine/autograd.h"
+#include "engine/dispatch.h"
+#include "engine/ops/reduce.h"
+#include "kernels/common/gemm.h"
+#include "kernels/cpu/native/gemm.h"
+#include "kernels/cpu/ref/gemm.h"
+
+namespace kiln {
+namespace {
+
+// One GEMM operand: a logical [batch x] rows x cols matrix as stored in memory.
+struct Mat {
+  Tensor keep;  // detached; owns the memory
+  const void* ptr = nullptr;
+  bool trans = false;  // stored as cols x rows (row-major), i.e. a transposed view
+  int64_t ld = 1, bstride = 0, rows = 0, cols = 0;
+  Mat t() const {
+    Mat r = *this;
+    r.trans = !trans;
+    std::swap(r.rows, r.cols);
+    return r;
+  }
+};
+
+// Row-major (trans false) or column-major (trans true) with leading dim ld, from the strides
+// (s0, s1) of an r x c matrix; false when neither (overlapping rows, a broadcast, a step).
+bool layout_of(int64_t r, int64_t c, int64_t s0, int64_t s1, bool& trans, int64_t& ld) {
+  if ((c <= 1 || s1 == 1) && (r <= 1 || s0 >= std::max<int64_t>(c, 1))) {
+    trans = false;
+    ld = r <= 1 ? std::max<int64_t>(c, 1) : s0;
+    return true;
+  }
+  if ((r <= 1 || s0 == 1) && (c <= 1 || s1 >= std::max<int64_t>(r, 1))) {
+    trans = true;
+    ld = c <= 1 ? std::max<int64_t>(r, 1) : s1;
+    return true;
+  }
+  return false;
+}
+
+// t: 2-d or 3-d, not empty, no autograd history needed (detached).
+Mat make_mat(Tensor t) {
+  const int64_t d = t.dim();
+  Mat m;
+  m.rows = t.size(d - 2);
+  m.cols = t.size(d - 1);
+  if (!layout_of(m.rows, m.cols, t.stride(d - 2), t.stride(d - 1), m.trans, m.ld)) {
+    t = t.contiguous();
+    layout_of(m.rows, m.cols, t.stride(d - 2), t.stride(d - 1), m.trans, m.ld);
+  }
+  m.bstride = d == 3 && t.size(0) > 1 ? t.stride(0) : 0;
+  m.keep = t;
+  m.ptr = t.data_ptr();
+  return m;
+}
+
+// c[batch x a.rows x b.cols] (contiguous) = a @ b + beta * c.
+void run_gemm(const Mat& a, const Mat& b, Tensor& c, int64_t batch, double beta = 0.0) {
+  GemmDesc d;
+  d.dtype = c.dtype();
+  d.trans_a = a.trans;
+  d.trans_b = b.trans;
+  d.m = a.rows;
+  d.n = b.cols;
+  d.k = a.cols;
+  d.lda = a.ld;
+  d.ldb = b.ld;
+  d.ldc = std::max<int64_t>(d.n, 1);
+  d.beta = beta;
+  d.batch = batch;
+  d.stride_a = a.bstride;
+  d.stride_b = b.bstride;
+  d.stride_c = d.m * d.n;
+  if (d.m == 0 || d.n == 0 || batch == 0) return;
+  if (d.k == 0) {  // an empty sum: only the beta * c part
+    if (beta == 0.0) c.zero_();
+    return;
+  }
+  KILN_OP("gemm", GemmDesc, const void*, const void*, void*)(c.device().type, d, a.ptr, b.ptr, c.data_ptr());
+}
+
+Tensor new_out(const Shape& s, const Tensor& like) { return empty(s, TensorOptions(like.dtype()).with_device(like.device())); }
+
+Tensor mat_product(const Mat& a, const Mat& b, const Shape& out_shape, int64_t batch, const Tensor& like) {
+  Tensor c = new_out(out_shape, like);
+  run_gemm(a, b, c, batch);
+  return c;
+}
+
+bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
+
+void check_operands(const char* op, const Tensor& a, const Tensor& b, const char* an, const char* bn) {
+  KILN_CHECK(a.defined() && b.defined(), op, ": undefined ", a.defined() ? bn : an);
+  KILN_CHECK(a.dtype() == b.dtype(), op, ": dtype mismatch, ", a.dtype(), " ", shape_str(a.sizes()), " vs ",
+             b.dtype(), " ", shape_str(b.sizes()));
+  KILN_CHECK(a.is_floating_point(), op, ": needs floating-point operands, got ", a.dtype());
+  KILN_CHECK(a.device() == b.device(), op, ": device mismatch, ", a.device(), " vs ", b.device());
+}
+
+}  // namespace
+
+namespace ops {
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_operands("matmul", a, b, "a", "b");
+  if (is_half(a.dtype())) return matmul(a.to(DType::float32), b.to(DType::float32)).to(a.dtype());
+  const std::string shapes = shape_str(a.sizes()) + " @ " + shape_str(b.sizes());
+  KILN_CHECK((a.dim() == 2 && b.dim() == 2) || (a.dim() == 3 && (b.dim() == 2 || b.dim() == 3)), "matmul: ", shapes,
+             ": expects [m, k] @ [k, n], [B, m, k] @ [B, k, n] or [B, m, k] @ [k, n]");
+  const int64_t k = a.size(-1), kb = b.size(-2);
+  KILN_CHECK(k == kb, "matmul: ", shapes, ": inner dims ", k, " and ", kb, " differ");
+  const int64_t m = a.size(-2), n = b.size(-1);
+  const bool batched = a.dim() == 3 && b.dim() == 3;
+  const bool shared_b = a.dim() == 3 && b.dim() == 2;
+  const int64_t batch = a.dim() == 3 ? a.size(0) : 1;
+  if (batched)
+    KILN_CHECK(b.size(0) == batch, "matmul: ", shapes, ": batch sizes ", batch, " and ", b.size(0), " differ");
+  Shape out_shape = a.dim() == 3 ? Shape{batch, m, n} : Shape{m, n};
+
+  Tensor y;
+  Mat A, B;
+  if (batch * m * n == 0 || k == 0) {
+    y = zeros(out_shape, TensorOptions(a.dtype()).with_device(a.device()));
+  } else if (shared_b) {
+    // [B, m, k] @ [k, n] is one [B*m, k] @ [k, n] GEMM (A copied first if it does not flatten).
+    A = make_mat(a.detach().reshape({batch * m, k}));
+    B = make_mat(b.detach());
+    y = mat_product(A, B, out_shape, 1, a);
+  } else {
+    A = make_mat(a.detach());
+    B = make_mat(b.detach());
+    y = mat_product(A, B, out_shape, batch, a);
+  }
+  autograd::record_fn("MatmulBackward", {a, b}, {&y},
+                      [A, B, need_a = a.requires_grad(), need_b = b.requires_grad(), as = a.sizes(), bs = b.sizes(),
+                       batch, shared_b, like = a.detach()](std::vector<Tensor>& g) {
+                        Tensor ga, gb;
+                        if (!A.keep.defined()) {  // empty product: zero gradients
+                          if (need_a) ga = zeros(as, TensorOptions(like.dtype()).with_device(like.device()));
+                          if (need_b) gb = zeros(bs, TensorOptions(like.dtype()).with_device(like.device()));
+                          return std::vector<Tensor>{ga, gb};
+                        }
+                        const int64_t m = A.rows, n = B.cols;
+                        // dA = G B^T, dB = A^T G (per batch; summed over the batch when B is shared).
+                        Mat G = make_mat(shared_b ? g[0].detach().reshape({m, n}) : g[0].detach());
+                        const int64_t nb = shared_b ? 1 : batch;
+                        if (need_a) ga = mat_product(G, B.t(), shared_b ? Shape{m, A.cols} : as, nb, like).view(as);
+                        if (need_b) gb = mat_product(A.t(), G, bs, nb, like);
+                        return std::vector<Tensor>{ga, gb};
+                      });
+  return y;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_operands("linear", x, weight, "input", "weight");
+  KILN_CHECK(weight.dim() == 2, "linear: weight must be 2-d [out, in], got ", shape_str(weight.sizes()));
+  KILN_CHECK(x.dim() >= 1, "linear: input must have at least 1 dim, got ", shape_str(x.sizes()));
+  const int64_t out = weight.size(0), in = weight.size(1);
+  KILN_CHECK(x.size(-1) == in, "linear: input ", shape_str(x.sizes()), " has ", x.size(-1), " features but weight ",
+             shape_str(weight.sizes()), " expects ", in);
+  if (bias.defined()) {
+    KILN_CHECK(bias.dtype() == x.dtype(), "linear: bias dtype ", bias.dtype(), " differs from input dtype ", x.dtype());
+    KILN_CHECK(bias.dim() == 1 && bias.size(0) == out, "linear: bias ", shape_str(bias.sizes()),
+               " does not match weight ", shape_str(weight.sizes()), " (expects [", out, "])");
+  }
+  if (is_half(x.dtype()))
+    return linear(x.to(DType::float32), weight.to(DType::float32), bias.defined() ? bias.to(DType::float32) : bias)
+        .to(x.dtype());
+
+  int64_t rows = 1;  // the leading dims, flattened
+  for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
+  Shape out_shape = x.sizes();
+  out_shape.back() = out;
+  Tensor y2 = new_out({rows, out}, x);
+  Mat X, W;
+  if (rows * out > 0) {
+    if (bias.defined()) {
+      NoGradGuard ng;
+      y2.copy_(bias.detach().expand({rows, out}));
+    }
+    if (in == 0) {
+      if (!bias.defined()) y2.zero_();
+    } else {
+      X = make_mat(x.dim() == 2 ? x.detach() : x.detach().reshape({rows, in}));
+      W = make_mat(weight.detach());
+      run_gemm(X, W.t(), y2, 1, bias.defined() ? 1.0 : 0.0);
+    }
+  }
+  Tensor y = y2.view(out_shape);
+  autograd::record_fn(
+      "LinearBackward", {x, weight, bias}, {&y},
+      [X, W, rows, in, out, xs = x.sizes(), need_x = x.requires_grad(), need_w = weight.requires_grad(),
+       need_b = bias.requires_grad(), like = x.detach()](std::vector<Tensor>& g) {
+        Tensor gx, gw, gb;
+        Tensor g2 = g[0].detach().reshape({rows, out});
+        if (!X.keep.defined()) {  // nothing was multiplied: zero gradients (bias still gets the sum)
+          auto z = [&](const Shape& s) { return zeros(s, TensorOptions(like.dtype()).with_device(like.device())); };
+          if (need_x) gx = z(xs);
+          if (need_w) gw = z({out, in});
+        } else {
+          Mat G = make_mat(g2);
+          if (need_x) gx = mat_product(G, W, {rows, in}, 1, like).view(xs);  // dX = G W
+          if (need_w) gw = mat_product(G.t(), X, {out, in}, 1, like);         // dW = G^T X
+        }
+        if (need_b) gb = rows > 0 ? ops::sum(g2, {0}) : zeros({out}, TensorOptions(like.dtype()).with_device(like.device()));
+        return std::vector<Tensor>{gx, gw, gb};
+      });
+  return y;
+}
+
+}  // namespace ops
+
+static bool ref_supports_gemm(const GemmDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; }
+
+static void ref_gemm(const GemmDesc& d, const void* a, const void* b, void* c) {
+  if (d.dtype == DType::float64)
+    ref::gemm<double>(d, static_cast<const double*>(a), static_cast<const double*>(b), static_cast<double*>(c));
+  else
+    ref::gemm<float>(d, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(c));
+}
+
+void register_linalg_kernels(Registry& r) {
+  constexpr auto cpu = DeviceType::cpu;
+  auto& t = r.op<GemmDesc, const void*, const void*, void*>("gemm");
+  t.add("native", cpu, native::supports_gemm, native::gemm);
+  t.add("ref", cpu, ref_supports_gemm, ref_gemm);
+}
+
+}  // namespace kiln

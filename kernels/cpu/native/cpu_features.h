@@ -1,0 +1,22 @@
+// What the CPU running kiln can do, for run-time kernel dispatch (the *_avx2.cpp / *_avx512.cpp
+// files are compiled for their ISA and may only run where these say yes). Each answer needs both
+// the CPUID feature bit and the OS saving the register state (XGETBV), is computed once, and is
+// false on non-x86 builds. Thread-safe.
+//   ctest --test-dir build -R test_gemm   (prints the features it found)
+#pragma once
+
+#include <string>
+
+namespace kiln::native {
+
+bool has_avx2();          // AVX2 + FMA, ymm state enabled by the OS
+bool has_avx512f();       // AVX-512 Foundation, zmm and opmask state enabled by the OS
+bool has_avx512_core();   // F + BW + DQ + VL (Skylake-SP level): what *_avx512.cpp is compiled for
+bool has_avx512_bf16();   // AVX512_BF16 (Cooper Lake, Sapphire Rapids)
+bool has_amx();           // AMX-TILE + AMX-BF16 with tile data state enabled by the OS (Linux also
+                          // needs arch_prctl(ARCH_REQ_XCOMP_PERM) before first use)
+
+// "avx2 avx512f avx512_core avx512_bf16 amx" style summary of what is present.
+std::string cpu_features_str();
+
+}  // namespace kiln::native

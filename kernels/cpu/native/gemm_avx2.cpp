@@ -1,0 +1,189 @@
+// AVX2 + FMA single-precision GEMM path: the same packing and blocking as gemm_avx512.cpp around a
+// 6 x 16 register tile (12 ymm accumulators, 2 ymm of B, 1 broadcast: 15 of the 16 registers).
+// Compiled with -mavx2 -mfma; gemm.cpp calls it only where has_avx2() says so.
+//   KILN_GEMM=avx2 ./build/bench/bench_gemm          ctest --test-dir build -R test_gemm
+#include "kernels/cpu/native/gemm_internal.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+namespace kiln::native::gemm_detail {
+namespace {
+
+constexpr int kMR = 6;
+constexpr int kNR = 16;
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// Lanes [0, n) set (n clamped to [0, 8]) for maskload/maskstore.
+inline __m256i tail_mask(int64_t n) {
+  const int32_t k = int32_t(n < 0 ? 0 : n > 8 ? 8 : n);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// In-register 8 x 8 transpose: r[i] holds row i on entry and column i on exit.
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8], s[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2f128_ps(s[q], s[4 + q], 0x20);
+    r[4 + q] = _mm256_permute2f128_ps(s[q], s[4 + q], 0x31);
+  }
+}
+
+// Packs op(A)[i0 : i0 + mc, p0 : p0 + kc] as micro-panels of kMR rows, k-major inside a panel.
+void pack_a(const SgemmArgs& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
+  const __m256i out_mask = tail_mask(kMR);
+  for (int64_t ir = 0; ir < mc; ir += kMR, dst += kMR * kc) {
+    const int64_t mr = min64(kMR, mc - ir);
+    if (g.trans_a) {
+      const float* src = g.a + p0 * g.lda + i0 + ir;
+      const __m256i m = tail_mask(mr);
+      for (int64_t p = 0; p < kc; ++p) _mm256_maskstore_ps(dst + p * kMR, out_mask, _mm256_maskload_ps(src + p * g.lda, m));
+    } else {
+      const float* src = g.a + (i0 + ir) * g.lda + p0;
+      for (int64_t p = 0; p < kc; p += 8) {
+        const int64_t pl = min64(8, kc - p);
+        const __m256i m = tail_mask(pl);
+        __m256 r[8];
+        for (int i = 0; i < 8; ++i) r[i] = i < mr ? _mm256_maskload_ps(src + i * g.lda + p, m) : _mm256_setzero_ps();
+        transpose8(r);
+        for (int64_t c = 0; c < pl; ++c) _mm256_maskstore_ps(dst + (p + c) * kMR, out_mask, r[c]);
+      }
+    }
+  }
+}
+
+// Packs op(B)[p0 : p0 + kc, j0 : j0 + nc] as 64-byte aligned micro-panels of kNR columns.
+void pack_b(const SgemmArgs& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+  for (int64_t jr = 0; jr < nc; jr += kNR, dst += kNR * kc) {
+    const int64_t nr = min64(kNR, nc - jr);
+    if (!g.trans_b) {
+      const float* src = g.b + p0 * g.ldb + j0 + jr;
+      const __m256i m0 = tail_mask(nr), m1 = tail_mask(nr - 8);
+      for (int64_t p = 0; p < kc; ++p) {
+        _mm256_store_ps(dst + p * kNR, _mm256_maskload_ps(src + p * g.ldb, m0));
+        _mm256_store_ps(dst + p * kNR + 8, _mm256_maskload_ps(src + p * g.ldb + 8, m1));
+      }
+    } else {
+      for (int h = 0; h < 2; ++h) {
+        const int64_t nh = nr - 8 * h;
+        const float* src = g.b + (j0 + jr + 8 * h) * g.ldb + p0;
+        for (int64_t p = 0; p < kc; p += 8) {
+          const int64_t pl = min64(8, kc - p);
+          const __m256i m = tail_mask(pl);
+          __m256 r[8];
+          for (int i = 0; i < 8; ++i) r[i] = i < nh ? _mm256_maskload_ps(src + i * g.ldb + p, m) : _mm256_setzero_ps();
+          transpose8(r);
+          for (int64_t c = 0; c < pl; ++c) _mm256_store_ps(dst + (p + c) * kNR + 8 * h, r[c]);
+        }
+      }
+    }
+  }
+}
+
+template <int R>
+void micro_kernel(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc, int64_t nv,
+                  float alpha, float beta) {
+  __m256 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) {
+    acc0[r] = _mm256_setzero_ps();
+    acc1[r] = _mm256_setzero_ps();
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+  }
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    _mm_prefetch(reinterpret_cast<const char*>(a + 16 * kMR), _MM_HINT_T0);
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r);
+      acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
+    }
+    a += kMR;
+    b += kNR;
+  }
+  const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  if (nv == kNR) {
+    for (int r = 0; r < R; ++r) {
+      float* cr = c + r * ldc;
+      __m256 x0 = _mm256_mul_ps(acc0[r], va), x1 = _mm256_mul_ps(acc1[r], va);
+      if (beta != 0.f) {
+        x0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr), x0);
+        x1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(cr + 8), x1);
+      }
+      _mm256_storeu_ps(cr, x0);
+      _mm256_storeu_ps(cr + 8, x1);
+    }
+  } else {
+    const __m256i m0 = tail_mask(nv), m1 = tail_mask(nv - 8);
+    for (int r = 0; r < R; ++r) {
+      float* cr = c + r * ldc;
+      __m256 x0 = _mm256_mul_ps(acc0[r], va), x1 = _mm256_mul_ps(acc1[r], va);
+      if (beta != 0.f) {
+        x0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr, m0), x0);
+        x1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr + 8, m1), x1);
+      }
+      _mm256_maskstore_ps(cr, m0, x0);
+      _mm256_maskstore_ps(cr + 8, m1, x1);
+    }
+  }
+}
+
+using KernelFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, float, float);
+constexpr KernelFn kKernels[kMR + 1] = {nullptr,         micro_kernel<1>, micro_kernel<2>, micro_kernel<3>,
+                                        micro_kernel<4>, micro_kernel<5>, micro_kernel<6>};
+
+void tile(const SgemmArgs& g, const Blocking& blk, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* pa,
+          float* pb) {
+  const int64_t nk = (g.k + blk.kc - 1) / blk.kc;
+  const int64_t kstep = (g.k + nk - 1) / nk;
+  for (int64_t jc = n0; jc < n1; jc += blk.nc) {
+    const int64_t nc = min64(blk.nc, n1 - jc);
+    for (int64_t pc = 0; pc < g.k; pc += kstep) {
+      const int64_t kc = min64(kstep, g.k - pc);
+      const float beta = pc == 0 ? g.beta : 1.f;
+      pack_b(g, pc, kc, jc, nc, pb);
+      for (int64_t ic = m0; ic < m1; ic += blk.mc) {
+        const int64_t mc = min64(blk.mc, m1 - ic);
+        pack_a(g, ic, mc, pc, kc, pa);
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          const int64_t nv = min64(kNR, nc - jr);
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            const int64_t mr = min64(kMR, mc - ir);
+            kKernels[mr](kc, pa + ir * kc, pb + jr * kc, g.c + (ic + ir) * g.ldc + jc + jr, g.ldc, nv, g.alpha, beta);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+GemmPathImpl avx2_path() {
+  GemmPathImpl p;
+  p.name = "avx2";
+  p.blk = Blocking{kMR, kNR, /*mc=*/144, /*kc=*/256, /*nc=*/2048};
+  p.tile = tile;
+  return p;
+}
+
+}  // namespace kiln::native::gemm_detail
+
+#else
+
+namespace kiln::native::gemm_detail {
+GemmPathImpl avx2_path() { return GemmPathImpl{}; }
+}  // namespace kiln::native::gemm_detail
+
+#endif

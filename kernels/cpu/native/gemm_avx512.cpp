@@ -1,0 +1,204 @@
+// AVX-512 single-precision GEMM path: BLIS-style packing and cache blocking around a 12 x 32
+// register tile (24 zmm accumulators, 2 zmm of B and one broadcast of A per k step: 24 FMAs
+// against 3 loads, so the two FMA ports stay busy). Compiled with -mavx512f/bw/dq/vl; gemm.cpp
+// calls it only where has_avx512_core() says so.
+//   KILN_GEMM=avx512 ./build/bench/bench_gemm        ctest --test-dir build -R test_gemm
+#include "kernels/cpu/native/gemm_internal.h"
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// GCC 12's own intrinsics use _mm512_undefined_ps() and trip its -Wmaybe-uninitialized (GCC bug
+// 105593, fixed in 13).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+namespace kiln::native::gemm_detail {
+namespace {
+
+constexpr int kMR = 12;
+constexpr int kNR = 32;
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1u); }
+
+// In-register 16 x 16 transpose: r[i] holds row i on entry and column i on exit.
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // u[4i + q], 128-bit lane L: column 4L + q of rows 4i .. 4i + 3.
+  __m512 u[16];
+  for (int i = 0; i < 16; i += 4) {
+    __m512d a0 = _mm512_castps_pd(t[i]), a1 = _mm512_castps_pd(t[i + 1]);
+    __m512d a2 = _mm512_castps_pd(t[i + 2]), a3 = _mm512_castps_pd(t[i + 3]);
+    u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+    u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+    u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+    u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+  }
+  for (int q = 0; q < 4; ++q) {
+    __m512 x0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x44), x1 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xee);
+    __m512 y0 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x44), y1 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xee);
+    r[q] = _mm512_shuffle_f32x4(x0, y0, 0x88);
+    r[4 + q] = _mm512_shuffle_f32x4(x0, y0, 0xdd);
+    r[8 + q] = _mm512_shuffle_f32x4(x1, y1, 0x88);
+    r[12 + q] = _mm512_shuffle_f32x4(x1, y1, 0xdd);
+  }
+}
+
+// Packs op(A)[i0 : i0 + mc, p0 : p0 + kc] as micro-panels of kMR rows: panel q holds, for each p,
+// the kMR values op(A)[i0 + q * kMR + r, p0 + p] contiguously (rows past mc are zero).
+void pack_a(const SgemmArgs& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
+  const __mmask16 out_mask = __mmask16((1u << kMR) - 1u);
+  for (int64_t ir = 0; ir < mc; ir += kMR, dst += kMR * kc) {
+    const int64_t mr = min64(kMR, mc - ir);
+    if (g.trans_a) {  // A is K x M: a row of A is a k step of the panel
+      const float* src = g.a + p0 * g.lda + i0 + ir;
+      const __mmask16 m = tail_mask(mr);
+      for (int64_t p = 0; p < kc; ++p) _mm512_mask_storeu_ps(dst + p * kMR, out_mask, _mm512_maskz_loadu_ps(m, src + p * g.lda));
+    } else {  // A is M x K: transpose 16 k steps of the kMR rows at a time
+      const float* src = g.a + (i0 + ir) * g.lda + p0;
+      for (int64_t p = 0; p < kc; p += 16) {
+        const int64_t pl = min64(16, kc - p);
+        const __mmask16 m = tail_mask(pl);
+        __m512 r[16];
+        for (int i = 0; i < 16; ++i) r[i] = i < mr ? _mm512_maskz_loadu_ps(m, src + i * g.lda + p) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int64_t c = 0; c < pl; ++c) _mm512_mask_storeu_ps(dst + (p + c) * kMR, out_mask, r[c]);
+      }
+    }
+  }
+}
+
+// Packs op(B)[p0 : p0 + kc, j0 : j0 + nc] as micro-panels of kNR columns: panel q holds, for each
+// p, the kNR values op(B)[p0 + p, j0 + q * kNR + j] (64-byte aligned; columns past nc are zero).
+void pack_b(const SgemmArgs& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+  for (int64_t jr = 0; jr < nc; jr += kNR, dst += kNR * kc) {
+    const int64_t nr = min64(kNR, nc - jr);
+    if (!g.trans_b) {  // B is K x N: a row of B is a k step of the panel
+      const float* src = g.b + p0 * g.ldb + j0 + jr;
+      const __mmask16 m0 = tail_mask(nr), m1 = tail_mask(nr > 16 ? nr - 16 : 0);
+      for (int64_t p = 0; p < kc; ++p) {
+        _mm512_store_ps(dst + p * kNR, _mm512_maskz_loadu_ps(m0, src + p * g.ldb));
+        _mm512_store_ps(dst + p * kNR + 16, _mm512_maskz_loadu_ps(m1, src + p * g.ldb + 16));
+      }
+    } else {  // B is N x K: transpose 16 x 16 blocks
+      for (int h = 0; h < 2; ++h) {
+        const int64_t nh = nr - 16 * h;
+        const float* src = g.b + (j0 + jr + 16 * h) * g.ldb + p0;
+        for (int64_t p = 0; p < kc; p += 16) {
+          const int64_t pl = min64(16, kc - p);
+          const __mmask16 m = tail_mask(pl);
+          __m512 r[16];
+          for (int i = 0; i < 16; ++i) r[i] = i < nh ? _mm512_maskz_loadu_ps(m, src + i * g.ldb + p) : _mm512_setzero_ps();
+          transpose16(r);
+          for (int64_t c = 0; c < pl; ++c) _mm512_store_ps(dst + (p + c) * kNR + 16 * h, r[c]);
+        }
+      }
+    }
+  }
+}
+
+// C[R x nv] = alpha * Apanel * Bpanel + beta * C (beta == 0: C is not read). nv <= kNR.
+template <int R>
+void micro_kernel(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc, int64_t nv,
+                  float alpha, float beta) {
+  __m512 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) {
+    acc0[r] = _mm512_setzero_ps();
+    acc1[r] = _mm512_setzero_ps();
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16), _MM_HINT_T0);
+  }
+#pragma GCC unroll 4
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+    _mm_prefetch(reinterpret_cast<const char*>(a + 16 * kMR), _MM_HINT_T0);
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r]);
+      acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+      acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+    }
+    a += kMR;
+    b += kNR;
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  if (nv == kNR) {
+    for (int r = 0; r < R; ++r) {
+      float* cr = c + r * ldc;
+      __m512 x0 = _mm512_mul_ps(acc0[r], va), x1 = _mm512_mul_ps(acc1[r], va);
+      if (beta != 0.f) {
+        x0 = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr), x0);
+        x1 = _mm512_fmadd_ps(vb, _mm512_loadu_ps(cr + 16), x1);
+      }
+      _mm512_storeu_ps(cr, x0);
+      _mm512_storeu_ps(cr + 16, x1);
+    }
+  } else {
+    const __mmask16 m0 = tail_mask(nv), m1 = tail_mask(nv > 16 ? nv - 16 : 0);
+    for (int r = 0; r < R; ++r) {
+      float* cr = c + r * ldc;
+      __m512 x0 = _mm512_mul_ps(acc0[r], va), x1 = _mm512_mul_ps(acc1[r], va);
+      if (beta != 0.f) {
+        x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
+        x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
+      }
+      _mm512_mask_storeu_ps(cr, m0, x0);
+      _mm512_mask_storeu_ps(cr + 16, m1, x1);
+    }
+  }
+}
+
+using KernelFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, float, float);
+constexpr KernelFn kKernels[kMR + 1] = {nullptr,          micro_kernel<1>,  micro_kernel<2>, micro_kernel<3>,
+                                        micro_kernel<4>,  micro_kernel<5>,  micro_kernel<6>, micro_kernel<7>,
+                                        micro_kernel<8>,  micro_kernel<9>,  micro_kernel<10>, micro_kernel<11>,
+                                        micro_kernel<12>};
+
+void tile(const SgemmArgs& g, const Blocking& blk, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* pa,
+          float* pb) {
+  // Equal k blocks (300 -> 150 + 150, not 256 + 44) so no block is a short, overhead-bound one.
+  const int64_t nk = (g.k + blk.kc - 1) / blk.kc;
+  const int64_t kstep = (g.k + nk - 1) / nk;
+  for (int64_t jc = n0; jc < n1; jc += blk.nc) {
+    const int64_t nc = min64(blk.nc, n1 - jc);
+    for (int64_t pc = 0; pc < g.k; pc += kstep) {
+      const int64_t kc = min64(kstep, g.k - pc);
+      const float beta = pc == 0 ? g.beta : 1.f;
+      pack_b(g, pc, kc, jc, nc, pb);
+      for (int64_t ic = m0; ic < m1; ic += blk.mc) {
+        const int64_t mc = min64(blk.mc, m1 - ic);
+        pack_a(g, ic, mc, pc, kc, pa);
+        // jr outer: the kc x 32 B micro-panel stays in L1 while the A micro-panels stream from L2.
+        for (int64_t jr = 0; jr < nc; jr += kNR) {
+          const int64_t nv = min64(kNR, nc - jr);
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            const int64_t mr = min64(kMR, mc - ir);
+            kKernels[mr](kc, pa + ir * kc, pb + jr * kc, g.c + (ic + ir) * g.ldc + jc + jr, g.ldc, nv, g.alpha, beta);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+GemmPathImpl avx512_path() {
+  GemmPathImpl p;
+  p.name = "avx512";
+  p.blk = Blocking{kMR, kNR, /*mc=*/192, /*kc=*/256, /*nc=*/2048};
+  p.tile = tile;
+  return p;
+}
+
+}  // namespace kiln::native::gemm_detail
+
+#else  // built without AVX-512 flags (a non-x86 target): the path is absent
+
+namespace kiln::native::gemm_detail {
+GemmPathImpl avx512_path() { return GemmPathImpl{}; }
+}  // namespace kiln::native::gemm_detail
+
+#endif

@@ -1,0 +1,37 @@
+#include "layers/linear.h"
+
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/ops/linalg.h"
+#include "engine/random.h"
+
+namespace kiln {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
+    : in_(in_features), out_(out_features), has_bias_(bias) {
+  KILN_CHECK(in_features >= 0 && out_features >= 0, "Linear: negative size (in ", in_features, ", out ",
+             out_features, ")");
+  register_parameter("weight", empty({out_, in_}).requires_grad_(true));
+  if (has_bias_) register_parameter("bias", empty({out_}).requires_grad_(true));
+  reset_parameters();
+}
+
+void Linear::reset_parameters() {
+  NoGradGuard ng;
+  // kaiming_uniform_(a = sqrt(5)): gain sqrt(2 / (1 + 5)), bound gain * sqrt(3 / fan_in) = 1 / sqrt(fan_in).
+  const double bound = in_ > 0 ? 1.0 / std::sqrt(double(in_)) : 0.0;
+  uniform_(param("weight"), -bound, bound);
+  if (has_bias_) uniform_(param("bias"), -bound, bound);
+}
+
+Tensor Linear::bias() { return has_bias_ ? param("bias") : Tensor(); }
+
+Tensor Linear::forward(const Tensor& x) { return ops::linear(x, param("weight"), bias()); }
+
+std::string Linear::repr() const {
+  return "Linear(in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_) +
+         ", bias=" + (has_bias_ ? "true" : "false") + ")";
+}
+
+}  // namespace kiln
