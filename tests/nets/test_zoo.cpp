@@ -3,6 +3,7 @@
 //   ctest --test-dir build -R nets.test_zoo
 #include "tests/support/testing.h"
 
+#include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
 #include "nets/zoo.h"
 
