@@ -152,11 +152,13 @@ TEST_CASE("every native path matches the reference on odd and block-crossing sha
   PathGuard guard;
   std::vector<Case> cases;
   // Tiny, prime, exactly one register tile, one past it, vectors, and shapes crossing the cache
-  // blocks (mc 192, kc 256, nc 2048 on avx512; the k split of 513 is 171 + 171 + 171).
+  // blocks (avx512: kc 256, nc 1024; kc 1024 when C has <= 128 columns and A is read in place;
+  // the k split of 513 is 171 + 171 + 171).
   for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1},    {2, 3, 4},     {17, 31, 13},  {12, 32, 16},
                                                             {13, 33, 17}, {6, 16, 8},    {1, 100, 7},   {100, 1, 7},
                                                             {5, 7, 1},    {64, 64, 64},  {7, 5, 600},   {193, 65, 40},
-                                                            {20, 2100, 9}, {300, 257, 513}})
+                                                            {20, 2100, 9}, {300, 257, 513},
+                                                            {30, 40, 1100}, {50, 1500, 70}})
     for (const Case& c : transposes(Case{m, n, k, false, false})) cases.push_back(c);
   // Leading dims larger than the matrix, alpha/beta, and beta = 0 over NaN.
   for (const Case& c : transposes(Case{17, 31, 13, false, false, 3, 5, 2, 0.5, 0.0})) cases.push_back(c);
@@ -175,6 +177,12 @@ TEST_CASE("every native path matches the reference on odd and block-crossing sha
     c.alpha = alphas[pick(0, 2)];
     c.beta = betas[pick(0, 2)];
     c.batch = pick(1, 2);
+    cases.push_back(c);
+  }
+  // Wider C (n > 128): A packed instead of read in place.
+  for (int i = 0; i < 16; ++i) {
+    Case c{pick(1, 40), pick(129, 260), pick(1, 300), pick(0, 1) == 1, pick(0, 1) == 1, pick(0, 2), pick(0, 2), pick(0, 2)};
+    c.beta = i % 2 ? 0.5 : 0.0;
     cases.push_back(c);
   }
 

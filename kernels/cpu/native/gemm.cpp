@@ -65,11 +65,10 @@ std::atomic<int> g_path{-1};  // -1: not resolved yet
 
 Blocking blocking_for(const GemmPathImpl& impl) {
   Blocking b = impl.blk;
-  static const char* env = std::getenv("KILN_GEMM_BLOCKING");  // "mc,kc,nc", for tuning runs
+  static const char* env = std::getenv("KILN_GEMM_BLOCKING");  // "kc,nc", for tuning runs
   if (env && *env) {
-    long mc = 0, kc = 0, nc = 0;
-    if (std::sscanf(env, "%ld,%ld,%ld", &mc, &kc, &nc) == 3 && mc > 0 && kc > 0 && nc > 0) {
-      b.mc = (mc + b.mr - 1) / b.mr * b.mr;
+    long kc = 0, nc = 0;
+    if (std::sscanf(env, "%ld,%ld", &kc, &nc) == 2 && kc > 0 && nc > 0) {
       b.kc = kc;
       b.nc = (nc + b.nr - 1) / b.nr * b.nr;
     }
@@ -100,7 +99,8 @@ struct ThreadBuffer {
 void run_tile(const GemmPathImpl& impl, const Blocking& blk, const SgemmArgs& g, int64_t m0, int64_t m1, int64_t n0,
               int64_t n1) {
   thread_local ThreadBuffer buf_a, buf_b;
-  const int64_t kc = std::min(blk.kc, g.k);
+  const bool direct = g.n <= blk.direct_max_n;
+  const int64_t kc = std::min(direct ? blk.kc_direct : blk.kc, g.k);
   float* pa = buf_a.get(size_t(std::min(blk.mc, (m1 - m0 + blk.mr - 1) / blk.mr * blk.mr) * kc));
   float* pb = buf_b.get(size_t(std::min(blk.nc, (n1 - n0 + blk.nr - 1) / blk.nr * blk.nr) * kc));
   impl.tile(g, blk, m0, m1, n0, n1, pa, pb);

@@ -5,7 +5,7 @@
 // reference loop). Parallel inside with OpenMP over rectangles of C; called from inside a
 // parallel region it runs on the calling thread. Results depend only on the shapes, not on the
 // thread count (every element of C is computed by one thread in a fixed k order).
-// Environment: KILN_GEMM=avx512|avx2|eigen|ref|auto forces a path; KILN_GEMM_BLOCKING=mc,kc,nc
+// Environment: KILN_GEMM=avx512|avx2|eigen|ref|auto forces a path; KILN_GEMM_BLOCKING=kc,nc
 // overrides the cache blocking (for tuning).
 //   ctest --test-dir build -R test_gemm         ./build/bench/bench_gemm
 #pragma once
