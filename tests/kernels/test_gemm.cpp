@@ -12,6 +12,11 @@
 #include <random>
 #include <sstream>
 
+#ifdef __linux__
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 #include "engine/ops/linalg.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/cpu_features.h"
@@ -213,6 +218,43 @@ TEST_CASE("avx paths give the same bits for any thread count") {
     }
   }
 }
+
+#ifdef __linux__
+namespace {
+// n floats ending right before a PROT_NONE page: reading one element past the end faults.
+struct GuardedFloats {
+  char* base = nullptr;
+  size_t bytes = 0;
+  float* data = nullptr;
+  explicit GuardedFloats(size_t n) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    const size_t body = (n * sizeof(float) + page - 1) / page * page;
+    bytes = body + page;
+    base = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(base != MAP_FAILED);
+    REQUIRE(mprotect(base + body, page, PROT_NONE) == 0);
+    data = reinterpret_cast<float*>(base + body) - n;
+    for (size_t i = 0; i < n; ++i) data[i] = float(i % 7) - 3.f;
+  }
+  ~GuardedFloats() { munmap(base, bytes); }
+};
+}  // namespace
+
+TEST_CASE("no path reads or writes past the end of an operand") {
+  PathGuard guard;
+  for (GemmPath p : paths_here()) {
+    native::set_gemm_path(p);
+    CAPTURE(native::gemm_path_name(p));
+    for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {13, 33, 17}, {7, 130, 19}, {25, 200, 40}, {3, 5, 300}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          GuardedFloats a(size_t(m * k)), b(size_t(k * n)), c(size_t(m * n));
+          native::sgemm(ta, tb, m, n, k, 1.f, a.data, ta ? m : k, b.data, tb ? k : n, 0.5f, c.data, n);
+          CHECK(std::isfinite(c.data[m * n - 1]));
+        }
+  }
+}
+#endif
 
 TEST_CASE("k = 0 and alpha = 0 only scale C; empty shapes do nothing") {
   PathGuard guard;
