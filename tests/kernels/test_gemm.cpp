@@ -169,6 +169,10 @@ TEST_CASE("every native path matches the reference on odd and block-crossing sha
   for (const Case& c : transposes(Case{17, 31, 13, false, false, 3, 5, 2, 0.5, 0.0})) cases.push_back(c);
   for (const Case& c : transposes(Case{37, 45, 70, false, false, 1, 2, 9, 1.5, -0.75})) cases.push_back(c);
   for (const Case& c : transposes(Case{33, 40, 29, false, false, 0, 0, 0, -1.0, 1.0})) cases.push_back(c);
+  // One row or one column of C (matrix-vector loops), with padded leading dims and beta.
+  for (const Case& c : transposes(Case{1, 300, 700, false, false, 2, 3, 1, 0.5, 0.0})) cases.push_back(c);
+  for (const Case& c : transposes(Case{500, 1, 300, false, false, 1, 2, 3, 1.0, -2.0})) cases.push_back(c);
+  for (const Case& c : transposes(Case{1, 1, 2000, false, false, 0, 0, 0, 1.0, 1.0})) cases.push_back(c);
   // Batches: separate operands, and one B shared by every entry (stride 0).
   for (const Case& c : transposes(Case{9, 35, 21, false, false, 2, 0, 1, 1.0, 0.5, 3})) cases.push_back(c);
   cases.push_back(Case{40, 50, 60, false, true, 0, 0, 0, 1.0, 0.0, 4, true});
@@ -245,7 +249,8 @@ TEST_CASE("no path reads or writes past the end of an operand") {
   for (GemmPath p : paths_here()) {
     native::set_gemm_path(p);
     CAPTURE(native::gemm_path_name(p));
-    for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {13, 33, 17}, {7, 130, 19}, {25, 200, 40}, {3, 5, 300}})
+    for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {13, 33, 17}, {7, 130, 19}, {25, 200, 40}, {3, 5, 300},
+                                                                   {1, 40, 300}, {40, 1, 300}})
       for (bool ta : {false, true})
         for (bool tb : {false, true}) {
           GuardedFloats a(size_t(m * k)), b(size_t(k * n)), c(size_t(m * n));

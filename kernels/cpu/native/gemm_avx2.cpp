@@ -198,6 +198,7 @@ GemmPathImpl avx2_path() {
   nc = nc < 4 * kNR ? 4 * kNR : nc > 4096 ? 4096 : nc;
   p.blk = Blocking{kMR, kNR, /*mc=*/kMR * kTransPanels, kc, nc, /*direct_max_n=*/4 * kNR, /*kc_direct=*/4 * kc};
   p.tile = tile;
+  p.gemv = true;
   return p;
 }
 

@@ -46,6 +46,7 @@ struct GemmPathImpl {
   const char* name = nullptr;  // null: not compiled into this build
   Blocking blk{};
   TileFn tile = nullptr;
+  bool gemv = false;  // send m == 1 or n == 1 to gemm.cpp's unpacked matrix-vector loops
 };
 
 GemmPathImpl avx512_path();  // gemm_avx512.cpp
