@@ -3,6 +3,7 @@
 // with its register tile (mr x nr), cache blocking (mc, kc, nc) and a single-threaded `tile`
 // function that computes one rectangle of C. Kept free of templates and std:: containers so the
 // ISA files (compiled with -mavx512f / -mavx2) share no inline code with the rest of the build.
+//   ctest --test-dir build -R test_gemm         ./build/bench/bench_gemm
 #pragma once
 
 #include <cstdint>
