@@ -1,3 +1,5 @@
+// Linear layer: parameters and PyTorch's default init; forward is ops::linear.
+//   ctest --test-dir build -R test_linear_layers
 #include "layers/linear.h"
 
 #include <cmath>

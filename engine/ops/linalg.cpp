@@ -87,10 +87,17 @@ void run_gemm(const Mat& a, const Mat& b, Tensor& c, int64_t batch, double beta 
   KILN_OP("gemm", GemmDesc, const void*, const void*, void*)(c.device().type, d, a.ptr, b.ptr, c.data_ptr());
 }
 
-Tensor new_out(const Shape& s, const Tensor& like) { return empty(s, TensorOptions(like.dtype()).with_device(like.device())); }
+// dtype and device of results; captured by backward instead of a tensor, which would keep its
+// storage alive.
+struct Kind {
+  DType dtype;
+  Device device;
+  explicit Kind(const Tensor& t) : dtype(t.dtype()), device(t.device()) {}
+  TensorOptions opts() const { return TensorOptions(dtype).with_device(device); }
+};
 
-Tensor mat_product(const Mat& a, const Mat& b, const Shape& out_shape, int64_t batch, const Tensor& like) {
-  Tensor c = new_out(out_shape, like);
+Tensor mat_product(const Mat& a, const Mat& b, const Shape& out_shape, int64_t batch, const Kind& kind) {
+  Tensor c = empty(out_shape, kind.opts());
   run_gemm(a, b, c, batch);
   return c;
 }
@@ -112,17 +119,19 @@ namespace ops {
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_operands("matmul", a, b, "a", "b");
   if (is_half(a.dtype())) return matmul(a.to(DType::float32), b.to(DType::float32)).to(a.dtype());
-  const std::string shapes = shape_str(a.sizes()) + " @ " + shape_str(b.sizes());
-  KILN_CHECK((a.dim() == 2 && b.dim() == 2) || (a.dim() == 3 && (b.dim() == 2 || b.dim() == 3)), "matmul: ", shapes,
+  // (Messages are built only on failure.)
+#define KILN_SHAPES "matmul: ", shape_str(a.sizes()), " @ ", shape_str(b.sizes())
+  KILN_CHECK((a.dim() == 2 && b.dim() == 2) || (a.dim() == 3 && (b.dim() == 2 || b.dim() == 3)), KILN_SHAPES,
              ": expects [m, k] @ [k, n], [B, m, k] @ [B, k, n] or [B, m, k] @ [k, n]");
   const int64_t k = a.size(-1), kb = b.size(-2);
-  KILN_CHECK(k == kb, "matmul: ", shapes, ": inner dims ", k, " and ", kb, " differ");
+  KILN_CHECK(k == kb, KILN_SHAPES, ": inner dims ", k, " and ", kb, " differ");
   const int64_t m = a.size(-2), n = b.size(-1);
   const bool batched = a.dim() == 3 && b.dim() == 3;
   const bool shared_b = a.dim() == 3 && b.dim() == 2;
   const int64_t batch = a.dim() == 3 ? a.size(0) : 1;
   if (batched)
-    KILN_CHECK(b.size(0) == batch, "matmul: ", shapes, ": batch sizes ", batch, " and ", b.size(0), " differ");
+    KILN_CHECK(b.size(0) == batch, KILN_SHAPES, ": batch sizes ", batch, " and ", b.size(0), " differ");
+#undef KILN_SHAPES
   Shape out_shape = a.dim() == 3 ? Shape{batch, m, n} : Shape{m, n};
 
   Tensor y;
@@ -133,27 +142,27 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     // [B, m, k] @ [k, n] is one [B*m, k] @ [k, n] GEMM (A copied first if it does not flatten).
     A = make_mat(a.detach().reshape({batch * m, k}));
     B = make_mat(b.detach());
-    y = mat_product(A, B, out_shape, 1, a);
+    y = mat_product(A, B, out_shape, 1, Kind(a));
   } else {
     A = make_mat(a.detach());
     B = make_mat(b.detach());
-    y = mat_product(A, B, out_shape, batch, a);
+    y = mat_product(A, B, out_shape, batch, Kind(a));
   }
   autograd::record_fn("MatmulBackward", {a, b}, {&y},
                       [A, B, need_a = a.requires_grad(), need_b = b.requires_grad(), as = a.sizes(), bs = b.sizes(),
-                       batch, shared_b, like = a.detach()](std::vector<Tensor>& g) {
+                       batch, shared_b, kind = Kind(a)](std::vector<Tensor>& g) {
                         Tensor ga, gb;
                         if (!A.keep.defined()) {  // empty product: zero gradients
-                          if (need_a) ga = zeros(as, TensorOptions(like.dtype()).with_device(like.device()));
-                          if (need_b) gb = zeros(bs, TensorOptions(like.dtype()).with_device(like.device()));
+                          if (need_a) ga = zeros(as, kind.opts());
+                          if (need_b) gb = zeros(bs, kind.opts());
                           return std::vector<Tensor>{ga, gb};
                         }
                         const int64_t m = A.rows, n = B.cols;
                         // dA = G B^T, dB = A^T G (per batch; summed over the batch when B is shared).
                         Mat G = make_mat(shared_b ? g[0].detach().reshape({m, n}) : g[0].detach());
                         const int64_t nb = shared_b ? 1 : batch;
-                        if (need_a) ga = mat_product(G, B.t(), shared_b ? Shape{m, A.cols} : as, nb, like).view(as);
-                        if (need_b) gb = mat_product(A.t(), G, bs, nb, like);
+                        if (need_a) ga = mat_product(G, B.t(), shared_b ? Shape{m, A.cols} : as, nb, kind).view(as);
+                        if (need_b) gb = mat_product(A.t(), G, bs, nb, kind);
                         return std::vector<Tensor>{ga, gb};
                       });
   return y;
@@ -179,7 +188,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
   Shape out_shape = x.sizes();
   out_shape.back() = out;
-  Tensor y2 = new_out({rows, out}, x);
+  Tensor y2 = empty({rows, out}, TensorOptions(x.dtype()).with_device(x.device()));
   Mat X, W;
   if (rows * out > 0) {
     if (bias.defined()) {
@@ -198,19 +207,18 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   autograd::record_fn(
       "LinearBackward", {x, weight, bias}, {&y},
       [X, W, rows, in, out, xs = x.sizes(), need_x = x.requires_grad(), need_w = weight.requires_grad(),
-       need_b = bias.requires_grad(), like = x.detach()](std::vector<Tensor>& g) {
+       need_b = bias.requires_grad(), kind = Kind(x)](std::vector<Tensor>& g) {
         Tensor gx, gw, gb;
         Tensor g2 = g[0].detach().reshape({rows, out});
         if (!X.keep.defined()) {  // nothing was multiplied: zero gradients (bias still gets the sum)
-          auto z = [&](const Shape& s) { return zeros(s, TensorOptions(like.dtype()).with_device(like.device())); };
-          if (need_x) gx = z(xs);
-          if (need_w) gw = z({out, in});
+          if (need_x) gx = zeros(xs, kind.opts());
+          if (need_w) gw = zeros({out, in}, kind.opts());
         } else {
           Mat G = make_mat(g2);
-          if (need_x) gx = mat_product(G, W, {rows, in}, 1, like).view(xs);  // dX = G W
-          if (need_w) gw = mat_product(G.t(), X, {out, in}, 1, like);         // dW = G^T X
+          if (need_x) gx = mat_product(G, W, {rows, in}, 1, kind).view(xs);  // dX = G W
+          if (need_w) gw = mat_product(G.t(), X, {out, in}, 1, kind);         // dW = G^T X
         }
-        if (need_b) gb = rows > 0 ? ops::sum(g2, {0}) : zeros({out}, TensorOptions(like.dtype()).with_device(like.device()));
+        if (need_b) gb = rows > 0 ? ops::sum(g2, {0}) : zeros({out}, kind.opts());
         return std::vector<Tensor>{gx, gw, gb};
       });
   return y;

@@ -12,6 +12,11 @@
 #include <random>
 #include <sstream>
 
+#ifdef __linux__
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 #include "engine/ops/linalg.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/cpu_features.h"
@@ -152,16 +157,22 @@ TEST_CASE("every native path matches the reference on odd and block-crossing sha
   PathGuard guard;
   std::vector<Case> cases;
   // Tiny, prime, exactly one register tile, one past it, vectors, and shapes crossing the cache
-  // blocks (mc 192, kc 256, nc 2048 on avx512; the k split of 513 is 171 + 171 + 171).
+  // blocks (avx512: kc 256, nc 1024; kc 1024 when C has <= 128 columns and A is read in place;
+  // the k split of 513 is 171 + 171 + 171).
   for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1},    {2, 3, 4},     {17, 31, 13},  {12, 32, 16},
                                                             {13, 33, 17}, {6, 16, 8},    {1, 100, 7},   {100, 1, 7},
                                                             {5, 7, 1},    {64, 64, 64},  {7, 5, 600},   {193, 65, 40},
-                                                            {20, 2100, 9}, {300, 257, 513}})
+                                                            {20, 2100, 9}, {300, 257, 513},
+                                                            {30, 40, 1100}, {50, 1500, 70}})
     for (const Case& c : transposes(Case{m, n, k, false, false})) cases.push_back(c);
   // Leading dims larger than the matrix, alpha/beta, and beta = 0 over NaN.
   for (const Case& c : transposes(Case{17, 31, 13, false, false, 3, 5, 2, 0.5, 0.0})) cases.push_back(c);
   for (const Case& c : transposes(Case{37, 45, 70, false, false, 1, 2, 9, 1.5, -0.75})) cases.push_back(c);
   for (const Case& c : transposes(Case{33, 40, 29, false, false, 0, 0, 0, -1.0, 1.0})) cases.push_back(c);
+  // One row or one column of C (matrix-vector loops), with padded leading dims and beta.
+  for (const Case& c : transposes(Case{1, 300, 700, false, false, 2, 3, 1, 0.5, 0.0})) cases.push_back(c);
+  for (const Case& c : transposes(Case{500, 1, 300, false, false, 1, 2, 3, 1.0, -2.0})) cases.push_back(c);
+  for (const Case& c : transposes(Case{1, 1, 2000, false, false, 0, 0, 0, 1.0, 1.0})) cases.push_back(c);
   // Batches: separate operands, and one B shared by every entry (stride 0).
   for (const Case& c : transposes(Case{9, 35, 21, false, false, 2, 0, 1, 1.0, 0.5, 3})) cases.push_back(c);
   cases.push_back(Case{40, 50, 60, false, true, 0, 0, 0, 1.0, 0.0, 4, true});
@@ -175,6 +186,12 @@ TEST_CASE("every native path matches the reference on odd and block-crossing sha
     c.alpha = alphas[pick(0, 2)];
     c.beta = betas[pick(0, 2)];
     c.batch = pick(1, 2);
+    cases.push_back(c);
+  }
+  // Wider C (n > 128): A packed instead of read in place.
+  for (int i = 0; i < 16; ++i) {
+    Case c{pick(1, 40), pick(129, 260), pick(1, 300), pick(0, 1) == 1, pick(0, 1) == 1, pick(0, 2), pick(0, 2), pick(0, 2)};
+    c.beta = i % 2 ? 0.5 : 0.0;
     cases.push_back(c);
   }
 
@@ -205,6 +222,44 @@ TEST_CASE("avx paths give the same bits for any thread count") {
     }
   }
 }
+
+#ifdef __linux__
+namespace {
+// n floats ending right before a PROT_NONE page: reading one element past the end faults.
+struct GuardedFloats {
+  char* base = nullptr;
+  size_t bytes = 0;
+  float* data = nullptr;
+  explicit GuardedFloats(size_t n) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    const size_t body = (n * sizeof(float) + page - 1) / page * page;
+    bytes = body + page;
+    base = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    REQUIRE(base != MAP_FAILED);
+    REQUIRE(mprotect(base + body, page, PROT_NONE) == 0);
+    data = reinterpret_cast<float*>(base + body) - n;
+    for (size_t i = 0; i < n; ++i) data[i] = float(i % 7) - 3.f;
+  }
+  ~GuardedFloats() { munmap(base, bytes); }
+};
+}  // namespace
+
+TEST_CASE("no path reads or writes past the end of an operand") {
+  PathGuard guard;
+  for (GemmPath p : paths_here()) {
+    native::set_gemm_path(p);
+    CAPTURE(native::gemm_path_name(p));
+    for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {13, 33, 17}, {7, 130, 19}, {25, 200, 40}, {3, 5, 300},
+                                                                   {1, 40, 300}, {40, 1, 300}})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          GuardedFloats a(size_t(m * k)), b(size_t(k * n)), c(size_t(m * n));
+          native::sgemm(ta, tb, m, n, k, 1.f, a.data, ta ? m : k, b.data, tb ? k : n, 0.5f, c.data, n);
+          CHECK(std::isfinite(c.data[m * n - 1]));
+        }
+  }
+}
+#endif
 
 TEST_CASE("k = 0 and alpha = 0 only scale C; empty shapes do nothing") {
   PathGuard guard;

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include <unistd.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define KILN_X86 1
@@ -64,6 +66,25 @@ bool has_avx512f() { return features().avx512f; }
 bool has_avx512_core() { return features().avx512_core; }
 bool has_avx512_bf16() { return features().avx512_bf16; }
 bool has_amx() { return features().amx; }
+
+// glibc answers these from CPUID leaf 4 / 0x8000001D on x86 and from sysfs elsewhere.
+long l1d_cache_bytes() {
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+  static const long v = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+  return v > 0 ? v : 0;
+#else
+  return 0;
+#endif
+}
+
+long l2_cache_bytes() {
+#ifdef _SC_LEVEL2_CACHE_SIZE
+  static const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return v > 0 ? v : 0;
+#else
+  return 0;
+#endif
+}
 
 std::string cpu_features_str() {
   const Features& f = features();

@@ -16,6 +16,10 @@ bool has_avx512_bf16();   // AVX512_BF16 (Cooper Lake, Sapphire Rapids)
 bool has_amx();           // AMX-TILE + AMX-BF16 with tile data state enabled by the OS (Linux also
                           // needs arch_prctl(ARCH_REQ_XCOMP_PERM) before first use)
 
+// Per-core data cache sizes in bytes (L1d, L2), 0 when unknown. For cache blocking.
+long l1d_cache_bytes();
+long l2_cache_bytes();
+
 // "avx2 avx512f avx512_core avx512_bf16 amx" style summary of what is present.
 std::string cpu_features_str();
 

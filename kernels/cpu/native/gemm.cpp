@@ -65,11 +65,10 @@ std::atomic<int> g_path{-1};  // -1: not resolved yet
 
 Blocking blocking_for(const GemmPathImpl& impl) {
   Blocking b = impl.blk;
-  static const char* env = std::getenv("KILN_GEMM_BLOCKING");  // "mc,kc,nc", for tuning runs
+  static const char* env = std::getenv("KILN_GEMM_BLOCKING");  // "kc,nc", for tuning runs
   if (env && *env) {
-    long mc = 0, kc = 0, nc = 0;
-    if (std::sscanf(env, "%ld,%ld,%ld", &mc, &kc, &nc) == 3 && mc > 0 && kc > 0 && nc > 0) {
-      b.mc = (mc + b.mr - 1) / b.mr * b.mr;
+    long kc = 0, nc = 0;
+    if (std::sscanf(env, "%ld,%ld", &kc, &nc) == 2 && kc > 0 && nc > 0) {
       b.kc = kc;
       b.nc = (nc + b.nr - 1) / b.nr * b.nr;
     }
@@ -100,7 +99,8 @@ struct ThreadBuffer {
 void run_tile(const GemmPathImpl& impl, const Blocking& blk, const SgemmArgs& g, int64_t m0, int64_t m1, int64_t n0,
               int64_t n1) {
   thread_local ThreadBuffer buf_a, buf_b;
-  const int64_t kc = std::min(blk.kc, g.k);
+  const bool direct = g.n <= blk.direct_max_n;
+  const int64_t kc = std::min(direct ? blk.kc_direct : blk.kc, g.k);
   float* pa = buf_a.get(size_t(std::min(blk.mc, (m1 - m0 + blk.mr - 1) / blk.mr * blk.mr) * kc));
   float* pb = buf_b.get(size_t(std::min(blk.nc, (n1 - n0 + blk.nr - 1) / blk.nr * blk.nr) * kc));
   impl.tile(g, blk, m0, m1, n0, n1, pa, pb);
@@ -143,9 +143,65 @@ Grid choose_grid(const SgemmArgs& g, const Blocking& blk, int nt) {
   return best;
 }
 
+// y[i] = alpha * sum_p M(i, p) x(p) + beta * y[i] for i < rows, p < len, with M(i, p) at
+// m[i * rs + p * cs] where cs == 1 (rows of M contiguous: dot products) or rs == 1 (columns
+// contiguous: a sum of scaled columns). A GEMM with one row or column of C is this: packing
+// would double its memory traffic and a 12 x 32 tile would compute mostly padding. 16 partial
+// sums per row (in a fixed order) let the compiler vectorise without reassociating.
+void gemv(int64_t rows, int64_t len, float alpha, const float* m, int64_t rs, int64_t cs, const float* x, int64_t xs,
+          float beta, float* y, int64_t ys, int threads) {
+  thread_local ThreadBuffer xbuf;
+  if (xs != 1) {  // gather x once so the inner loops are unit stride
+    float* xc = xbuf.get(size_t(len));
+    for (int64_t p = 0; p < len; ++p) xc[p] = x[p * xs];
+    x = xc;
+  }
+  auto finish = [&](int64_t i, float s) { y[i * ys] = beta == 0.f ? alpha * s : alpha * s + beta * y[i * ys]; };
+  const int64_t grain = std::max<int64_t>(64, int64_t(kMinFlopsPerThread / 2) / std::max<int64_t>(len, 1));
+  auto run = [&](auto&& body) {
+    if (threads > 1) parallel_for(0, rows, grain, body);
+    else body(int64_t(0), rows);
+  };
+  if (cs == 1) {
+    run([&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* row = m + i * rs;
+        float acc[16] = {};
+        int64_t p = 0;
+        for (; p + 16 <= len; p += 16)
+          for (int l = 0; l < 16; ++l) acc[l] += row[p + l] * x[p + l];
+        for (int l = 0; p < len; ++p, ++l) acc[l] += row[p] * x[p];
+        float s = 0.f;
+        for (int l = 0; l < 16; ++l) s += acc[l];
+        finish(i, s);
+      }
+    });
+  } else {
+    run([&](int64_t i0, int64_t i1) {
+      thread_local ThreadBuffer tbuf;
+      float* t = tbuf.get(size_t(i1 - i0));
+      std::memset(t, 0, size_t(i1 - i0) * sizeof(float));
+      for (int64_t p = 0; p < len; ++p) {
+        const float xv = x[p];
+        const float* col = m + p * cs + i0;
+        for (int64_t i = 0; i < i1 - i0; ++i) t[i] += xv * col[i];
+      }
+      for (int64_t i = i0; i < i1; ++i) finish(i, t[i - i0]);
+    });
+  }
+}
+
 void run_sgemm(const GemmPathImpl& impl, const SgemmArgs& g, int max_threads) {
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k == 0 || g.alpha == 0.f) return scale_c(g);
+  if (impl.gemv && g.m == 1) {  // c[j] = sum_p a(0, p) b(p, j): M = op(B)^T
+    return gemv(g.n, g.k, g.alpha, g.b, g.trans_b ? g.ldb : 1, g.trans_b ? 1 : g.ldb, g.a, g.trans_a ? g.lda : 1,
+                g.beta, g.c, 1, max_threads);
+  }
+  if (impl.gemv && g.n == 1) {  // c[i] = sum_p a(i, p) b(p, 0): M = op(A)
+    return gemv(g.m, g.k, g.alpha, g.a, g.trans_a ? 1 : g.lda, g.trans_a ? g.lda : 1, g.b, g.trans_b ? 1 : g.ldb,
+                g.beta, g.c, g.ldc, max_threads);
+  }
   const Blocking blk = blocking_for(impl);
   const double flops = 2.0 * double(g.m) * double(g.n) * double(g.k);
   int nt = int(std::min<double>(max_threads, std::max(1.0, flops / kMinFlopsPerThread)));

@@ -3,9 +3,10 @@
 // panels per cache block and a register-tiled micro-kernel runs over them; the ISA is picked at
 // run time (AVX-512, AVX2+FMA, else the portable Eigen path; float64 always takes Eigen or the
 // reference loop). Parallel inside with OpenMP over rectangles of C; called from inside a
-// parallel region it runs on the calling thread. Results depend only on the shapes, not on the
-// thread count (every element of C is computed by one thread in a fixed k order).
-// Environment: KILN_GEMM=avx512|avx2|eigen|ref|auto forces a path; KILN_GEMM_BLOCKING=mc,kc,nc
+// parallel region it runs on the calling thread. On the avx512/avx2 paths the bits of C depend
+// only on the shapes, not on the thread count (each element of C is summed by one thread in a
+// fixed k order); the Eigen path is deterministic for a given thread count.
+// Environment: KILN_GEMM=avx512|avx2|eigen|ref|auto forces a path; KILN_GEMM_BLOCKING=kc,nc
 // overrides the cache blocking (for tuning).
 //   ctest --test-dir build -R test_gemm         ./build/bench/bench_gemm
 #pragma once

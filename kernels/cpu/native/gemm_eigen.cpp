@@ -51,7 +51,8 @@ void tile(const SgemmArgs& g, const Blocking&, int64_t m0, int64_t m1, int64_t n
 GemmPathImpl eigen_path() {
   GemmPathImpl p;
   p.name = "eigen";
-  p.blk = Blocking{8, 8, 256, 256, 4096};
+  // Eigen packs internally: no kiln pack buffers (mc = kc = 0); nc only guides the thread split.
+  p.blk = Blocking{8, 8, /*mc=*/0, /*kc=*/0, /*nc=*/4096};
   p.tile = tile;
   return p;
 }

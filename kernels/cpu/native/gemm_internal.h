@@ -3,9 +3,14 @@
 // with its register tile (mr x nr), cache blocking (mc, kc, nc) and a single-threaded `tile`
 // function that computes one rectangle of C. Kept free of templates and std:: containers so the
 // ISA files (compiled with -mavx512f / -mavx2) share no inline code with the rest of the build.
+//   ctest --test-dir build -R test_gemm         ./build/bench/bench_gemm
 #pragma once
 
 #include <cstdint>
+
+namespace kiln::native {
+long l2_cache_bytes();  // cpu_features.h (declared here to keep <string> out of the ISA files)
+}  // namespace kiln::native
 
 namespace kiln::native::gemm_detail {
 
@@ -25,11 +30,16 @@ struct SgemmArgs {
 
 struct Blocking {
   int64_t mr, nr;      // register tile; thread rectangles start on multiples of these
-  int64_t mc, kc, nc;  // cache blocks: packed A is mc x kc (L2), packed B is kc x nc
+  int64_t mc, kc, nc;  // cache blocks: A is packed mc x kc at a time, B kc x nc
+  // When C has at most direct_max_n columns (all of C, not one thread's part, so that the k
+  // blocking and hence the bits do not depend on the thread count) A is read unpacked and k is
+  // blocked by kc_direct.
+  int64_t direct_max_n = 0, kc_direct = 0;
 };
 
 // Computes rows [m0, m1) and columns [n0, n1) of C on the calling thread. pack_a holds at least
-// mc * kc floats and pack_b kc * round_up(nc, nr) floats, both 64-byte aligned.
+// mc * kc floats and pack_b kc' * round_up(min(nc, n1 - n0), nr) floats with kc' = kc_direct in
+// direct mode (else kc), both 64-byte aligned.
 using TileFn = void (*)(const SgemmArgs& g, const Blocking& blk, int64_t m0, int64_t m1, int64_t n0, int64_t n1,
                         float* pack_a, float* pack_b);
 
@@ -37,6 +47,7 @@ struct GemmPathImpl {
   const char* name = nullptr;  // null: not compiled into this build
   Blocking blk{};
   TileFn tile = nullptr;
+  bool gemv = false;  // send m == 1 or n == 1 to gemm.cpp's unpacked matrix-vector loops
 };
 
 GemmPathImpl avx512_path();  // gemm_avx512.cpp
