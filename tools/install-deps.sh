@@ -3,6 +3,10 @@
 # are already there. Run as root (or with sudo available).
 #   tools/install-deps.sh          # build + test dependencies
 #   tools/install-deps.sh --all    # also the optional backends (oneDNN, MPI) and tools
+#   tools/install-deps.sh --all --baseline
+#                                  # also Debian's PyTorch 1.13 with OpenBLAS, for bench/baselines
+#                                  # (without libopenblas0 Debian's PyTorch falls back to the
+#                                  # reference BLAS and its linear layers run ~40x slower)
 set -euo pipefail
 
 required=(cmake ninja-build g++ ccache pkg-config libeigen3-dev doctest-dev libcli11-dev
@@ -10,10 +14,16 @@ required=(cmake ninja-build g++ ccache pkg-config libeigen3-dev doctest-dev libc
 optional=(libdnnl-dev libopenmpi-dev openmpi-bin libbenchmark-dev libjpeg62-turbo-dev libpng-dev
           libssl-dev gnuplot)
 
+baseline=(python3-torch libopenblas0-pthread)
+
 want=("${required[@]}")
-if [[ "${1:-}" == "--all" ]]; then
-  want+=("${optional[@]}")
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --all) want+=("${optional[@]}") ;;
+    --baseline) want+=("${baseline[@]}") ;;
+    *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${want[@]}"; do

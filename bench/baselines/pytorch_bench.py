@@ -5,7 +5,8 @@ Synthetic input made once; `warmup` untimed iterations; then `iters` timed itera
 (torch.no_grad, eval mode) or forward+backward (train mode, backward seeded with a fixed random
 output gradient, no weight update). Prints the same columns as `kiln bench`.
 
-    python3 bench/baselines/pytorch_bench.py --model mnist-cnn --batch 16,64 --threads 2
+    tools/install-deps.sh --baseline     # Debian's python3-torch 1.13 + OpenBLAS
+    /usr/bin/python3 bench/baselines/pytorch_bench.py --model mnist-cnn --batch 16,64 --threads 2
     # PyTorch at its best here: channels-last and glibc malloc told not to unmap
     GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295 \
         python3 bench/baselines/pytorch_bench.py --channels-last ...
