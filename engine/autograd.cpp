@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "engine/ops/elementwise.h"
+#include "engine/profiler.h"
 
 namespace kiln {
 
@@ -41,7 +42,7 @@ class AccumulateGrad final : public Node {
 OutputMeta meta_of(const Tensor& t) { return OutputMeta{t.sizes(), t.dtype(), t.device()}; }
 }  // namespace
 
-Node::Node() : sequence_nr(g_sequence.fetch_add(1)) {}
+Node::Node() : sequence_nr(g_sequence.fetch_add(1)), scope(profiler::current_scope()) {}
 
 NoGradGuard::NoGradGuard() : prev_(t_grad_mode) { t_grad_mode = false; }
 NoGradGuard::~NoGradGuard() { t_grad_mode = prev_; }
@@ -140,7 +141,10 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       if (k < n->retained_outputs.size())
         if (auto t = n->retained_outputs[k].lock()) t->grad = in[k].impl_ptr();
     }
+    const bool timed = profiler::enabled() && n->scope != 0;
+    const int64_t t0 = timed ? profiler::now_ns() : 0;
     std::vector<Tensor> out = n->apply(std::move(in));
+    if (timed) profiler::add_backward(n->scope, profiler::now_ns() - t0);
     KILN_CHECK(out.size() == n->next_edges.size() || n->next_edges.empty(), "backward: ", n->name(), " returned ",
                out.size(), " gradients for ", n->next_edges.size(), " inputs");
     for (size_t k = 0; k < n->next_edges.size(); ++k) {

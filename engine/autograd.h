@@ -44,6 +44,7 @@ class Node : public std::enable_shared_from_this<Node> {
   // Non-leaf outputs whose gradient the user asked to keep (Tensor::retain_grad), by output_nr.
   std::vector<std::weak_ptr<TensorImpl>> retained_outputs;
   uint64_t sequence_nr;  // creation order: later nodes run first among ready ones
+  uint32_t scope = 0;    // profiler scope (layer) open when the node was made
 };
 
 // Turns off recording in its scope (thread-local), like torch.no_grad().

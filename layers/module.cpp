@@ -1,16 +1,25 @@
 #include "layers/module.h"
 
 #include <functional>
+#include <optional>
 #include <set>
 
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
+#include "engine/profiler.h"
 
 namespace kiln {
 
 Tensor Module::operator()(const Tensor& x) {
   BackendGuard guard(backend_);
+  std::optional<profiler::ProfileScope> scope;
+  if (profiler::enabled()) scope.emplace(path_.empty() ? repr() : path_, repr());
   return forward(x);
+}
+
+void Module::assign_paths(const std::string& prefix) {
+  path_ = prefix;
+  for (auto& [n, c] : children_) c->assign_paths(prefix.empty() ? n : prefix + "." + n);
 }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor t) {

@@ -47,6 +47,10 @@ class Module : public std::enable_shared_from_this<Module> {
   void zero_grad();      // drops .grad of every parameter
 
   void set_backend(const std::string& csv) { backend_ = csv; }
+  // Names this module and its children by their dotted paths ("features.3"); the profiler's
+  // per-layer rows use these names. Call once on the root (benchmarks do).
+  void assign_paths(const std::string& prefix = "");
+  const std::string& path() const { return path_; }
   const std::string& backend() const { return backend_; }
   // Multi-line tree of children and their repr().
   std::string summary() const;
@@ -72,6 +76,7 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
   std::string backend_;
+  std::string path_;
 };
 
 using ModulePtr = std::shared_ptr<Module>;

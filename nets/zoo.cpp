@@ -25,9 +25,16 @@ ModulePtr mnist_cnn(int64_t in_channels, int64_t classes) {
 }
 
 const std::vector<NetInfo>& zoo() {
-  static const std::vector<NetInfo> nets = {
-      {"mnist-cnn", "Keras MNIST example CNN (1,199,882 parameters)", {1, 28, 28}, 10, [] { return mnist_cnn(); }},
-  };
+  static const std::vector<NetInfo> nets = [] {
+    std::vector<NetInfo> v;
+    v.push_back({"mnist-cnn", "Keras MNIST example CNN", {1, 28, 28}, 10, 1199882, [](const NetOptions& o) {
+                   return mnist_cnn(o.in_channels ? o.in_channels : 1, o.classes ? o.classes : 10);
+                 }});
+#define KILN_NET_GROUP(group) register_##group##_nets(v);
+#include "nets/groups.inc"
+#undef KILN_NET_GROUP
+    return v;
+  }();
   return nets;
 }
 
@@ -40,6 +47,6 @@ const NetInfo& find(const std::string& name) {
   KILN_THROW("unknown model '", name, "' (known: ", known, ")");
 }
 
-ModulePtr build(const std::string& name) { return find(name).build(); }
+ModulePtr build(const std::string& name, const NetOptions& options) { return find(name).build(options); }
 
 }  // namespace kiln::nets

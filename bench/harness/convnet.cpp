@@ -11,11 +11,13 @@
 #include "kernels/common/parallel.h"
 #include "nets/zoo.h"
 
+using kiln::nets::NetOptions;
+
 namespace kiln::bench {
 
 RunResult run(const RunSpec& spec) {
   const nets::NetInfo& info = nets::find(spec.model);
-  ModulePtr net = info.build();
+  ModulePtr net = info.build(NetOptions{});
   return run(*net, info.input, spec);
 }
 
