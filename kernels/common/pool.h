@@ -10,13 +10,7 @@
 
 #include "kernels/common/dtype.h"
 
-#ifndef KILN_HOST_DEVICE
-#if defined(__CUDACC__)
-#define KILN_HOST_DEVICE __host__ __device__
-#else
-#define KILN_HOST_DEVICE
-#endif
-#endif
+#include "kernels/common/host_device.h"
 
 namespace kiln {
 
