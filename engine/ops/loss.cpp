@@ -192,42 +192,35 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 // --- registration
 namespace {
 
-template <class F>
-void ref_visit(DType t, F&& f) {
-  if (t == DType::float64)
-    f(double{});
-  else
-    f(float{});
-}
 
 void ref_ce_fwd(const ClassLossDesc& d, const void* src, const int64_t* target, void* dst, void* lse) {
-  ref_visit(d.dtype, [&](auto tag) {
+  visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     ref::cross_entropy_fwd<T>(d, static_cast<const T*>(src), target, static_cast<T*>(dst), static_cast<T*>(lse));
   });
 }
 void ref_ce_bwd(const ClassLossDesc& d, const void* src, const int64_t* target, const void* lse, const void* dy,
                 void* dx) {
-  ref_visit(d.dtype, [&](auto tag) {
+  visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     ref::cross_entropy_bwd<T>(d, static_cast<const T*>(src), target, static_cast<const T*>(lse),
                               static_cast<const T*>(dy), static_cast<T*>(dx));
   });
 }
 void ref_nll_fwd(const ClassLossDesc& d, const void* src, const int64_t* target, void* dst) {
-  ref_visit(d.dtype, [&](auto tag) {
+  visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     ref::nll_fwd<T>(d, static_cast<const T*>(src), target, static_cast<T*>(dst));
   });
 }
 void ref_nll_bwd(const ClassLossDesc& d, const int64_t* target, const void* dy, void* dx) {
-  ref_visit(d.dtype, [&](auto tag) {
+  visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     ref::nll_bwd<T>(d, target, static_cast<const T*>(dy), static_cast<T*>(dx));
   });
 }
 void ref_point_fwd(const PointLossDesc& d, const void* x, const void* t, const void* pw, void* dst) {
-  ref_visit(d.dtype, [&](auto tag) {
+  visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     ref::point_loss_fwd<T>(d, static_cast<const T*>(x), static_cast<const T*>(t), static_cast<const T*>(pw),
                            static_cast<T*>(dst));
@@ -235,7 +228,7 @@ void ref_point_fwd(const PointLossDesc& d, const void* x, const void* t, const v
 }
 void ref_point_bwd(const PointLossDesc& d, const void* x, const void* t, const void* pw, const void* dy, void* dx,
                    void* dt) {
-  ref_visit(d.dtype, [&](auto tag) {
+  visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     ref::point_loss_bwd<T>(d, static_cast<const T*>(x), static_cast<const T*>(t), static_cast<const T*>(pw),
                            static_cast<const T*>(dy), static_cast<T*>(dx), static_cast<T*>(dt));

@@ -183,17 +183,10 @@ Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, t
 // --- registration
 namespace {
 
-template <class F>
-void ref_visit(DType t, F&& f) {
-  if (t == DType::float64)
-    f(double{});
-  else
-    f(float{});
-}
 
 void ref_bn_fwd(const BatchNormDesc& d, const void* src, const void* wei, const void* bias, void* rm, void* rv,
                 void* dst, void* sm, void* si) {
-  ref_visit(d.dtype, [&](auto tag) {
+  visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     ref::batch_norm_fwd<T>(d, static_cast<const T*>(src), static_cast<const T*>(wei), static_cast<const T*>(bias),
                            static_cast<T*>(rm), static_cast<T*>(rv), static_cast<T*>(dst), static_cast<T*>(sm),
@@ -202,7 +195,7 @@ void ref_bn_fwd(const BatchNormDesc& d, const void* src, const void* wei, const 
 }
 void ref_bn_bwd(const BatchNormDesc& d, const void* src, const void* dy, const void* wei, const void* sm,
                 const void* si, void* dx, void* dw, void* db) {
-  ref_visit(d.dtype, [&](auto tag) {
+  visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     ref::batch_norm_bwd<T>(d, static_cast<const T*>(src), static_cast<const T*>(dy), static_cast<const T*>(wei),
                            static_cast<const T*>(sm), static_cast<const T*>(si), static_cast<T*>(dx),
@@ -210,25 +203,25 @@ void ref_bn_bwd(const BatchNormDesc& d, const void* src, const void* dy, const v
   });
 }
 void ref_dropout_fwd(const DropoutDesc& d, const void* src, void* dst, uint8_t* mask) {
-  ref_visit(d.dtype, [&](auto tag) {
+  visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     ref::dropout_fwd<T>(d, static_cast<const T*>(src), static_cast<T*>(dst), mask);
   });
 }
 void ref_dropout_bwd(const DropoutDesc& d, const void* dy, const uint8_t* mask, void* dx) {
-  ref_visit(d.dtype, [&](auto tag) {
+  visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     ref::dropout_bwd<T>(d, static_cast<const T*>(dy), mask, static_cast<T*>(dx));
   });
 }
 void ref_softmax_fwd(const SoftmaxDesc& d, const void* src, void* dst) {
-  ref_visit(d.dtype, [&](auto tag) {
+  visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     ref::softmax_fwd<T>(d, static_cast<const T*>(src), static_cast<T*>(dst));
   });
 }
 void ref_softmax_bwd(const SoftmaxDesc& d, const void* y, const void* dy, void* dx) {
-  ref_visit(d.dtype, [&](auto tag) {
+  visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     ref::softmax_bwd<T>(d, static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx));
   });

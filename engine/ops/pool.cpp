@@ -256,44 +256,39 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double b
 // --- registration: native first, then ref (the `auto` order).
 namespace {
 
-template <class F>
-void ref_float(DType t, F&& f) {
-  if (t == DType::float64) f(double{});
-  else f(float{});
-}
 
 void ref_pool_fwd(const PoolDesc& d, const void* s, void* o, int64_t* idx) {
-  ref_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     ref::pool_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o), idx);
   });
 }
 void ref_pool_bwd(const PoolDesc& d, const void* g, const int64_t* idx, void* o) {
-  ref_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     ref::pool_bwd<T>(d, static_cast<const T*>(g), idx, static_cast<T*>(o));
   });
 }
 void ref_adaptive_fwd(const AdaptivePoolDesc& d, const void* s, void* o, int64_t* idx) {
-  ref_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     ref::adaptive_pool_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o), idx);
   });
 }
 void ref_adaptive_bwd(const AdaptivePoolDesc& d, const void* g, const int64_t* idx, void* o) {
-  ref_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     ref::adaptive_pool_bwd<T>(d, static_cast<const T*>(g), idx, static_cast<T*>(o));
   });
 }
 void ref_lrn_fwd(const LrnDesc& d, const void* s, void* o, void* sc) {
-  ref_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     ref::lrn_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o), static_cast<T*>(sc));
   });
 }
 void ref_lrn_bwd(const LrnDesc& d, const void* s, const void* y, const void* sc, const void* g, void* o) {
-  ref_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     ref::lrn_bwd<T>(d, static_cast<const T*>(s), static_cast<const T*>(y), static_cast<const T*>(sc),
                     static_cast<const T*>(g), static_cast<T*>(o));

@@ -240,31 +240,26 @@ Tensor upsample_bilinear2d(const Tensor& x, double scale_h, double scale_w, bool
 // --- registration: native first, then ref (the `auto` order).
 namespace {
 
-template <class F>
-void ref_float(DType t, F&& f) {
-  if (t == DType::float64) f(double{});
-  else f(float{});
-}
 void ref_pad_fwd(const PadDesc& d, const void* s, void* o) {
-  ref_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     ref::pad_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o));
   });
 }
 void ref_pad_bwd(const PadDesc& d, const void* g, void* o) {
-  ref_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     ref::pad_bwd<T>(d, static_cast<const T*>(g), static_cast<T*>(o));
   });
 }
 void ref_upsample_fwd(const UpsampleDesc& d, const void* s, void* o) {
-  ref_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     ref::upsample_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o));
   });
 }
 void ref_upsample_bwd(const UpsampleDesc& d, const void* g, void* o) {
-  ref_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     ref::upsample_bwd<T>(d, static_cast<const T*>(g), static_cast<T*>(o));
   });

@@ -73,4 +73,13 @@ decltype(auto) visit_dtype(DType t, F&& f) {
   return f(float{});
 }
 
+// Calls f(float{}) or f(double{}) (float32 or float64), the types CPU kernels compute in.
+template <class F>
+void visit_float(DType t, F&& f) {
+  if (t == DType::float64)
+    f(double{});
+  else
+    f(float{});
+}
+
 }  // namespace kiln

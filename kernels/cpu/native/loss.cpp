@@ -264,13 +264,6 @@ void point_bwd_t(const PointLossDesc& d, const T* x, const T* t, const T* pw, co
 
 bool float_or_double(DType t) { return t == DType::float32 || t == DType::float64; }
 
-template <class F>
-void visit_float(DType t, F&& f) {
-  if (t == DType::float64)
-    f(double{});
-  else
-    f(float{});
-}
 
 }  // namespace
 

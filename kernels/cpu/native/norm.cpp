@@ -469,13 +469,6 @@ void softmax_bwd_blocked(const SoftmaxDesc& d, const T* y, const T* dy, T* dx) {
 
 bool float_or_double(DType t) { return t == DType::float32 || t == DType::float64; }
 
-template <class F>
-void visit_float(DType t, F&& f) {
-  if (t == DType::float64)
-    f(double{});
-  else
-    f(float{});
-}
 
 }  // namespace
 

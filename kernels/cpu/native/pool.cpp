@@ -444,13 +444,7 @@ bool supports_pool(const PoolDesc& d) { return float_types(d.dtype); }
 bool supports_adaptive_pool(const AdaptivePoolDesc& d) { return float_types(d.dtype); }
 bool supports_lrn(const LrnDesc& d) { return float_types(d.dtype); }
 
-// Calls f(T{}) with T = float or double.
-template <class F>
-static void with_float(DType t, F&& f) {
-  if (t == DType::float32) f(float{});
-  else f(double{});
-}
-#define KILN_POOL_BOTH(dtype, call) with_float(dtype, [&](auto t) { using T = decltype(t); call; })
+#define KILN_POOL_BOTH(dtype, call) visit_float(dtype, [&](auto t) { using T = decltype(t); call; })
 
 void pool_fwd(const PoolDesc& d, const void* src, void* dst, int64_t* index) {
   KILN_POOL_BOTH(d.dtype, pool_fwd_t(d, static_cast<const T*>(src), static_cast<T*>(dst), index));

@@ -167,11 +167,6 @@ void upsample_bwd_t(const UpsampleDesc& d, const T* diff_dst, T* diff_src) {
   });
 }
 
-template <class F>
-void with_float(DType t, F&& f) {
-  if (t == DType::float32) f(float{});
-  else f(double{});
-}
 
 }  // namespace
 
@@ -179,25 +174,25 @@ bool supports_pad(const PadDesc& d) { return d.dtype == DType::float32 || d.dtyp
 bool supports_upsample(const UpsampleDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; }
 
 void pad_fwd(const PadDesc& d, const void* src, void* dst) {
-  with_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     pad_fwd_t(d, static_cast<const T*>(src), static_cast<T*>(dst));
   });
 }
 void pad_bwd(const PadDesc& d, const void* diff_dst, void* diff_src) {
-  with_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     pad_bwd_t(d, static_cast<const T*>(diff_dst), static_cast<T*>(diff_src));
   });
 }
 void upsample_fwd(const UpsampleDesc& d, const void* src, void* dst) {
-  with_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     upsample_fwd_t(d, static_cast<const T*>(src), static_cast<T*>(dst));
   });
 }
 void upsample_bwd(const UpsampleDesc& d, const void* diff_dst, void* diff_src) {
-  with_float(d.dtype, [&](auto t) {
+  visit_float(d.dtype, [&](auto t) {
     using T = decltype(t);
     upsample_bwd_t(d, static_cast<const T*>(diff_dst), static_cast<T*>(diff_src));
   });
