@@ -59,8 +59,9 @@ class GoogLeNet : public Module {
 
 // Inception v3 (Szegedy et al. 2015) as torchvision's inception_v3(aux_logits=False) builds it:
 // every conv = conv (no bias) + BatchNorm(eps 1e-3, gamma and beta) + ReLU; 23,834,568
-// parameters at 1000 classes (the tf_cnn_benchmarks / Keras variant has beta-only BN and
-// 1001 classes: 23,819,401). Global average pooling at the end; inputs of 75x75 and up.
+// parameters at 1000 classes (nets.md 3; beta-only BN as in tf_cnn_benchmarks gives 23,819,401
+// trainable at 1001 classes, Keras 23,817,352 at 1000). Global average pooling at the end, so
+// inputs of 75x75 and up work.
 //   aux: torchvision's auxiliary head on Mixed_6e (avgpool 5x5/3 -> conv 1x1 128 -> conv 5x5 768
 //        -> global pool -> FC 768 -> classes), 27,161,264 parameters in all; kept in
 //        aux_outputs() in training mode, as GoogLeNet does. Its 5x5 conv needs the Mixed_6e map at
@@ -83,7 +84,9 @@ class Inception3 : public Module {
 // width * 2^depth channels, then per level a 2x2 stride-2 transposed conv halving the channels,
 // concatenation with the encoder map (skip first) and 2 convs; a final 1x1 conv to `classes`
 // logit maps (no sigmoid / softmax: pair with BCE-with-logits or cross-entropy).
-// width 64, depth 4, 1 input channel, 2 classes: 31,030,658 parameters, the paper's count.
+// width 64, depth 4, 1 input channel, 2 classes: 31,030,658 parameters, the paper's count (convs
+// with bias, no batch norm; the popular milesial/Pytorch-UNet adds BN and drops conv biases:
+// 31,036,546 for 1 -> 2 channels).
 // H and W must be divisible by 2^depth.
 class UNet : public Module {
  public:
