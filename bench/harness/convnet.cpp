@@ -278,7 +278,7 @@ std::string table_row(const RunResult& r) {
 std::string layer_table(const RunResult& r) {
   std::string out;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "  %-28s %-42s %9s %9s %9s %6s %8s\n", "layer", "kind", "fwd ms", "bwd ms", "total ms",
+  std::snprintf(buf, sizeof buf, "  %-36s %-42s %9s %9s %9s %6s %8s\n", "layer", "kind", "fwd ms", "bwd ms", "total ms",
                 "share", "GFLOP/s");
   out += buf;
   double f = 0, b = 0;
@@ -287,13 +287,13 @@ std::string layer_table(const RunResult& r) {
     const double total = l.forward_ms + l.backward_ms;
     char rate[32] = "";
     if (l.gflop > 0 && total > 0) std::snprintf(rate, sizeof rate, "%8.1f", l.gflop / (total * 1e-3));
-    std::snprintf(buf, sizeof buf, "  %-28s %-42s %9.3f %9.3f %9.3f %5.1f%% %8s\n", l.name.c_str(), kind.c_str(),
+    std::snprintf(buf, sizeof buf, "  %-36s %-42s %9.3f %9.3f %9.3f %5.1f%% %8s\n", l.name.c_str(), kind.c_str(),
                   l.forward_ms, l.backward_ms, total, 100.0 * l.share, rate);
     out += buf;
     f += l.forward_ms;
     b += l.backward_ms;
   }
-  std::snprintf(buf, sizeof buf, "  %-28s %-42s %9.3f %9.3f %9.3f %5.1f%% %8.1f\n", "(total per iteration)", "", f, b,
+  std::snprintf(buf, sizeof buf, "  %-36s %-42s %9.3f %9.3f %9.3f %5.1f%% %8.1f\n", "(total per iteration)", "", f, b,
                 f + b, r.ms_mean > 0 ? 100.0 * (f + b) / r.ms_mean : 0.0,
                 r.ms_mean > 0 ? r.gflop_per_iter / (r.ms_mean * 1e-3) : 0.0);
   out += buf;

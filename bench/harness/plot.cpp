@@ -54,18 +54,22 @@ struct Series {
 
 std::vector<Series> collect_series(const std::vector<NamedResults>& inputs) {
   using Key = std::tuple<std::string, std::string, std::string>;  // model, backend, mode
-  std::map<Key, std::set<size_t>> files_of;
+  auto key_of = [](const RunResult& r) { return Key{r.spec.model, r.spec.backend, r.spec.train ? "train" : "forward"}; };
+  // A key with the same batch size in several files (two machines, say) gets one line per file,
+  // labelled by file; otherwise the files' points join into one line.
+  std::map<std::pair<Key, int64_t>, std::set<size_t>> files_of;
   for (size_t f = 0; f < inputs.size(); ++f)
-    for (const RunResult& r : inputs[f].second.runs)
-      files_of[Key{r.spec.model, r.spec.backend, r.spec.train ? "train" : "forward"}].insert(f);
-  // A key found in several files (two machines, say) gets one line per file, labelled by file.
+    for (const RunResult& r : inputs[f].second.runs) files_of[{key_of(r), r.spec.batch}].insert(f);
+  std::set<Key> split;
+  for (const auto& [kb, files] : files_of)
+    if (files.size() > 1) split.insert(kb.first);
   std::map<std::pair<Key, size_t>, Series> series;
   std::vector<std::pair<Key, size_t>> order;
   for (size_t f = 0; f < inputs.size(); ++f)
     for (const RunResult& r : inputs[f].second.runs) {
-      const Key key{r.spec.model, r.spec.backend, r.spec.train ? "train" : "forward"};
-      const bool shared = files_of[key].size() > 1;
-      const auto id = std::make_pair(key, shared ? f : size_t(0));
+      const Key key = key_of(r);
+      const bool per_file = split.count(key) > 0;
+      const auto id = std::make_pair(key, per_file ? f : size_t(0));
       auto it = series.find(id);
       if (it == series.end()) {
         Series s;
@@ -75,7 +79,7 @@ std::vector<Series> collect_series(const std::vector<NamedResults>& inputs) {
         // kiln's runs carry a kiln backend name (auto, native, ...); say whose it is.
         const bool foreign = s.backend.rfind("pytorch", 0) == 0;
         s.label = s.model + " " + (foreign ? s.backend : "kiln-" + s.backend) + " " + s.mode;
-        if (shared) s.label += " [" + basename_of(inputs[f].first) + "]";
+        if (per_file) s.label += " [" + basename_of(inputs[f].first) + "]";
         it = series.emplace(id, s).first;
         order.push_back(id);
       }
@@ -118,8 +122,9 @@ std::string gnuplot_script(const std::vector<NamedResults>& inputs, const std::s
   g << "set title " << quoted(title.empty() ? "images/s against batch size" : title) << " noenhanced\n"
     << "set xlabel \"batch size\"\nset ylabel \"images/s\"\n"
     << "set logscale x 2\nset grid xtics ytics mxtics mytics\n"
-    << "set key outside right top noenhanced\n"
-    << "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05\n";
+    // Many lines: the legend goes under the chart in columns so the plot keeps its width.
+    << (series.size() > 12 ? "set key below noenhanced\n" : "set key outside right top noenhanced\n")
+    << "set offsets graph 0.05, graph 0.05, 0, 0\n";
   // A log scale once the lines span more than a decade (small and large nets together).
   if (lo > 0 && hi / lo > 20) g << "set logscale y\n";
   // One colour per (model, backend), solid lines for forward, dashed for train.
@@ -129,18 +134,21 @@ std::string gnuplot_script(const std::vector<NamedResults>& inputs, const std::s
   plot << "plot ";
   for (size_t i = 0; i < series.size(); ++i) {
     const Series& s = series[i];
-    plot << (i ? ", \\\n     " : "") << "$d" << i << " using 1:2 with linespoints lw 2 pt 7 ps 0.8 lc "
-         << colour[s.model + "\n" + s.backend] << " dt " << (s.mode == "train" ? 2 : 1) << " title "
-         << quoted(s.label);
+    // gnuplot cycles 8 colours; past them the point shape tells the lines apart.
+    const int c = colour[s.model + "\n" + s.backend];
+    plot << (i ? ", \\\n     " : "") << "$d" << i << " using 1:2 with linespoints lw 2 pt " << (7 + 2 * ((c - 1) / 8) % 8)
+         << " ps 0.9 lc " << c << " dt " << (s.mode == "train" ? 2 : 1) << " title " << quoted(s.label);
   }
+  // Room under the chart for a legend below it (about three entries per row).
+  const int height = series.size() > 12 ? 700 + 18 * int((series.size() + 2) / 3) : 700;
   g << "if (strstrt(GPVAL_TERMINALS, \"pngcairo\") > 0) {\n"
-    << "  set terminal pngcairo size 1200,700 font \",11\" noenhanced\n"
+    << "  set terminal pngcairo size 1200," << height << " font \",11\" noenhanced\n"
     << "} else {\n"
-    << "  set terminal png size 1200,700 noenhanced\n"
+    << "  set terminal png size 1200," << height << " noenhanced\n"
     << "}\n"
     << "set output " << quoted(png) << "\n"
     << plot.str() << "\n"
-    << "set terminal svg size 1200,700 dynamic noenhanced\n"
+    << "set terminal svg size 1200," << height << " dynamic noenhanced\n"
     << "set output " << quoted(svg) << "\n"
     << "replot\n"
     << "unset output\n";

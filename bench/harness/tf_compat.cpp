@@ -15,17 +15,22 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// What tf_cnn_benchmarks would call the data set of a net with this input.
+// What tf_cnn_benchmarks would call the data set of a net with this input, and its size (0:
+// none, the epochs line then shows 0.00). Inputs of no such data set are named by their shape.
 void dataset_of(const Shape& sample, std::string& name, double& examples) {
+  examples = 0;
   if (sample == Shape{3, 32, 32}) {
     name = "cifar10";
     examples = 50000;
   } else if (sample == Shape{1, 28, 28}) {
     name = "mnist";
     examples = 60000;
-  } else {
+  } else if (sample.size() == 3 && sample[0] == 3 && sample[1] >= 200 && sample[2] >= 200) {
     name = "imagenet";
     examples = 1281167;
+  } else {
+    name.clear();
+    for (int64_t d : sample) name += (name.empty() ? "" : "x") + std::to_string(d);
   }
 }
 
@@ -74,13 +79,13 @@ std::string tf_total_lines(double images_per_s) {
 
 void TfCompatPrinter::begin(const RunSpec& spec, const Module& net, const Shape& sample) {
   std::string dataset;
-  double examples = 1;
+  double examples = 0;
   dataset_of(sample, dataset, examples);
   int major = 0, minor = 0;
   std::sscanf(kiln_version(), "%d.%d", &major, &minor);
   const long long batch = static_cast<long long>(spec.batch);
   char epochs[32];
-  std::snprintf(epochs, sizeof epochs, "%.2f", double(spec.iters) * double(spec.batch) / examples);
+  std::snprintf(epochs, sizeof epochs, "%.2f", examples > 0 ? double(spec.iters) * double(spec.batch) / examples : 0.0);
   out_ << "TensorFlow:  " << major << "." << minor << "\n"
        << "Model:       " << spec.model << "\n"
        << "Dataset:     " << dataset << " (synthetic)\n"

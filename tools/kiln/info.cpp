@@ -29,9 +29,11 @@ Command add_info(CLI::App& app) {
                    for (const auto& n : nets::zoo()) {
                      std::string shape;
                      for (int64_t d : n.input) shape += (shape.empty() ? "" : "x") + std::to_string(d);
-                     std::printf("  %-12s %-12s %12lld params  batch %-4lld %s\n", n.name.c_str(), shape.c_str(),
+                     const std::string about =
+                         n.description.size() > 70 ? n.description.substr(0, 67) + "..." : n.description;
+                     std::printf("  %-12s %-10s %12lld params  batch %-4lld %s\n", n.name.c_str(), shape.c_str(),
                                  static_cast<long long>(n.parameters),
-                                 static_cast<long long>(bench::default_batch(n.name)), n.description.c_str());
+                                 static_cast<long long>(bench::default_batch(n.name)), about.c_str());
                    }
                    // One line with every name, for scripts (tools/dev greps it).
                    std::printf("models:");
