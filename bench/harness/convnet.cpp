@@ -1,84 +1,303 @@
+// The convnet timing loop of `kiln bench`; see convnet.h.
 #include "bench/harness/convnet.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
 
+#include "bench/harness/flops.h"
 #include "engine/allocator.h"
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
+#include "engine/ops/loss.h"
+#include "engine/profiler.h"
 #include "engine/random.h"
 #include "kernels/common/parallel.h"
 #include "nets/zoo.h"
 
-using kiln::nets::NetOptions;
+#ifndef KILN_VERSION_STRING
+#define KILN_VERSION_STRING "unknown"
+#endif
 
 namespace kiln::bench {
+namespace {
 
-RunResult run(const RunSpec& spec) {
-  const nets::NetInfo& info = nets::find(spec.model);
-  ModulePtr net = info.build(NetOptions{});
-  return run(*net, info.input, spec);
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-RunResult run(Module& net, const Shape& input, const RunSpec& spec) {
+std::vector<std::string> known_backends() {
+  std::set<std::string> names;
+  for (const OpTableBase* op : registry().ops())
+    for (const std::string& c : op->candidates()) names.insert(c.substr(0, c.find('/')));
+  return {names.begin(), names.end()};
+}
+
+// Class indices in [0, C) shaped like the logits without their class dimension, from a fixed
+// seed so every run (and every framework) sees the same labels.
+Tensor random_labels(const Tensor& logits) {
+  KILN_CHECK(logits.dim() >= 2, "bench: the loss needs logits [N, C, ...], the net gave ", logits.str());
+  Shape shape = logits.sizes();
+  const int64_t classes = shape[1];
+  shape.erase(shape.begin() + 1);
+  std::mt19937_64 rng(4321);
+  std::uniform_int_distribution<int64_t> pick(0, classes - 1);
+  std::vector<double> v(size_t(shape_numel(shape)));
+  for (double& e : v) e = double(pick(rng));
+  return from_vector(v, shape, DType::int64);
+}
+
+// Fraction of positions (rows of [N, C], pixels of [N, C, H, W]) whose label has the top-1 / a
+// top-5 logit; ties count against.
+void accuracy(const Tensor& logits, const Tensor& labels, double& top1, double& top5) {
+  const int64_t n = logits.size(0), c = logits.size(1), inner = logits.numel() / (n * c);
+  std::vector<double> y = logits.to_vector(), t = labels.to_vector();
+  int64_t hit1 = 0, hit5 = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < inner; ++p) {
+      const double* base = y.data() + i * c * inner + p;
+      const double mine = base[int64_t(t[size_t(i * inner + p)]) * inner];
+      int64_t above = 0;
+      for (int64_t j = 0; j < c; ++j) above += base[j * inner] > mine;
+      hit1 += above == 0;
+      hit5 += above < 5;
+    }
+  top1 = double(hit1) / double(n * inner);
+  top5 = double(hit5) / double(n * inner);
+}
+
+// Layer paths of the leaves, as the profiler names them (the root by its repr when unnamed).
+void collect_leaves(const Module& m, std::set<std::string>& leaves) {
+  if (m.children().empty()) leaves.insert(m.path().empty() ? m.repr() : m.path());
+  for (const auto& [name, child] : m.children()) collect_leaves(*child, leaves);
+}
+
+std::vector<LayerRow> layer_rows(const Module& net, const std::vector<profiler::Row>& rows, const MacCount& macs,
+                                 const RunResult& r) {
+  std::set<std::string> leaves;
+  collect_leaves(net, leaves);
+  const double iters = double(r.ms.size());
+  const double flop_scale = 2.0 * double(r.spec.batch) * (r.spec.train ? 3.0 : 1.0) * 1e-9;
+  std::vector<LayerRow> out;
+  LayerRow containers{"(containers)", "exclusive time of modules with children (cat, residual adds)"};
+  bool any_container = false;
+  double accounted = 0;
+  for (const profiler::Row& row : rows) {
+    const double f = row.forward_ms / iters, b = row.backward_ms / iters;
+    auto m = macs.by_layer.find(row.name);
+    const double gflop = m == macs.by_layer.end() ? 0.0 : m->second * flop_scale;
+    accounted += f + b;
+    if (leaves.count(row.name)) {
+      out.push_back(LayerRow{row.name, row.kind, f, b, 0, gflop});
+    } else {
+      any_container = true;
+      containers.forward_ms += f;
+      containers.backward_ms += b;
+      containers.gflop += gflop;
+    }
+  }
+  if (any_container) out.push_back(containers);
+  out.push_back(LayerRow{"(outside layers)", "loss, zero_grad, autograd bookkeeping",
+                         std::max(0.0, r.ms_mean - accounted), 0, 0, 0});
+  for (LayerRow& l : out) l.share = r.ms_mean > 0 ? (l.forward_ms + l.backward_ms) / r.ms_mean : 0;
+  return out;
+}
+
+// Turns the profiler off however the timed loop ends.
+struct ProfilerSession {
+  bool on;
+  explicit ProfilerSession(bool enable) : on(enable) {
+    if (on) {
+      profiler::reset();
+      profiler::enable(true);
+    }
+  }
+  ~ProfilerSession() {
+    if (on) profiler::enable(false);
+  }
+};
+
+}  // namespace
+
+const char* kiln_version() { return KILN_VERSION_STRING; }
+
+void validate(const RunSpec& spec) {
+  nets::find(spec.model);  // lists the known names when unknown
+  const Device device(spec.device);
+  KILN_CHECK(device.is_cpu(), "--device ", spec.device,
+             ": this build of kiln has no CUDA backend; kiln bench runs on the CPU (--device cpu)");
+  KILN_CHECK(spec.dtype == "float32", "--dtype ", spec.dtype,
+             ": kiln bench times float32 only for now (bfloat16 arrives with the oneDNN backend)");
+  if (spec.backend != "auto") {
+    const std::vector<std::string> known = known_backends();
+    std::string list;
+    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+    for (const std::string& b : detail::split_csv(spec.backend))
+      KILN_CHECK(b == "auto" || std::find(known.begin(), known.end(), b) != known.end(), "--backend: unknown backend '",
+                 b, "' (known: auto, ", list, ")");
+  }
+  KILN_CHECK(spec.batch > 0 && spec.iters > 0 && spec.warmup >= 0, "bench: batch and iters must be positive (batch ",
+             spec.batch, ", iters ", spec.iters, ", warmup ", spec.warmup, ")");
+}
+
+RunResult run(const RunSpec& spec, RunObserver* observer) {
+  validate(spec);
+  const nets::NetInfo& info = nets::find(spec.model);
+  ModulePtr net = info.build(nets::NetOptions{});
+  return run(*net, info.input, spec, observer);
+}
+
+RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver* observer) {
   KILN_CHECK(spec.batch > 0 && spec.iters > 0 && spec.warmup >= 0, "bench: batch and iters must be positive (batch ",
              spec.batch, ", iters ", spec.iters, ", warmup ", spec.warmup, ")");
   if (spec.threads > 0) set_num_threads(spec.threads);
   BackendGuard backend(spec.backend == "auto" ? "" : spec.backend);
-  Shape shape = input;
+  net.assign_paths();
+  const MacCount macs = count_macs(net, sample);
+
+  Shape shape = sample;
   shape.insert(shape.begin(), spec.batch);
   Generator gen(1234);
   Tensor x = randn(shape, {}, &gen);
   net.train(spec.train);
-  Tensor grad_out;
+  Tensor grad_out, labels;
+  if (observer) observer->begin(spec, net, sample);
 
-  auto step = [&] {
+  auto step = [&](StepInfo& info) {
     if (spec.train) {
       Tensor y = net(x);
-      if (!grad_out.defined()) grad_out = randn(y.sizes(), {}, &gen);
-      y.backward(grad_out);
+      if (spec.loss) {
+        if (!labels.defined()) labels = random_labels(y);
+        Tensor loss = ops::cross_entropy(y, labels);
+        loss.backward();
+        info.loss = loss.item();
+      } else {
+        if (!grad_out.defined()) grad_out = randn(y.sizes(), {}, &gen);
+        y.backward(grad_out);
+      }
       net.zero_grad();
     } else {
       NoGradGuard ng;
       Tensor y = net(x);
+      if (spec.loss) {
+        if (!labels.defined()) labels = random_labels(y);
+        info.loss = ops::cross_entropy(y, labels).item();
+        accuracy(y, labels, info.top1, info.top5);
+      }
     }
   };
-  for (int i = 0; i < spec.warmup; ++i) step();
-  CpuAllocator::instance().reset_peak();
+
+  for (int i = 0; i < spec.warmup; ++i) {
+    StepInfo ignored;
+    step(ignored);
+  }
+  if (observer) observer->warmup_done(spec);
+
   RunResult r;
   r.spec = spec;
   r.threads = num_threads();
-  for (int i = 0; i < spec.iters; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    step();
-    auto t1 = std::chrono::steady_clock::now();
-    r.ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  r.parameters = net.num_parameters();
+  std::vector<profiler::Row> rows;
+  {
+    ProfilerSession profiling(spec.layers);
+    CpuAllocator::instance().reset_peak();
+    const auto loop0 = Clock::now();
+    for (int i = 0; i < spec.iters; ++i) {
+      StepInfo info;
+      info.step = i;
+      const auto t0 = Clock::now();
+      step(info);
+      info.ms = ms_since(t0);
+      r.ms.push_back(info.ms);
+      if (spec.loss) r.losses.push_back(info.loss);
+      if (observer) observer->step(spec, info, r.ms);
+    }
+    r.wall_s = ms_since(loop0) * 1e-3;
+    r.peak_bytes = CpuAllocator::instance().stats().peak;
+    if (spec.layers) {
+      profiler::enable(false);
+      rows = profiler::rows();
+      profiler::reset();
+    }
   }
+
   std::vector<double> s = r.ms;
   std::sort(s.begin(), s.end());
   r.ms_min = s.front();
   r.ms_max = s.back();
   r.ms_median = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
+  r.ms_mean = std::accumulate(s.begin(), s.end(), 0.0) / double(s.size());
   r.images_per_s = double(spec.batch) * 1000.0 / r.ms_median;
-  r.peak_bytes = CpuAllocator::instance().stats().peak;
+  r.gflop_per_iter = 2.0 * macs.total * double(spec.batch) * (spec.train ? 3.0 : 1.0) * 1e-9;
+  r.gflops = r.gflop_per_iter / (r.ms_median * 1e-3);
+  if (spec.layers) r.layers = layer_rows(net, rows, macs, r);
+  if (observer) observer->end(r);
   return r;
+}
+
+int64_t default_batch(const std::string& model) {
+  // convnet-benchmarks (nets.md 1.1) for its four nets; tf_cnn_benchmarks' per-model defaults
+  // (nets.md 2.1) for the other ImageNet nets and the CIFAR ResNets; the Keras examples' own
+  // batch sizes for their nets; the RAMP kit's 32 for the UNet.
+  static const std::map<std::string, int64_t> batches = {
+      {"alexnet", 128},   {"overfeat", 128},  {"vgg11", 64},       {"googlenet", 128}, {"vgg16", 64},
+      {"vgg19", 64},      {"inception3", 32}, {"resnet18", 64},    {"resnet50", 64},   {"resnet101", 32},
+      {"resnet56", 128},  {"cifar10-cnn", 32}, {"mnist-cnn", 128}, {"unet", 32},
+  };
+  auto it = batches.find(model);
+  return it == batches.end() ? 64 : it->second;
+}
+
+const std::vector<std::string>& convnet_benchmarks_models() {
+  static const std::vector<std::string> models = {"alexnet", "overfeat", "vgg11", "googlenet"};
+  return models;
 }
 
 std::string table_header() {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-12s %-6s %-8s %6s %-8s %3s %9s %9s %9s %10s %9s", "model", "device", "backend",
-                "batch", "mode", "thr", "ms min", "ms median", "ms max", "images/s", "peak MiB");
+  std::snprintf(buf, sizeof buf, "%-12s %-6s %-8s %6s %-8s %3s %9s %9s %9s %10s %9s %8s", "model", "device", "backend",
+                "batch", "mode", "thr", "ms min", "ms median", "ms max", "images/s", "peak MiB", "GFLOP/s");
   return buf;
 }
 
 std::string table_row(const RunResult& r) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-12s %-6s %-8s %6lld %-8s %3d %9.2f %9.2f %9.2f %10.1f %9.1f", r.spec.model.c_str(),
-                "cpu", r.spec.backend.c_str(), static_cast<long long>(r.spec.batch),
-                r.spec.train ? "train" : "forward", r.threads, r.ms_min, r.ms_median, r.ms_max, r.images_per_s,
-                double(r.peak_bytes) / (1 << 20));
+  std::snprintf(buf, sizeof buf, "%-12s %-6s %-8s %6lld %-8s %3d %9.2f %9.2f %9.2f %10.1f %9.1f %8.1f",
+                r.spec.model.c_str(), r.spec.device.c_str(), r.spec.backend.c_str(),
+                static_cast<long long>(r.spec.batch), r.spec.train ? "train" : "forward", r.threads, r.ms_min,
+                r.ms_median, r.ms_max, r.images_per_s, double(r.peak_bytes) / (1 << 20), r.gflops);
   return buf;
+}
+
+std::string layer_table(const RunResult& r) {
+  std::string out;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "  %-36s %-42s %9s %9s %9s %6s %8s\n", "layer", "kind", "fwd ms", "bwd ms", "total ms",
+                "share", "GFLOP/s");
+  out += buf;
+  double f = 0, b = 0;
+  for (const LayerRow& l : r.layers) {
+    std::string kind = l.kind.size() > 42 ? l.kind.substr(0, 39) + "..." : l.kind;
+    const double total = l.forward_ms + l.backward_ms;
+    char rate[32] = "";
+    if (l.gflop > 0 && total > 0) std::snprintf(rate, sizeof rate, "%8.1f", l.gflop / (total * 1e-3));
+    std::snprintf(buf, sizeof buf, "  %-36s %-42s %9.3f %9.3f %9.3f %5.1f%% %8s\n", l.name.c_str(), kind.c_str(),
+                  l.forward_ms, l.backward_ms, total, 100.0 * l.share, rate);
+    out += buf;
+    f += l.forward_ms;
+    b += l.backward_ms;
+  }
+  std::snprintf(buf, sizeof buf, "  %-36s %-42s %9.3f %9.3f %9.3f %5.1f%% %8.1f\n", "(total per iteration)", "", f, b,
+                f + b, r.ms_mean > 0 ? 100.0 * (f + b) / r.ms_mean : 0.0,
+                r.ms_mean > 0 ? r.gflop_per_iter / (r.ms_mean * 1e-3) : 0.0);
+  out += buf;
+  return out;
 }
 
 }  // namespace kiln::bench

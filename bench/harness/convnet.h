@@ -1,9 +1,15 @@
 // Times a net as convnet-benchmarks did: synthetic input made once on the device, `warmup`
 // untimed iterations, then `iters` timed ones of forward (inference, no graph) or
-// forward+backward (backward seeded with a fixed random output gradient, no weight update).
-// Reports min/median/max ms per iteration, images/s from the median, and peak allocator bytes.
+// forward+backward (no weight update). Backward is seeded with a fixed random output gradient,
+// or, with `loss` (tf-compat mode), runs from a real cross-entropy of the logits against fixed
+// random labels. Reports min/median/max ms per iteration, images/s from the median, the
+// allocator's peak, the FLOPs of the conv and linear layers, and with `layers` a per-layer
+// breakdown from the profiler (engine/profiler.h).
+//   ctest --test-dir build -R bench.test_bench_output
+//   build/tools/kiln bench --model mnist-cnn --batch 16,64 --layers
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,25 +23,78 @@ struct RunSpec {
   bool train = false;  // false: forward only; true: forward + backward
   int warmup = 2;
   int iters = 10;
-  std::string backend = "auto";
-  int threads = 0;  // 0: keep the current setting
+  std::string backend = "auto";  // "auto" or a comma list ("native", "ref", "native,ref")
+  std::string device = "cpu";
+  std::string dtype = "float32";
+  int threads = 0;      // 0: keep the current setting
+  bool layers = false;  // per-layer breakdown (profiler on during the timed iterations)
+  bool loss = false;    // cross-entropy against fixed random labels (tf-compat); per-step losses kept
+};
+
+// One leaf layer (or a summary row) of the per-layer breakdown, per timed iteration.
+struct LayerRow {
+  std::string name;  // layer path ("features.3"), "(containers)" or "(outside layers)"
+  std::string kind;  // module repr, empty for summary rows
+  double forward_ms = 0;
+  double backward_ms = 0;
+  double share = 0;  // (forward_ms + backward_ms) / mean ms per iteration
+  double gflop = 0;  // conv/linear FLOPs of this layer per iteration (0 for other layers)
 };
 
 struct RunResult {
   RunSpec spec;
-  std::vector<double> ms;  // per timed iteration
-  double ms_min = 0, ms_median = 0, ms_max = 0;
-  double images_per_s = 0;
-  int64_t peak_bytes = 0;  // allocator peak during the timed loop
+  std::vector<double> ms;      // per timed iteration
+  std::vector<double> losses;  // per timed iteration (spec.loss only)
+  double ms_min = 0, ms_median = 0, ms_max = 0, ms_mean = 0;
+  double images_per_s = 0;     // batch / median
+  double wall_s = 0;           // wall time of the whole timed loop
+  int64_t peak_bytes = 0;      // allocator peak during the timed loop
   int threads = 0;
+  int64_t parameters = 0;
+  double gflop_per_iter = 0;   // conv+linear FLOPs per iteration: 2 MACs x batch, x3 for train
+  double gflops = 0;           // gflop_per_iter / median seconds
+  std::vector<LayerRow> layers;  // spec.layers only: leaf layers in forward order, then summaries
 };
 
+// Per-step report for observers (tf-compat printing).
+struct StepInfo {
+  int step = 0;  // 0-based index of the timed iteration
+  double ms = 0;
+  double loss = 0;                // spec.loss only
+  double top1 = -1, top5 = -1;    // forward with spec.loss: accuracy against the random labels
+};
+
+// Follows a run as it goes. Every method may print; none is required.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  virtual void begin(const RunSpec& spec, const Module& net, const Shape& sample) {}
+  virtual void warmup_done(const RunSpec& spec) {}
+  virtual void step(const RunSpec& spec, const StepInfo& info, const std::vector<double>& ms_so_far) {}
+  virtual void end(const RunResult& result) {}
+};
+
+// Fails (kiln::Error) on what this build cannot time: an unknown model, a device other than the
+// CPU, a dtype other than float32, an unknown backend name, non-positive batch or iterations.
+void validate(const RunSpec& spec);
+
 // Builds spec.model from the zoo and times it.
-RunResult run(const RunSpec& spec);
-// Times an already built net on inputs of shape [batch, input...].
-RunResult run(Module& net, const Shape& input, const RunSpec& spec);
+RunResult run(const RunSpec& spec, RunObserver* observer = nullptr);
+// Times an already built net on inputs of shape [batch, sample...].
+RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver* observer = nullptr);
+
+// The batch size convnet-benchmarks (alexnet, overfeat, vgg11, googlenet), tf_cnn_benchmarks or
+// the net's own example used for `model`; 64 for nets without one.
+int64_t default_batch(const std::string& model);
+// The convnet-benchmarks "ImageNet winners": the default model list of `kiln bench`.
+const std::vector<std::string>& convnet_benchmarks_models();
 
 std::string table_header();
 std::string table_row(const RunResult& r);
+// The per-layer breakdown as text, one line per row of r.layers.
+std::string layer_table(const RunResult& r);
+
+// "0.1.0"
+const char* kiln_version();
 
 }  // namespace kiln::bench

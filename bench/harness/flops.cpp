@@ -1,0 +1,83 @@
+// MAC counting from the autograd graph of one batch-1 forward pass; see flops.h.
+#include "bench/harness/flops.h"
+
+#include <cstring>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/autograd.h"
+#include "engine/profiler.h"
+
+namespace kiln::bench {
+namespace {
+
+const Shape* edge_shape(const Node& n, size_t i) {
+  if (i >= n.next_edges.size() || !n.next_edges[i].valid()) return nullptr;
+  const Edge& e = n.next_edges[i];
+  if (e.input_nr >= e.fn->outputs.size()) return nullptr;
+  return &e.fn->outputs[e.input_nr].sizes;
+}
+
+// MACs of one node, 0 for nodes that are not conv or linear.
+double node_macs(const Node& n) {
+  if (n.outputs.empty()) return 0;
+  const std::string name = n.name();
+  const double out = double(shape_numel(n.outputs[0].sizes));
+  const Shape* w = edge_shape(n, 1);
+  if (!w || w->empty() || (*w)[0] == 0) return 0;
+  const double per_row = double(shape_numel(*w)) / double((*w)[0]);
+  if (name == "Conv2dBackward") return out * per_row;  // w [out, in/g, kh, kw]
+  if (name == "ConvTranspose2dBackward") {             // w [in, out/g, kh, kw]: each input pixel
+    const Shape* x = edge_shape(n, 0);                 // scatters into out/g x kh x kw outputs
+    return x ? double(shape_numel(*x)) * per_row : 0;
+  }
+  if (name == "LinearBackward") return out * per_row;  // w [out, in]
+  return 0;
+}
+
+}  // namespace
+
+MacCount count_macs(Module& net, const Shape& sample) {
+  MacCount count;
+  const bool was_training = net.is_training();
+  const bool was_profiling = profiler::enabled();
+  Shape shape = sample;
+  shape.insert(shape.begin(), 1);
+  net.eval();
+  profiler::reset();
+  profiler::enable(true);
+  Tensor y;
+  try {
+    y = net(zeros(shape));
+  } catch (...) {
+    profiler::enable(was_profiling);
+    profiler::reset();
+    net.train(was_training);
+    throw;
+  }
+  profiler::enable(was_profiling);
+  std::vector<profiler::Row> rows = profiler::rows();
+  profiler::reset();
+  net.train(was_training);
+  if (!y.defined() || !y.grad_fn()) return count;  // no parameter requires grad
+
+  std::unordered_set<const Node*> seen;
+  std::vector<const Node*> stack{y.grad_fn().get()};
+  seen.insert(stack.back());
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    const double macs = node_macs(*n);
+    if (macs > 0) {
+      count.total += macs;
+      // Scope ids index the profiler's rows from 1 (0: outside every layer).
+      const std::string layer = n->scope > 0 && n->scope <= rows.size() ? rows[n->scope - 1].name : "";
+      count.by_layer[layer] += macs;
+    }
+    for (const Edge& e : n->next_edges)
+      if (e.valid() && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+  }
+  return count;
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,203 @@
+// Charts of result files through gnuplot; see plot.h.
+#include "bench/harness/plot.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "engine/error.h"
+
+namespace kiln::bench {
+namespace {
+
+bool executable(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+// A double-quoted gnuplot string.
+std::string quoted(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') q += '\\';
+    q += c;
+  }
+  return q + "\"";
+}
+
+// For the shell: single quotes, with embedded ones closed and escaped.
+std::string shell_quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string basename_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+struct Series {
+  std::string label;
+  std::string model, backend, mode;
+  std::map<int64_t, double> points;  // batch -> images/s
+};
+
+std::vector<Series> collect_series(const std::vector<NamedResults>& inputs) {
+  using Key = std::tuple<std::string, std::string, std::string>;  // model, backend, mode
+  auto key_of = [](const RunResult& r) { return Key{r.spec.model, r.spec.backend, r.spec.train ? "train" : "forward"}; };
+  // A key with the same batch size in several files (two machines, say) gets one line per file,
+  // labelled by file; otherwise the files' points join into one line.
+  std::map<std::pair<Key, int64_t>, std::set<size_t>> files_of;
+  for (size_t f = 0; f < inputs.size(); ++f)
+    for (const RunResult& r : inputs[f].second.runs) files_of[{key_of(r), r.spec.batch}].insert(f);
+  std::set<Key> split;
+  for (const auto& [kb, files] : files_of)
+    if (files.size() > 1) split.insert(kb.first);
+  std::map<std::pair<Key, size_t>, Series> series;
+  std::vector<std::pair<Key, size_t>> order;
+  for (size_t f = 0; f < inputs.size(); ++f)
+    for (const RunResult& r : inputs[f].second.runs) {
+      const Key key = key_of(r);
+      const bool per_file = split.count(key) > 0;
+      const auto id = std::make_pair(key, per_file ? f : size_t(0));
+      auto it = series.find(id);
+      if (it == series.end()) {
+        Series s;
+        s.model = std::get<0>(key);
+        s.backend = std::get<1>(key);
+        s.mode = std::get<2>(key);
+        // kiln's runs carry a kiln backend name (auto, native, ...); say whose it is.
+        const bool foreign = s.backend.rfind("pytorch", 0) == 0;
+        s.label = s.model + " " + (foreign ? s.backend : "kiln-" + s.backend) + " " + s.mode;
+        if (per_file) s.label += " [" + basename_of(inputs[f].first) + "]";
+        it = series.emplace(id, s).first;
+        order.push_back(id);
+      }
+      it->second.points[r.spec.batch] = r.images_per_s;
+    }
+  std::vector<Series> out;
+  for (const auto& id : order) out.push_back(series[id]);
+  return out;
+}
+
+}  // namespace
+
+std::string find_gnuplot() {
+  if (const char* env = std::getenv("KILN_GNUPLOT")) return executable(env) ? env : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':'))
+    if (!dir.empty() && executable(dir + "/gnuplot")) return dir + "/gnuplot";
+  return "";
+}
+
+std::string gnuplot_script(const std::vector<NamedResults>& inputs, const std::string& png, const std::string& svg,
+                           const std::string& title) {
+  const std::vector<Series> series = collect_series(inputs);
+  KILN_CHECK(!series.empty(), "plot: the result files hold no runs");
+  double lo = 0, hi = 0;
+  for (const Series& s : series)
+    for (const auto& [batch, ips] : s.points) {
+      lo = lo == 0 ? ips : std::min(lo, ips);
+      hi = std::max(hi, ips);
+    }
+  std::ostringstream g;
+  g << "# written by kiln plot\n";
+  for (size_t i = 0; i < series.size(); ++i) {
+    g << "$d" << i << " << EOD\n";
+    for (const auto& [batch, ips] : series[i].points) g << batch << " " << ips << "\n";
+    g << "EOD\n";
+  }
+  g << "set title " << quoted(title.empty() ? "images/s against batch size" : title) << " noenhanced\n"
+    << "set xlabel \"batch size\"\nset ylabel \"images/s\"\n"
+    << "set logscale x 2\nset grid xtics ytics mxtics mytics\n"
+    // Many lines: the legend goes under the chart in columns so the plot keeps its width.
+    << (series.size() > 12 ? "set key below noenhanced\n" : "set key outside right top noenhanced\n")
+    << "set offsets graph 0.05, graph 0.05, 0, 0\n";
+  // A log scale once the lines span more than a decade (small and large nets together).
+  if (lo > 0 && hi / lo > 20) g << "set logscale y\n";
+  // One colour per (model, backend), solid lines for forward, dashed for train.
+  std::map<std::string, int> colour;
+  for (const Series& s : series) colour.emplace(s.model + "\n" + s.backend, int(colour.size()) + 1);
+  std::ostringstream plot;
+  plot << "plot ";
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
+    // gnuplot cycles 8 colours; past them the point shape tells the lines apart.
+    const int c = colour[s.model + "\n" + s.backend];
+    plot << (i ? ", \\\n     " : "") << "$d" << i << " using 1:2 with linespoints lw 2 pt " << (7 + 2 * ((c - 1) / 8) % 8)
+         << " ps 0.9 lc " << c << " dt " << (s.mode == "train" ? 2 : 1) << " title " << quoted(s.label);
+  }
+  // Room under the chart for a legend below it (about three entries per row).
+  const int height = series.size() > 12 ? 700 + 18 * int((series.size() + 2) / 3) : 700;
+  g << "if (strstrt(GPVAL_TERMINALS, \"pngcairo\") > 0) {\n"
+    << "  set terminal pngcairo size 1200," << height << " font \",11\" noenhanced\n"
+    << "} else {\n"
+    << "  set terminal png size 1200," << height << " noenhanced\n"
+    << "}\n"
+    << "set output " << quoted(png) << "\n"
+    << plot.str() << "\n"
+    << "set terminal svg size 1200," << height << " dynamic noenhanced\n"
+    << "set output " << quoted(svg) << "\n"
+    << "replot\n"
+    << "unset output\n";
+  return g.str();
+}
+
+std::vector<std::string> plot_results(const std::vector<NamedResults>& inputs, std::string out_stem,
+                                      const std::string& title) {
+  for (const char* ext : {".png", ".svg"}) {
+    const std::string e = ext;
+    if (out_stem.size() > e.size() && out_stem.compare(out_stem.size() - e.size(), e.size(), e) == 0)
+      out_stem.resize(out_stem.size() - e.size());
+  }
+  const std::string gnuplot = find_gnuplot();
+  KILN_CHECK(!gnuplot.empty(),
+             "kiln plot needs gnuplot, which is not installed (apt-get install gnuplot-nox, or "
+             "tools/install-deps.sh --all; KILN_GNUPLOT names another executable)");
+  const std::string png = out_stem + ".png", svg = out_stem + ".svg";
+  const std::string script = gnuplot_script(inputs, png, svg, title);
+
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/kiln-plot-XXXXXX";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  const int fd = mkstemp(name.data());
+  KILN_CHECK(fd >= 0, "plot: cannot create a temporary script file in ", tmpl);
+  const std::string script_path = name.data();
+  {
+    std::FILE* f = fdopen(fd, "w");
+    KILN_CHECK(f, "plot: cannot write ", script_path);
+    std::fwrite(script.data(), 1, script.size(), f);
+    std::fclose(f);
+  }
+  const std::string cmd = shell_quoted(gnuplot) + " " + shell_quoted(script_path) + " 2>&1";
+  std::FILE* p = popen(cmd.c_str(), "r");
+  std::string messages;
+  int status = -1;
+  if (p) {
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) messages += buf;
+    status = pclose(p);
+  }
+  std::remove(script_path.c_str());
+  KILN_CHECK(p && WIFEXITED(status) && WEXITSTATUS(status) == 0, "plot: gnuplot failed (", gnuplot, "): ", messages);
+  for (const std::string& f : {png, svg}) {
+    struct stat st;
+    KILN_CHECK(stat(f.c_str(), &st) == 0 && st.st_size > 0, "plot: gnuplot wrote no ", f, " (", messages, ")");
+  }
+  return {png, svg};
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,342 @@
+// Result files (JSON through nlohmann-json, CSV by hand: flat rows need no library) and the
+// row matching of `kiln compare`; see results.h.
+#include "bench/harness/results.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include "engine/error.h"
+#include "kernels/common/parallel.h"
+
+namespace kiln::bench {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr const char* kFormat = "kiln-bench-results/1";
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// "model name" on x86, "cpu" on POWER, "Processor"/"CPU part" elsewhere; uname's machine last.
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, fallback;
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+    if (key == "model name" && !value.empty()) return value;
+    if ((key == "cpu" || key == "Processor") && fallback.empty()) fallback = value;
+  }
+  if (!fallback.empty()) return fallback;
+  struct utsname u;
+  return uname(&u) == 0 ? u.machine : "unknown";
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json run_to_json(const RunResult& r) {
+  json j = {
+      {"model", r.spec.model},
+      {"device", r.spec.device},
+      {"backend", r.spec.backend},
+      {"dtype", r.spec.dtype},
+      {"batch", r.spec.batch},
+      {"mode", r.spec.train ? "train" : "forward"},
+      {"iters", r.spec.iters},
+      {"warmup", r.spec.warmup},
+      {"threads", r.threads},
+      {"loss", r.spec.loss ? "cross_entropy" : "random_grad"},
+      {"ms", r.ms},
+      {"ms_min", r.ms_min},
+      {"ms_median", r.ms_median},
+      {"ms_max", r.ms_max},
+      {"ms_mean", r.ms_mean},
+      {"images_per_s", r.images_per_s},
+      {"wall_s", r.wall_s},
+      {"peak_bytes", r.peak_bytes},
+      {"parameters", r.parameters},
+      {"gflop_per_iter", r.gflop_per_iter},
+      {"gflops", r.gflops},
+  };
+  if (!r.losses.empty()) j["losses"] = r.losses;
+  if (!r.layers.empty()) {
+    json rows = json::array();
+    for (const LayerRow& l : r.layers)
+      rows.push_back({{"name", l.name},
+                      {"kind", l.kind},
+                      {"forward_ms", l.forward_ms},
+                      {"backward_ms", l.backward_ms},
+                      {"share", l.share},
+                      {"gflop", l.gflop}});
+    j["layers"] = rows;
+  }
+  return j;
+}
+
+template <class T>
+T field(const json& j, const char* key, const T& fallback) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? fallback : it->get<T>();
+}
+
+RunResult run_from_json(const json& j, const std::string& where) {
+  for (const char* key : {"model", "batch", "mode", "images_per_s"})
+    KILN_CHECK(j.contains(key), where, ": no '", key, "'");
+  RunResult r;
+  r.spec.model = j.at("model").get<std::string>();
+  r.spec.batch = j.at("batch").get<int64_t>();
+  const std::string mode = j.at("mode").get<std::string>();
+  KILN_CHECK(mode == "forward" || mode == "train", where, ": mode is '", mode, "', expected forward or train");
+  r.spec.train = mode == "train";
+  r.spec.device = field<std::string>(j, "device", "cpu");
+  r.spec.backend = field<std::string>(j, "backend", "auto");
+  r.spec.dtype = field<std::string>(j, "dtype", "float32");
+  r.spec.iters = field<int>(j, "iters", 0);
+  r.spec.warmup = field<int>(j, "warmup", 0);
+  r.spec.loss = field<std::string>(j, "loss", "random_grad") == "cross_entropy";
+  r.threads = field<int>(j, "threads", 0);
+  r.ms = field<std::vector<double>>(j, "ms", {});
+  r.losses = field<std::vector<double>>(j, "losses", {});
+  r.ms_min = field<double>(j, "ms_min", 0);
+  r.ms_median = field<double>(j, "ms_median", 0);
+  r.ms_max = field<double>(j, "ms_max", 0);
+  r.ms_mean = field<double>(j, "ms_mean", 0);
+  r.images_per_s = j.at("images_per_s").get<double>();
+  r.wall_s = field<double>(j, "wall_s", 0);
+  r.peak_bytes = field<int64_t>(j, "peak_bytes", 0);
+  r.parameters = field<int64_t>(j, "parameters", 0);
+  r.gflop_per_iter = field<double>(j, "gflop_per_iter", 0);
+  r.gflops = field<double>(j, "gflops", 0);
+  if (j.contains("layers"))
+    for (const json& l : j.at("layers"))
+      r.layers.push_back(LayerRow{field<std::string>(l, "name", ""), field<std::string>(l, "kind", ""),
+                                  field<double>(l, "forward_ms", 0), field<double>(l, "backward_ms", 0),
+                                  field<double>(l, "share", 0), field<double>(l, "gflop", 0)});
+  return r;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+MachineInfo machine_info() {
+  MachineInfo m;
+  m.version = kiln_version();
+  char host[256] = {};
+  m.hostname = gethostname(host, sizeof host - 1) == 0 ? host : "unknown";
+  m.cpu = cpu_model();
+  m.cores = int(std::thread::hardware_concurrency());
+  m.threads = num_threads();
+  m.date = utc_now();
+  return m;
+}
+
+std::string to_json(const Results& results) {
+  const MachineInfo& m = results.machine;
+  json runs = json::array();
+  for (const RunResult& r : results.runs) runs.push_back(run_to_json(r));
+  json j = {{"format", kFormat},
+            {"machine",
+             {{"framework", m.framework},
+              {"version", m.version},
+              {"hostname", m.hostname},
+              {"cpu", m.cpu},
+              {"cores", m.cores},
+              {"threads", m.threads},
+              {"date", m.date}}},
+            {"runs", runs}};
+  return j.dump(2) + "\n";
+}
+
+Results results_from_json(const std::string& text, const std::string& origin) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    KILN_THROW(origin, ": not valid JSON (", e.what(), ")");
+  }
+  KILN_CHECK(j.is_object() && j.contains("runs") && j.at("runs").is_array(), origin,
+             ": not a kiln result file (no \"runs\" array)");
+  Results res;
+  try {
+    if (j.contains("machine")) {
+      const json& m = j.at("machine");
+      res.machine.framework = field<std::string>(m, "framework", "kiln");
+      res.machine.version = field<std::string>(m, "version", "");
+      res.machine.hostname = field<std::string>(m, "hostname", "");
+      res.machine.cpu = field<std::string>(m, "cpu", "");
+      res.machine.cores = field<int>(m, "cores", 0);
+      res.machine.threads = field<int>(m, "threads", 0);
+      res.machine.date = field<std::string>(m, "date", "");
+    }
+    int i = 0;
+    for (const json& r : j.at("runs")) res.runs.push_back(run_from_json(r, origin + ": run " + std::to_string(i++)));
+  } catch (const json::exception& e) {
+    KILN_THROW(origin, ": a field has the wrong type (", e.what(), ")");
+  }
+  return res;
+}
+
+std::string csv_header() {
+  return "model,device,backend,dtype,batch,mode,threads,iters,warmup,ms_min,ms_median,ms_max,ms_mean,images_per_s,"
+         "peak_bytes,parameters,gflop_per_iter,gflops,hostname";
+}
+
+std::string to_csv(const Results& results) {
+  std::ostringstream os;
+  os.precision(10);
+  os << csv_header() << "\n";
+  for (const RunResult& r : results.runs) {
+    os << csv_field(r.spec.model) << ',' << csv_field(r.spec.device) << ',' << csv_field(r.spec.backend) << ','
+       << csv_field(r.spec.dtype) << ',' << r.spec.batch << ',' << (r.spec.train ? "train" : "forward") << ','
+       << r.threads << ',' << r.spec.iters << ',' << r.spec.warmup << ',' << r.ms_min << ',' << r.ms_median << ','
+       << r.ms_max << ',' << r.ms_mean << ',' << r.images_per_s << ',' << r.peak_bytes << ',' << r.parameters << ','
+       << r.gflop_per_iter << ',' << r.gflops << ',' << csv_field(results.machine.hostname) << "\n";
+  }
+  return os.str();
+}
+
+void write_results(const Results& results, const std::string& path) {
+  std::string text;
+  if (ends_with(path, ".json"))
+    text = to_json(results);
+  else if (ends_with(path, ".csv"))
+    text = to_csv(results);
+  else
+    KILN_THROW("--out ", path, ": the format comes from the extension, use .json or .csv");
+  std::ofstream out(path, std::ios::binary);
+  KILN_CHECK(out, "--out ", path, ": cannot open for writing");
+  out << text;
+  out.close();
+  KILN_CHECK(out, "--out ", path, ": write failed");
+}
+
+Results read_results(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in, path, ": cannot open (kiln compare and kiln plot read the .json files of kiln bench --out)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return results_from_json(ss.str(), path);
+}
+
+Comparison compare(const Results& a, const Results& b, bool loose) {
+  using StrictKey = std::tuple<std::string, int64_t, std::string, std::string, std::string>;
+  using LooseKey = std::tuple<std::string, int64_t, std::string>;
+  auto strict_key = [](const RunResult& r) {
+    return StrictKey{r.spec.model, r.spec.batch, r.spec.train ? "train" : "forward", r.spec.device, r.spec.backend};
+  };
+  auto loose_key = [](const RunResult& r) {
+    return LooseKey{r.spec.model, r.spec.batch, r.spec.train ? "train" : "forward"};
+  };
+  auto row = [](const RunResult& ra, const RunResult& rb) {
+    CompareRow c;
+    c.model = ra.spec.model;
+    c.batch = ra.spec.batch;
+    c.mode = ra.spec.train ? "train" : "forward";
+    c.device_a = ra.spec.device;
+    c.device_b = rb.spec.device;
+    c.backend_a = ra.spec.backend;
+    c.backend_b = rb.spec.backend;
+    c.images_per_s_a = ra.images_per_s;
+    c.images_per_s_b = rb.images_per_s;
+    c.ratio = ra.images_per_s > 0 ? rb.images_per_s / ra.images_per_s : 0;
+    return c;
+  };
+
+  Comparison cmp;
+  if (!loose) {
+    std::map<StrictKey, const RunResult*> in_b;
+    for (const RunResult& r : b.runs) in_b.emplace(strict_key(r), &r);  // first occurrence wins
+    for (const RunResult& r : a.runs) {
+      auto it = in_b.find(strict_key(r));
+      if (it != in_b.end()) cmp.rows.push_back(row(r, *it->second));
+    }
+  }
+  if (cmp.rows.empty()) {
+    cmp.loose = true;
+    auto index = [&](const Results& res, const char* which) {
+      std::map<LooseKey, const RunResult*> m;
+      for (const RunResult& r : res.runs) {
+        const bool fresh = m.emplace(loose_key(r), &r).second;
+        KILN_CHECK(fresh, "compare: file ", which, " has more than one run of ", r.spec.model, " batch ", r.spec.batch,
+                   " ", (r.spec.train ? "train" : "forward"),
+                   " (backends or devices differ); matching on model, batch and mode needs one per file");
+      }
+      return m;
+    };
+    const auto in_a = index(a, "a"), in_b = index(b, "b");
+    for (const RunResult& r : a.runs) {
+      auto it = in_b.find(loose_key(r));
+      if (it != in_b.end()) cmp.rows.push_back(row(r, *it->second));
+    }
+  }
+  double log_sum = 0;
+  int n = 0;
+  for (const CompareRow& c : cmp.rows)
+    if (c.ratio > 0) {
+      log_sum += std::log(c.ratio);
+      ++n;
+    }
+  cmp.geomean_ratio = n ? std::exp(log_sum / n) : 0;
+  return cmp;
+}
+
+std::string comparison_table(const Comparison& c, const std::string& name_a, const std::string& name_b) {
+  std::string out;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "a: %s\nb: %s\nrows matched on %s\n", name_a.c_str(), name_b.c_str(),
+                c.loose ? "model, batch, mode (the files differ in backend or device)"
+                        : "model, batch, mode, device, backend");
+  out += buf;
+  std::snprintf(buf, sizeof buf, "%-12s %6s %-8s %-16s %-16s %12s %12s %8s\n", "model", "batch", "mode", "a", "b",
+                "a images/s", "b images/s", "b/a");
+  out += buf;
+  for (const CompareRow& r : c.rows) {
+    const std::string da = r.device_a + "/" + r.backend_a, db = r.device_b + "/" + r.backend_b;
+    std::snprintf(buf, sizeof buf, "%-12s %6lld %-8s %-16s %-16s %12.1f %12.1f %8.3f\n", r.model.c_str(),
+                  static_cast<long long>(r.batch), r.mode.c_str(), da.c_str(), db.c_str(), r.images_per_s_a,
+                  r.images_per_s_b, r.ratio);
+    out += buf;
+  }
+  if (c.rows.empty())
+    out += "no rows in common\n";
+  else {
+    std::snprintf(buf, sizeof buf, "geometric mean of b/a over %zu rows: %.3f\n", c.rows.size(), c.geomean_ratio);
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,20 @@
+# Runs the `kiln` binary as a CTest test and checks its exit code, its output and, optionally,
+# a file it must write. Invoked as
+#   cmake -DKILN=<kiln> "-DARGS=bench;--model;nope" -DEXPECT_RC=1 "-DEXPECT_REGEX=known: mnist-cnn"
+#         [-DEXPECT_FILE=<path>] -P run_kiln.cmake
+# (CTest's own PASS_REGULAR_EXPRESSION ignores the exit code, WILL_FAIL accepts any failure.)
+if(EXPECT_FILE)
+  file(REMOVE "${EXPECT_FILE}")
+endif()
+execute_process(COMMAND "${KILN}" ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+list(JOIN ARGS " " shown)
+message("kiln ${shown}\n--- stdout\n${out}--- stderr\n${err}--- exit code ${rc}")
+if(NOT "${rc}" STREQUAL "${EXPECT_RC}")
+  message(FATAL_ERROR "exit code ${rc}, expected ${EXPECT_RC}")
+endif()
+if(DEFINED EXPECT_REGEX AND NOT "${out}${err}" MATCHES "${EXPECT_REGEX}")
+  message(FATAL_ERROR "output does not match '${EXPECT_REGEX}'")
+endif()
+if(EXPECT_FILE AND NOT EXISTS "${EXPECT_FILE}")
+  message(FATAL_ERROR "${EXPECT_FILE} was not written")
+endif()

@@ -1,0 +1,197 @@
+// `kiln bench`: times zoo nets the way convnet-benchmarks and tf_cnn_benchmarks did.
+//   kiln bench                                   # alexnet, overfeat, vgg11, googlenet at their batch sizes
+//   kiln bench --model vgg11 --batch 16,64 --mode forward,train --layers --out results.json
+//   kiln bench --model resnet50 --batch 64 --mode train --tf-compat     # tf_cnn_benchmarks' log lines
+//   kiln bench --model alexnet --batch 64 --vs-pytorch                  # kiln/PyTorch ratio per row
+// The table goes to stdout, the progress line of a sweep to stderr.
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "bench/harness/baseline.h"
+#include "bench/harness/convnet.h"
+#include "bench/harness/progress.h"
+#include "bench/harness/results.h"
+#include "bench/harness/tf_compat.h"
+#include "kernels/common/parallel.h"
+#include "nets/zoo.h"
+#include "tools/kiln/commands.h"
+
+#ifndef KILN_SOURCE_DIR
+#define KILN_SOURCE_DIR ""
+#endif
+
+namespace kiln::cli {
+namespace {
+
+struct BenchOptions {
+  std::string models, batches, modes = "forward,train", device = "cpu", backend = "auto", dtype = "float32";
+  std::string data;
+  int iters = 10, warmup = 2, threads = 0;
+  bool layers = false, tf_compat = false, vs_pytorch = false, no_progress = false;
+  std::vector<std::string> outs;
+  CLI::Option* iters_opt = nullptr;
+  CLI::Option* warmup_opt = nullptr;
+};
+
+int64_t parse_batch(const std::string& b) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(b, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  KILN_CHECK(used == b.size() && v > 0, "--batch: '", b, "' is not a positive integer");
+  return v;
+}
+
+std::vector<bench::RunSpec> make_specs(const BenchOptions& o) {
+  std::vector<std::string> models = split_list(o.models);
+  if (models.empty()) models = bench::convnet_benchmarks_models();
+  for (const std::string& m : models) nets::find(m);  // an unknown name fails before any run, listing the known
+  std::vector<std::string> modes = split_list(o.modes);
+  KILN_CHECK(!modes.empty(), "--mode: give forward, train or both");
+  for (const std::string& mode : modes)
+    KILN_CHECK(mode == "forward" || mode == "train", "--mode takes forward and/or train, got '", mode, "'");
+  std::vector<bench::RunSpec> specs;
+  for (const std::string& m : models) {
+    std::vector<int64_t> batches;
+    for (const std::string& b : split_list(o.batches)) batches.push_back(parse_batch(b));
+    if (batches.empty()) batches.push_back(bench::default_batch(m));
+    for (int64_t b : batches)
+      for (const std::string& mode : modes) {
+        bench::RunSpec s;
+        s.model = m;
+        s.batch = b;
+        s.train = mode == "train";
+        s.iters = o.iters;
+        s.warmup = o.warmup;
+        s.threads = o.threads;
+        s.backend = o.backend;
+        s.device = o.device;
+        s.dtype = o.dtype;
+        s.layers = o.layers;
+        s.loss = o.tf_compat;
+        bench::validate(s);
+        specs.push_back(s);
+      }
+  }
+  return specs;
+}
+
+// kiln/PyTorch per row, for each baseline variant.
+void print_ratios(const bench::Results& kiln, const std::vector<bench::Results>& baselines) {
+  using Key = std::tuple<std::string, int64_t, bool>;
+  std::printf("\n%-12s %6s %-8s %12s", "model", "batch", "mode", "kiln img/s");
+  for (const auto& v : bench::baseline_variants())
+    std::printf(" %16s %15s", (v.backend + " img/s").c_str(), ("kiln/" + v.backend).c_str());
+  std::printf("\n");
+  std::vector<std::map<Key, double>> base(baselines.size());
+  for (size_t i = 0; i < baselines.size(); ++i)
+    for (const auto& r : baselines[i].runs) base[i][Key{r.spec.model, r.spec.batch, r.spec.train}] = r.images_per_s;
+  for (const auto& r : kiln.runs) {
+    std::printf("%-12s %6lld %-8s %12.1f", r.spec.model.c_str(), static_cast<long long>(r.spec.batch),
+                r.spec.train ? "train" : "forward", r.images_per_s);
+    for (size_t i = 0; i < baselines.size(); ++i) {
+      auto it = base[i].find(Key{r.spec.model, r.spec.batch, r.spec.train});
+      if (it == base[i].end() || it->second <= 0)
+        std::printf(" %16s %15s", "-", "-");
+      else
+        std::printf(" %16.1f %15.3f", it->second, r.images_per_s / it->second);
+    }
+    std::printf("\n");
+  }
+}
+
+int run_bench(const BenchOptions& opts) {
+  KILN_CHECK(opts.data.empty(), "--data ", opts.data,
+             ": real-data timing needs the io/ loaders (not yet built); kiln bench times synthetic data for now");
+  BenchOptions o = opts;
+  if (o.tf_compat) {  // tf_cnn_benchmarks' defaults: 100 timed steps after 10 warm-up steps
+    if (o.iters_opt->count() == 0) o.iters = 100;
+    if (o.warmup_opt->count() == 0) o.warmup = 10;
+  }
+  const std::vector<bench::RunSpec> specs = make_specs(o);
+
+  std::string python, script;
+  if (o.vs_pytorch) {  // fail before the sweep, not after it
+    script = bench::find_baseline_script(bench::executable_dir(), KILN_SOURCE_DIR);
+    python = bench::baseline_python();
+    bench::check_pytorch(python);
+  }
+  if (o.threads > 0) set_num_threads(o.threads);
+
+  bench::Results results;
+  results.machine = bench::machine_info();
+  std::unique_ptr<bench::TfCompatPrinter> tf;
+  if (o.tf_compat) tf = std::make_unique<bench::TfCompatPrinter>(std::cout);
+  bench::Progress progress(specs, o.no_progress || specs.size() < 2 ? nullptr : stderr);
+  if (!tf) std::printf("%s\n", bench::table_header().c_str());
+  std::fflush(stdout);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    progress.start(i);
+    bench::RunResult r = bench::run(specs[i], tf.get());
+    progress.finish();
+    if (!tf) std::printf("%s\n", bench::table_row(r).c_str());
+    if (o.layers) std::printf("%s", bench::layer_table(r).c_str());
+    std::fflush(stdout);
+    results.runs.push_back(std::move(r));
+  }
+
+  if (o.vs_pytorch) {
+    std::vector<bench::Results> baselines;
+    for (const auto& variant : bench::baseline_variants()) {
+      std::fprintf(stderr, "kiln: running the PyTorch baseline (%s)\n", variant.backend.c_str());
+      baselines.push_back(bench::run_pytorch_baseline(python, script, specs, variant, num_threads()));
+    }
+    print_ratios(results, baselines);
+    for (auto& b : baselines)
+      for (auto& r : b.runs) results.runs.push_back(r);
+  }
+  results.machine.threads = num_threads();
+  for (const std::string& path : o.outs) {
+    bench::write_results(results, path);
+    std::fprintf(stderr, "kiln: wrote %s\n", path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* sub = app.add_subcommand("bench", "time forward and forward+backward of zoo nets on synthetic data");
+  sub->add_option("--model", o->models,
+                  "comma-separated zoo names (default: the convnet-benchmarks four, alexnet,overfeat,vgg11,googlenet)");
+  sub->add_option("--batch", o->batches,
+                  "comma-separated batch sizes (default: each model's convnet-benchmarks / tf_cnn_benchmarks batch)");
+  sub->add_option("--mode", o->modes, "forward, train, or both")->capture_default_str();
+  sub->add_option("--device", o->device, "cpu (cuda:N needs a CUDA build)")->capture_default_str();
+  sub->add_option("--backend", o->backend, "auto, native, ref (a comma list is a preference order)")
+      ->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "float32 (bfloat16 arrives with the oneDNN backend)")->capture_default_str();
+  o->iters_opt = sub->add_option("--iters", o->iters, "timed iterations (--tf-compat: 100)")
+                     ->capture_default_str()
+                     ->check(CLI::PositiveNumber);
+  o->warmup_opt = sub->add_option("--warmup", o->warmup, "untimed iterations first (--tf-compat: 10)")
+                      ->capture_default_str()
+                      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--threads", o->threads, "threads inside ops (0: KILN_NUM_THREADS, OMP_NUM_THREADS or all cores)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--data", o->data, "real data directory (needs the io/ loaders: not yet built)");
+  sub->add_flag("--layers", o->layers, "per-layer forward/backward breakdown (profiler on while timing)");
+  sub->add_option("--out", o->outs, "write results: .json (every field) or .csv (one row per run); repeatable");
+  sub->add_flag("--tf-compat", o->tf_compat,
+                "print tf_cnn_benchmarks' log lines (real cross-entropy loss against fixed random labels)");
+  sub->add_flag("--vs-pytorch", o->vs_pytorch,
+                "also run bench/baselines/pytorch_bench.py (as installed, and channels-last with tuned malloc) "
+                "and print kiln/PyTorch per row");
+  sub->add_flag("--no-progress", o->no_progress, "no progress line on stderr");
+  return Command{sub, [o] { return run_bench(*o); }};
+}
+
+}  // namespace kiln::cli
