@@ -11,6 +11,9 @@
 #include "kernels/common/elementwise.h"
 #include "kernels/cpu/native/conv.h"
 #include "kernels/cpu/ref/conv.h"
+#ifdef KILN_HAVE_ONEDNN
+#include "kernels/cpu/onednn/conv.h"
+#endif
 
 namespace kiln {
 namespace ops {
@@ -250,12 +253,21 @@ void register_conv_kernels(Registry& r) {
   auto& fwd = r.op<ConvDesc, const void*, const void*, const void*, void*>("conv2d_fwd");
   fwd.add("native", cpu, native::supports_conv, native::conv2d_fwd);
   fwd.add("ref", cpu, ref_supports, ref_fwd);
+#ifdef KILN_HAVE_ONEDNN
+  fwd.add("onednn", cpu, onednn::supports_conv_fwd, onednn::conv2d_fwd);
+#endif
   auto& bd = r.op<ConvDesc, const void*, const void*, void*>("conv2d_bwd_data");
   bd.add("native", cpu, native::supports_conv, native::conv2d_bwd_data);
   bd.add("ref", cpu, ref_supports, ref_bwd_data);
+#ifdef KILN_HAVE_ONEDNN
+  bd.add("onednn", cpu, onednn::supports_conv_bwd_data, onednn::conv2d_bwd_data);
+#endif
   auto& bw = r.op<ConvDesc, const void*, const void*, void*, void*>("conv2d_bwd_weights");
   bw.add("native", cpu, native::supports_conv, native::conv2d_bwd_weights);
   bw.add("ref", cpu, ref_supports, ref_bwd_weights);
+#ifdef KILN_HAVE_ONEDNN
+  bw.add("onednn", cpu, onednn::supports_conv_bwd_weights, onednn::conv2d_bwd_weights);
+#endif
 }
 
 }  // namespace kiln
