@@ -7,6 +7,9 @@
 #include "kernels/common/elementwise.h"
 #include "kernels/cpu/native/elementwise.h"
 #include "kernels/cpu/ref/elementwise.h"
+#ifdef KILN_HAVE_ONEDNN
+#include "kernels/cpu/onednn/elementwise.h"
+#endif
 
 namespace kiln {
 namespace {
@@ -324,9 +327,15 @@ void register_elementwise_kernels(Registry& r) {
   auto& u = r.op<UnaryDesc, const void*, void*>("unary");
   u.add("native", cpu, native::supports_unary, native::unary);
   u.add("ref", cpu, float_only_u, ref_unary);
+#ifdef KILN_HAVE_ONEDNN
+  u.add("onednn", cpu, onednn::supports_unary, onednn::unary);
+#endif
   auto& b = r.op<BinaryDesc, const void*, const void*, void*>("binary");
   b.add("native", cpu, native::supports_binary, native::binary);
   b.add("ref", cpu, float_only_b, ref_binary);
+#ifdef KILN_HAVE_ONEDNN
+  b.add("onednn", cpu, onednn::supports_binary, onednn::binary);
+#endif
   auto& c = r.op<CopyDesc, const void*, void*>("copy");
   c.add("native", cpu, nullptr, native::copy);
   c.add("ref", cpu, nullptr, ref_copy);

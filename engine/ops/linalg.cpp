@@ -12,6 +12,9 @@
 #include "kernels/common/gemm.h"
 #include "kernels/cpu/native/gemm.h"
 #include "kernels/cpu/ref/gemm.h"
+#ifdef KILN_HAVE_ONEDNN
+#include "kernels/cpu/onednn/gemm.h"
+#endif
 
 namespace kiln {
 namespace {
@@ -240,6 +243,9 @@ void register_linalg_kernels(Registry& r) {
   auto& t = r.op<GemmDesc, const void*, const void*, void*>("gemm");
   t.add("native", cpu, native::supports_gemm, native::gemm);
   t.add("ref", cpu, ref_supports_gemm, ref_gemm);
+#ifdef KILN_HAVE_ONEDNN
+  t.add("onednn", cpu, onednn::supports_gemm, onednn::gemm);
+#endif
 }
 
 }  // namespace kiln
