@@ -42,7 +42,8 @@ class AccumulateGrad final : public Node {
 OutputMeta meta_of(const Tensor& t) { return OutputMeta{t.sizes(), t.dtype(), t.device()}; }
 }  // namespace
 
-Node::Node() : sequence_nr(g_sequence.fetch_add(1)), scope(profiler::current_scope()) {}
+Node::Node()
+    : sequence_nr(g_sequence.fetch_add(1)), scope(profiler::current_scope()), backend(detail::current_override()) {}
 
 NoGradGuard::NoGradGuard() : prev_(t_grad_mode) { t_grad_mode = false; }
 NoGradGuard::~NoGradGuard() { t_grad_mode = prev_; }
@@ -143,7 +144,11 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     }
     const bool timed = profiler::enabled() && n->scope != 0;
     const int64_t t0 = timed ? profiler::now_ns() : 0;
-    std::vector<Tensor> out = n->apply(std::move(in));
+    std::vector<Tensor> out;
+    {
+      BackendGuard backend(n->backend);
+      out = n->apply(std::move(in));
+    }
     if (timed) profiler::add_backward(n->scope, profiler::now_ns() - t0);
     KILN_CHECK(out.size() == n->next_edges.size() || n->next_edges.empty(), "backward: ", n->name(), " returned ",
                out.size(), " gradients for ", n->next_edges.size(), " inputs");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/dispatch.h"
 #include "engine/tensor.h"
 
 namespace kiln {
@@ -45,6 +46,8 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<std::weak_ptr<TensorImpl>> retained_outputs;
   uint64_t sequence_nr;  // creation order: later nodes run first among ready ones
   uint32_t scope = 0;    // profiler scope (layer) open when the node was made
+  // Backend override in force when the node was made; reinstated for its backward.
+  std::shared_ptr<const BackendPreference> backend;
 };
 
 // Turns off recording in its scope (thread-local), like torch.no_grad().

@@ -14,8 +14,7 @@ namespace {
 std::mutex g_pref_mu;
 BackendPreference g_pref;  // process-wide
 bool g_pref_init = false;
-thread_local BackendPreference t_pref;  // BackendGuard override
-thread_local bool t_pref_set = false;
+thread_local std::shared_ptr<const BackendPreference> t_override;  // BackendGuard
 thread_local BackendPreference t_global_copy;
 thread_local uint64_t t_global_gen = ~0ull;
 uint64_t g_gen = 0;
@@ -44,8 +43,10 @@ std::vector<std::string> split_csv(const std::string& csv) {
   return out;
 }
 
+const std::shared_ptr<const BackendPreference>& current_override() { return t_override; }
+
 const BackendPreference& effective_preference() {
-  if (t_pref_set) return t_pref;
+  if (t_override) return *t_override;
   std::lock_guard<std::mutex> lock(g_pref_mu);
   init_pref_from_env();
   if (t_global_gen != g_gen) {
@@ -100,19 +101,23 @@ std::string backend_preference() {
   return s + (p.strict ? " (strict)" : "");
 }
 
-BackendGuard::BackendGuard(const std::string& csv, bool strict) : active_(!csv.empty()), prev_set_(false) {
+BackendGuard::BackendGuard(const std::string& csv, bool strict) : active_(!csv.empty()) {
   if (!active_) return;
-  prev_ = t_pref;
-  prev_set_ = t_pref_set;
-  t_pref.backends = detail::split_csv(csv);
-  t_pref.strict = strict;
-  t_pref_set = true;
+  auto p = std::make_shared<BackendPreference>();
+  p->backends = detail::split_csv(csv);
+  p->strict = strict;
+  prev_ = std::move(t_override);
+  t_override = std::move(p);
+}
+
+BackendGuard::BackendGuard(std::shared_ptr<const BackendPreference> pref) : active_(pref != nullptr) {
+  if (!active_) return;
+  prev_ = std::move(t_override);
+  t_override = std::move(pref);
 }
 
 BackendGuard::~BackendGuard() {
-  if (!active_) return;
-  t_pref = prev_;
-  t_pref_set = prev_set_;
+  if (active_) t_override = std::move(prev_);
 }
 
 std::vector<const OpTableBase*> Registry::ops() const {

@@ -30,22 +30,26 @@ struct BackendPreference {
 void set_backend_preference(const std::string& csv, bool strict = false);
 std::string backend_preference();  // the effective list, comma-separated ("auto" if none)
 
-// Overrides the preference on this thread for its scope (empty csv: no override).
+// Overrides the preference on this thread for its scope (empty csv / null: no override).
+// Autograd nodes keep the override in force when they were recorded and reinstate it for their
+// backward, so a layer's backend setting covers its backward pass too.
 class BackendGuard {
  public:
   explicit BackendGuard(const std::string& csv, bool strict = false);
+  explicit BackendGuard(std::shared_ptr<const BackendPreference> pref);
   ~BackendGuard();
   BackendGuard(const BackendGuard&) = delete;
   BackendGuard& operator=(const BackendGuard&) = delete;
 
  private:
   bool active_;
-  BackendPreference prev_;
-  bool prev_set_;
+  std::shared_ptr<const BackendPreference> prev_;
 };
 
 namespace detail {
 const BackendPreference& effective_preference();
+// This thread's BackendGuard override (null when none is open).
+const std::shared_ptr<const BackendPreference>& current_override();
 bool trace_dispatch();
 void trace_choice(const std::string& op, DeviceType dev, const std::string& backend, const std::string& desc);
 [[noreturn]] void throw_no_kernel(const std::string& op, DeviceType dev, const std::string& desc,

@@ -351,7 +351,9 @@ TEST_CASE("what this build cannot time fails up front with a clear message") {
   CHECK_THROWS_KILN(validate(s), "bfloat16 arrives with the oneDNN backend");
   s = small(false);
   s.backend = "native,cudnn";
-  CHECK_THROWS_KILN(validate(s), "unknown backend 'cudnn' (known: auto, native, ref)");
+  // The known list comes from the registry: onednn appears when the build has it.
+  CHECK_THROWS_KILN(validate(s), "unknown backend 'cudnn' (known: auto, ");
+  CHECK_THROWS_KILN(validate(s), "native");
   s = small(false);
   s.backend = "ref,native";
   validate(s);

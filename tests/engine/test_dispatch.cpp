@@ -3,7 +3,9 @@
 //   ctest --test-dir build -R engine.test_dispatch
 #include "tests/support/testing.h"
 
+#include "engine/autograd.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/reduce.h"
 #include "kernels/common/elementwise.h"
 
 using namespace kiln;
@@ -70,4 +72,28 @@ TEST_CASE("devices parse and print") {
   CHECK_THROWS_KILN(Device("tpu"), "invalid device 'tpu'");
   CHECK_THROWS_KILN(Device("cuda:x"), "invalid device");
   CHECK_THROWS_KILN(zeros({2}).to(Device("cuda:0")), "not available in this build");
+}
+
+TEST_CASE("a node's backward runs under the backend override of its forward") {
+  Tensor x = from_vector(std::vector<double>{-1, 2}, {2}).requires_grad_();
+  Tensor s;
+  {
+    BackendGuard g("ref", /*strict=*/true);
+    s = ops::sum(ops::relu(x));
+  }
+  REQUIRE(s.grad_fn()->backend != nullptr);
+  CHECK(s.grad_fn()->backend->backends == std::vector<std::string>{"ref"});
+  Tensor seed = ones({});
+  // A process-wide preference with no CPU kernels at all: backward can only succeed if every
+  // node reinstates the override it was recorded under.
+  set_backend_preference("cudnn", /*strict=*/true);
+  std::string error;
+  try {
+    s.backward(seed);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  set_backend_preference("auto");
+  CHECK_MESSAGE(error.empty(), error);
+  CHECK(x.grad().to_vector() == std::vector<double>{0, 1});
 }
