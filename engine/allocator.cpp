@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <unistd.h>
 #include <vector>
 
 #include "engine/error.h"
@@ -21,6 +22,7 @@ struct CpuAllocator::Impl {
   std::map<size_t, std::vector<void*>> free_blocks;  // size class -> cached blocks
   MemoryStats st;
   int64_t cached_bytes = 0;
+  int64_t cache_limit = 0;
   bool caching = true;
 
   void release_all() {
@@ -36,6 +38,12 @@ struct CpuAllocator::Impl {
 CpuAllocator::CpuAllocator() : impl_(new Impl) {
   const char* mode = std::getenv("KILN_CPU_ALLOC");
   impl_->caching = !(mode && std::strcmp(mode, "direct") == 0);
+  if (const char* mb = std::getenv("KILN_CPU_CACHE_LIMIT_MB")) {
+    impl_->cache_limit = int64_t(std::atoll(mb)) << 20;
+  } else {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    impl_->cache_limit = pages > 0 && page > 0 ? int64_t(pages) * page / 4 : int64_t(4) << 30;
+  }
 }
 
 CpuAllocator& CpuAllocator::instance() {
@@ -87,7 +95,7 @@ void CpuAllocator::deallocate(void* p, size_t bytes) {
   size_t size = round_size(bytes);
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->st.current -= int64_t(size);
-  if (impl_->caching) {
+  if (impl_->caching && impl_->cached_bytes + int64_t(size) <= impl_->cache_limit) {
     impl_->free_blocks[size].push_back(p);
     impl_->cached_bytes += int64_t(size);
   } else {
@@ -104,6 +112,22 @@ MemoryStats CpuAllocator::stats() const {
 void CpuAllocator::reset_peak() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->st.peak = impl_->st.current;
+}
+
+void CpuAllocator::set_cache_limit(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->cache_limit = bytes;
+  if (impl_->cached_bytes > bytes) impl_->release_all();
+}
+
+int64_t CpuAllocator::cache_limit() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->cache_limit;
+}
+
+int64_t CpuAllocator::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->cached_bytes;
 }
 
 void CpuAllocator::empty_cache() {

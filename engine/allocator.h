@@ -2,6 +2,9 @@
 // size-class cache, so the large activation buffers of a training step are reused instead of
 // being unmapped and faulted in again every iteration. Thread-safe.
 //
+// The cache holds at most a limit of free bytes (default: a quarter of physical memory,
+// KILN_CPU_CACHE_LIMIT_MB to change it); a freed block that would exceed it goes back to the
+// system, so a process that runs many differently shaped nets does not hoard memory.
 // KILN_CPU_ALLOC=direct turns the cache off (every free goes back to the system), for debugging.
 #pragma once
 
@@ -31,6 +34,10 @@ class CpuAllocator {
   void reset_peak();
   // Returns cached blocks to the system.
   void empty_cache();
+  // Most free bytes the cache keeps.
+  void set_cache_limit(int64_t bytes);
+  int64_t cache_limit() const;
+  int64_t cached_bytes() const;
   // Size class a request is rounded to (exposed for tests).
   static size_t round_size(size_t bytes);
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "engine/allocator.h"
 #include "engine/error.h"
 
 namespace kiln::bench {
@@ -27,6 +28,7 @@ std::string shell_quoted(const std::string& s) {
 }
 
 int run_shell(const std::string& cmd) {
+  CpuAllocator::instance().empty_cache();  // leave the memory to the PyTorch process
   const int status = std::system(cmd.c_str());
   return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

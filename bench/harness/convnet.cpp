@@ -149,8 +149,14 @@ void validate(const RunSpec& spec) {
 RunResult run(const RunSpec& spec, RunObserver* observer) {
   validate(spec);
   const nets::NetInfo& info = nets::find(spec.model);
+  // Each run starts from an empty allocator cache, so one net's blocks neither serve nor
+  // inflate the next one's (a sweep over many nets would otherwise hold the sum of their peaks).
+  CpuAllocator::instance().empty_cache();
   ModulePtr net = info.build(nets::NetOptions{});
-  return run(*net, info.input, spec, observer);
+  RunResult r = run(*net, info.input, spec, observer);
+  net.reset();
+  CpuAllocator::instance().empty_cache();
+  return r;
 }
 
 RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver* observer) {

@@ -150,3 +150,18 @@ TEST_CASE("printing") {
   CHECK(s.find("[[1, 2],") != std::string::npos);
   CHECK(s.find("Tensor[2, 2] float32 cpu") != std::string::npos);
 }
+
+TEST_CASE("allocator: the cache keeps at most its limit of free bytes") {
+  auto& alloc = CpuAllocator::instance();
+  const int64_t saved = alloc.cache_limit();
+  alloc.empty_cache();
+  alloc.set_cache_limit(int64_t(6) << 20);
+  {
+    Tensor a = empty({1 << 20});  // 4 MiB
+    Tensor b = empty({1 << 20});
+  }
+  CHECK(alloc.cached_bytes() <= int64_t(6) << 20);
+  CHECK(alloc.cached_bytes() >= int64_t(4) << 20);  // one of the two blocks is kept
+  alloc.set_cache_limit(saved);
+  CHECK(alloc.cache_limit() == saved);
+}
