@@ -8,6 +8,8 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
+#include "kernels/cpu/native/gemm_tile.h"
+
 namespace kiln::native::gemm_detail {
 namespace {
 
@@ -103,7 +105,6 @@ void pack_b(const SgemmArgs& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, 
 }
 
 // Where the kernel reads A: a packed micro-panel, or A itself (element (r, p) at a[r * lda + p]).
-enum AMode { kPacked = 0, kRows = 1 };
 
 // C[R x nv] = alpha * A[R x kc] * Bpanel + beta * C (beta == 0: C is not read). nv <= kNR.
 template <int R, int Mode>
@@ -147,7 +148,6 @@ void micro_kernel(int64_t kc, const float* __restrict a, int64_t lda, const floa
   }
 }
 
-using KernelFn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, float, float);
 #define KILN_KERNELS(mode)                                                                                 \
   {                                                                                                        \
     nullptr, micro_kernel<1, mode>, micro_kernel<2, mode>, micro_kernel<3, mode>, micro_kernel<4, mode>,   \
@@ -158,34 +158,7 @@ constexpr KernelFn kKernels[2][kMR + 1] = {KILN_KERNELS(kPacked), KILN_KERNELS(k
 
 void tile(const SgemmArgs& g, const Blocking& blk, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* pa,
           float* pb) {
-  // As in gemm_avx512.cpp: A unpacked with long k blocks for narrow C, a transposed A packed
-  // several panels at a time, otherwise one A panel packed just before use.
-  const bool direct_a = !g.trans_a && g.n <= blk.direct_max_n;
-  const int64_t kc_max = direct_a ? blk.kc_direct : blk.kc;
-  const int64_t nk = (g.k + kc_max - 1) / kc_max;
-  const int64_t kstep = (g.k + nk - 1) / nk;
-  const int mode = direct_a ? kRows : kPacked;
-  const int64_t mblock = g.trans_a ? kMR * kTransPanels : kMR;
-  for (int64_t jc = n0; jc < n1; jc += blk.nc) {
-    const int64_t nc = min64(blk.nc, n1 - jc);
-    for (int64_t pc = 0; pc < g.k; pc += kstep) {
-      const int64_t kc = min64(kstep, g.k - pc);
-      const float beta = pc == 0 ? g.beta : 1.f;
-      pack_b(g, pc, kc, jc, nc, pb);
-      for (int64_t ib = m0; ib < m1; ib += mblock) {
-        const int64_t mb = min64(mblock, m1 - ib);
-        if (!direct_a) pack_a(g, ib, mb, pc, kc, pa);
-        for (int64_t ir = ib; ir < ib + mb; ir += kMR) {
-          const int64_t mr = min64(kMR, ib + mb - ir);
-          const float* a = direct_a ? g.a + ir * g.lda + pc : pa + (ir - ib) * kc;
-          const KernelFn kernel = kKernels[mode][mr];
-          float* c = g.c + ir * g.ldc + jc;
-          for (int64_t jr = 0; jr < nc; jr += kNR)
-            kernel(kc, a, g.lda, pb + jr * kc, c + jr, g.ldc, min64(kNR, nc - jr), g.alpha, beta);
-        }
-      }
-    }
-  }
+  tile_loop<kMR, kNR, kTransPanels>(g, blk, m0, m1, n0, n1, pa, pb, kKernels, pack_a, pack_b);
 }
 
 }  // namespace

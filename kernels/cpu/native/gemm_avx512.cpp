@@ -14,6 +14,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "kernels/cpu/native/gemm_tile.h"
+
 namespace kiln::native::gemm_detail {
 namespace {
 
@@ -121,7 +123,6 @@ void pack_b(const SgemmArgs& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, 
 
 // Where the kernel reads A: a packed micro-panel, or A itself when packing would cost more than
 // it saves (few columns of C per row of A): element (r, p) at a[r * lda + p].
-enum AMode { kPacked = 0, kRows = 1 };
 
 // C[R x nv] = alpha * A[R x kc] * Bpanel + beta * C (beta == 0: C is not read). nv <= kNR.
 template <int R, int Mode>
@@ -180,7 +181,6 @@ void micro_kernel(int64_t kc, const float* __restrict a, int64_t lda, const floa
   }
 }
 
-using KernelFn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, float, float);
 #define KILN_KERNELS(mode)                                                                                      \
   {                                                                                                             \
     nullptr, micro_kernel<1, mode>, micro_kernel<2, mode>, micro_kernel<3, mode>, micro_kernel<4, mode>,        \
@@ -192,36 +192,7 @@ constexpr KernelFn kKernels[2][kMR + 1] = {KILN_KERNELS(kPacked), KILN_KERNELS(k
 
 void tile(const SgemmArgs& g, const Blocking& blk, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* pa,
           float* pb) {
-  // Direct A for few columns of C (packing would be amortised over too few kernel calls), with
-  // long k blocks so each row of A is a long sequential stream for the hardware prefetcher; a
-  // transposed A is packed 16 panels at a time so its rows are read sequentially.
-  const bool direct_a = !g.trans_a && g.n <= blk.direct_max_n;
-  // Equal k blocks (300 -> 150 + 150, not 256 + 44) so no block is a short, overhead-bound one.
-  const int64_t kc_max = direct_a ? blk.kc_direct : blk.kc;
-  const int64_t nk = (g.k + kc_max - 1) / kc_max;
-  const int64_t kstep = (g.k + nk - 1) / nk;
-  const int mode = direct_a ? kRows : kPacked;
-  const int64_t mblock = g.trans_a ? kMR * kTransPanels : kMR;
-  for (int64_t jc = n0; jc < n1; jc += blk.nc) {
-    const int64_t nc = min64(blk.nc, n1 - jc);
-    for (int64_t pc = 0; pc < g.k; pc += kstep) {
-      const int64_t kc = min64(kstep, g.k - pc);
-      const float beta = pc == 0 ? g.beta : 1.f;
-      pack_b(g, pc, kc, jc, nc, pb);  // kc x nc: stays in L2 for all the rows below
-      for (int64_t ib = m0; ib < m1; ib += mblock) {
-        const int64_t mb = min64(mblock, m1 - ib);
-        if (!direct_a) pack_a(g, ib, mb, pc, kc, pa);  // packed just before use: it stays in L1 (or L2)
-        for (int64_t ir = ib; ir < ib + mb; ir += kMR) {
-          const int64_t mr = min64(kMR, ib + mb - ir);
-          const float* a = direct_a ? g.a + ir * g.lda + pc : pa + (ir - ib) * kc;
-          const KernelFn kernel = kKernels[mode][mr];
-          float* c = g.c + ir * g.ldc + jc;
-          for (int64_t jr = 0; jr < nc; jr += kNR)
-            kernel(kc, a, g.lda, pb + jr * kc, c + jr, g.ldc, min64(kNR, nc - jr), g.alpha, beta);
-        }
-      }
-    }
-  }
+  tile_loop<kMR, kNR, kTransPanels>(g, blk, m0, m1, n0, n1, pa, pb, kKernels, pack_a, pack_b);
 }
 
 }  // namespace

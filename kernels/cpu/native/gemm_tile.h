@@ -1,0 +1,57 @@
+// The cache-blocking loop shared by the ISA paths of the native GEMM (gemm_avx512.cpp,
+// gemm_avx2.cpp): each path brings its register tile, micro-kernels and packing routines; this
+// loop walks the blocks. Included only by those files, each compiled for its own ISA. The
+// template sits in an anonymous namespace so every file gets its own copy with internal linkage,
+// and the linker can never hand one ISA's instantiation to the other's callers.
+//   ctest --test-dir build -R test_gemm         ./build/bench/bench_gemm
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/native/gemm_internal.h"
+
+namespace kiln::native::gemm_detail {
+namespace {
+
+// kernel(kc, a, lda, packed_b, c, ldc, n_cols, alpha, beta): MR rows (or fewer) x NR columns.
+using KernelFn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, float, float);
+enum AMode { kPacked = 0, kRows = 1 };  // A packed in panels, or read in place row by row
+
+template <int64_t MR, int64_t NR, int64_t TransPanels, class PackA, class PackB>
+void tile_loop(const SgemmArgs& g, const Blocking& blk, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float* pa,
+               float* pb, const KernelFn (&kernels)[2][MR + 1], PackA pack_a, PackB pack_b) {
+  auto min64 = [](int64_t a, int64_t b) { return a < b ? a : b; };
+  // Direct A for few columns of C (packing would be amortised over too few kernel calls), with
+  // long k blocks so each row of A is a long sequential stream for the hardware prefetcher; a
+  // transposed A is packed TransPanels panels at a time so its rows are read sequentially.
+  const bool direct_a = !g.trans_a && g.n <= blk.direct_max_n;
+  // Equal k blocks (300 -> 150 + 150, not 256 + 44) so no block is a short, overhead-bound one.
+  const int64_t kc_max = direct_a ? blk.kc_direct : blk.kc;
+  const int64_t nk = (g.k + kc_max - 1) / kc_max;
+  const int64_t kstep = (g.k + nk - 1) / nk;
+  const int mode = direct_a ? kRows : kPacked;
+  const int64_t mblock = g.trans_a ? MR * TransPanels : MR;
+  for (int64_t jc = n0; jc < n1; jc += blk.nc) {
+    const int64_t nc = min64(blk.nc, n1 - jc);
+    for (int64_t pc = 0; pc < g.k; pc += kstep) {
+      const int64_t kc = min64(kstep, g.k - pc);
+      const float beta = pc == 0 ? g.beta : 1.f;
+      pack_b(g, pc, kc, jc, nc, pb);  // kc x nc: stays in L2 for all the rows below
+      for (int64_t ib = m0; ib < m1; ib += mblock) {
+        const int64_t mb = min64(mblock, m1 - ib);
+        if (!direct_a) pack_a(g, ib, mb, pc, kc, pa);  // packed just before use: it stays in L1 (or L2)
+        for (int64_t ir = ib; ir < ib + mb; ir += MR) {
+          const int64_t mr = min64(MR, ib + mb - ir);
+          const float* a = direct_a ? g.a + ir * g.lda + pc : pa + (ir - ib) * kc;
+          const KernelFn kernel = kernels[mode][mr];
+          float* c = g.c + ir * g.ldc + jc;
+          for (int64_t jr = 0; jr < nc; jr += NR)
+            kernel(kc, a, g.lda, pb + jr * kc, c + jr, g.ldc, min64(NR, nc - jr), g.alpha, beta);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::native::gemm_detail
