@@ -6,6 +6,10 @@ add_library(kiln_deps INTERFACE)
 find_package(Threads REQUIRED)
 target_link_libraries(kiln_deps INTERFACE Threads::Threads)
 
+# JSON for checkpoint headers (io/safetensors.cpp); header-only, included by .cpp files only.
+find_package(nlohmann_json 3 REQUIRED)
+target_link_libraries(kiln_deps INTERFACE nlohmann_json::nlohmann_json)
+
 find_package(OpenMP COMPONENTS CXX)
 if(OpenMP_CXX_FOUND)
   target_link_libraries(kiln_deps INTERFACE OpenMP::OpenMP_CXX)
