@@ -6,6 +6,10 @@ add_library(kiln_deps INTERFACE)
 find_package(Threads REQUIRED)
 target_link_libraries(kiln_deps INTERFACE Threads::Threads)
 
+# zlib: io/ reads gzip-compressed data set files (MNIST's .gz).
+find_package(ZLIB REQUIRED)
+target_link_libraries(kiln_deps INTERFACE ZLIB::ZLIB)
+
 find_package(OpenMP COMPONENTS CXX)
 if(OpenMP_CXX_FOUND)
   target_link_libraries(kiln_deps INTERFACE OpenMP::OpenMP_CXX)
