@@ -23,16 +23,24 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
+// One directory per run, removed when the test program exits.
+struct TempDir {
+  std::string path;
+  ~TempDir() {
+    if (!path.empty()) std::system(("rm -rf '" + path + "'").c_str());
+  }
+};
+
 std::string temp_dir() {
-  static std::string dir = [] {
+  static TempDir dir{[] {
     const char* base = std::getenv("TMPDIR");
     std::string tmpl = std::string(base && *base ? base : "/tmp") + "/kiln_io_XXXXXX";
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
     REQUIRE(mkdtemp(buf.data()) != nullptr);
     return std::string(buf.data());
-  }();
-  return dir;
+  }()};
+  return dir.path;
 }
 
 std::string sub_dir(const std::string& name) {
