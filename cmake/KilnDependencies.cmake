@@ -1,4 +1,4 @@
-# Finds what kiln builds against and reports it. Required: a C++17 compiler. OpenMP, Eigen and
+# Finds what kiln builds against and reports it. Required: a C++17 compiler, zlib, nlohmann-json. OpenMP, Eigen and
 # the vendor libraries are optional; each has a KILN_WITH_* switch and the summary says what was
 # found. The interface target kiln_deps carries what every object library needs.
 add_library(kiln_deps INTERFACE)
@@ -9,6 +9,10 @@ target_link_libraries(kiln_deps INTERFACE Threads::Threads)
 # JSON for checkpoint headers (io/safetensors.cpp); header-only, included by .cpp files only.
 find_package(nlohmann_json 3 REQUIRED)
 target_link_libraries(kiln_deps INTERFACE nlohmann_json::nlohmann_json)
+
+# zlib: io/ reads gzip-compressed data set files (MNIST's .gz).
+find_package(ZLIB REQUIRED)
+target_link_libraries(kiln_deps INTERFACE ZLIB::ZLIB)
 
 find_package(OpenMP COMPONENTS CXX)
 if(OpenMP_CXX_FOUND)

@@ -79,7 +79,7 @@ std::string against_ref(const Fn& f, const std::vector<Tensor>& inputs, RefCompa
     } catch (const ::kiln::Error& e) {                                                       \
       kiln_threw_ = true;                                                                    \
       CHECK_MESSAGE(std::string(e.what()).find(substr) != std::string::npos,                \
-                    "message was: " << e.what());                                            \
+                    "message was: " << std::string(e.what()));                                            \
     }                                                                                        \
     CHECK_MESSAGE(kiln_threw_, #expr " did not throw kiln::Error");                        \
   } while (0)
