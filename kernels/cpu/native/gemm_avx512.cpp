@@ -197,20 +197,7 @@ void tile(const SgemmArgs& g, const Blocking& blk, int64_t m0, int64_t m1, int64
 
 }  // namespace
 
-GemmPathImpl avx512_path() {
-  GemmPathImpl p;
-  p.name = "avx512";
-  // The kc x nc block of B takes half of L2 (1 MiB on Sapphire Rapids: nc = 1024); the kMR x kc
-  // panel of A (12 KiB) and the C rows it updates live in L1.
-  const long l2 = l2_cache_bytes() > 0 ? l2_cache_bytes() : 1 << 20;
-  const int64_t kc = 256;
-  int64_t nc = l2 / 2 / (kc * int64_t(sizeof(float))) / kNR * kNR;
-  nc = nc < 4 * kNR ? 4 * kNR : nc > 4096 ? 4096 : nc;
-  p.blk = Blocking{kMR, kNR, /*mc=*/kMR * kTransPanels, kc, nc, /*direct_max_n=*/4 * kNR, /*kc_direct=*/4 * kc};
-  p.tile = tile;
-  p.gemv = true;
-  return p;
-}
+GemmPathImpl avx512_path() { return make_path<kMR, kNR, kTransPanels>("avx512", tile, 1 << 20); }
 
 }  // namespace kiln::native::gemm_detail
 

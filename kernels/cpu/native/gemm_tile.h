@@ -53,5 +53,22 @@ void tile_loop(const SgemmArgs& g, const Blocking& blk, int64_t m0, int64_t m1, 
   }
 }
 
+// A path's blocking from its register tile: the kc x nc block of B takes half of L2 (1 MiB on
+// Sapphire Rapids: nc = 1024); the MR x kc panel of A and the C rows it updates live in L1.
+// `l2_default` serves when the cache size cannot be read.
+template <int64_t MR, int64_t NR, int64_t TransPanels>
+GemmPathImpl make_path(const char* name, TileFn tile, long l2_default) {
+  const long l2 = l2_cache_bytes() > 0 ? l2_cache_bytes() : l2_default;
+  const int64_t kc = 256;
+  int64_t nc = l2 / 2 / (kc * int64_t(sizeof(float))) / NR * NR;
+  nc = nc < 4 * NR ? 4 * NR : nc > 4096 ? 4096 : nc;
+  GemmPathImpl p;
+  p.name = name;
+  p.blk = Blocking{MR, NR, /*mc=*/MR * TransPanels, kc, nc, /*direct_max_n=*/4 * NR, /*kc_direct=*/4 * kc};
+  p.tile = tile;
+  p.gemv = true;
+  return p;
+}
+
 }  // namespace
 }  // namespace kiln::native::gemm_detail
