@@ -10,9 +10,6 @@
 
 #include "kernels/common/parallel.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 namespace kiln::native {
 namespace {
@@ -337,36 +334,14 @@ void adaptive_bwd_t(const AdaptivePoolDesc& d, const T* diff_dst, const int64_t*
   });
 }
 
-// s^-0.75 = 1 / (sqrt(s) * sqrt(sqrt(s))) for beta = 0.75 (AlexNet, GoogLeNet). GCC keeps
-// std::sqrt scalar because it may have to set errno (and -fno-math-errno cannot be scoped to one
-// function in GCC 12), so the x86 path uses the SSE square root directly; other ISAs take the
-// scalar loop.
-inline void neg_pow_075(const float* s, float* r, int64_t n) {
-  int64_t i = 0;
-#if defined(__SSE2__)
-  const __m128 one = _mm_set1_ps(1.0f);
-  for (; i + 4 <= n; i += 4) {
-    const __m128 q = _mm_sqrt_ps(_mm_loadu_ps(s + i));
-    _mm_storeu_ps(r + i, _mm_div_ps(one, _mm_mul_ps(q, _mm_sqrt_ps(q))));
-  }
-#endif
-  for (; i < n; ++i) {
-    const float q = std::sqrt(s[i]);
-    r[i] = 1.0f / (q * std::sqrt(q));
-  }
-}
-inline void neg_pow_075(const double* s, double* r, int64_t n) {
-  int64_t i = 0;
-#if defined(__SSE2__)
-  const __m128d one = _mm_set1_pd(1.0);
-  for (; i + 2 <= n; i += 2) {
-    const __m128d q = _mm_sqrt_pd(_mm_loadu_pd(s + i));
-    _mm_storeu_pd(r + i, _mm_div_pd(one, _mm_mul_pd(q, _mm_sqrt_pd(q))));
-  }
-#endif
-  for (; i < n; ++i) {
-    const double q = std::sqrt(s[i]);
-    r[i] = 1.0 / (q * std::sqrt(q));
+// s^-0.75 = 1 / (sqrt(s) * sqrt(sqrt(s))) for beta = 0.75 (AlexNet, GoogLeNet): two square
+// roots vectorise (the kernels build with -fno-math-errno), where pow stays a scalar call.
+template <class T>
+inline void neg_pow_075(const T* s, T* r, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const T q = std::sqrt(s[i]);
+    r[i] = T(1) / (q * std::sqrt(q));
   }
 }
 
