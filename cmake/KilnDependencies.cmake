@@ -14,6 +14,13 @@ target_link_libraries(kiln_deps INTERFACE nlohmann_json::nlohmann_json)
 find_package(ZLIB REQUIRED)
 target_link_libraries(kiln_deps INTERFACE ZLIB::ZLIB)
 
+# Image folders (io/image_folder.cpp) decode JPEG with libjpeg-turbo and PNG with libpng;
+# OpenSSL's libcrypto computes the data catalogue's md5/sha256 sums (io/catalogue.cpp).
+find_package(JPEG REQUIRED)
+find_package(PNG REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+target_link_libraries(kiln_deps INTERFACE JPEG::JPEG PNG::PNG OpenSSL::Crypto)
+
 find_package(OpenMP COMPONENTS CXX)
 if(OpenMP_CXX_FOUND)
   target_link_libraries(kiln_deps INTERFACE OpenMP::OpenMP_CXX)

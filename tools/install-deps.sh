@@ -3,6 +3,10 @@
 # are already there. Run as root (or with sudo available).
 #   tools/install-deps.sh          # build + test dependencies
 #   tools/install-deps.sh --all    # also the optional backends (oneDNN, MPI) and tools
+#   tools/install-deps.sh --test   # also what the tests read and run: the Fashion-MNIST data set
+#                                  # and a Python venv (.venv, or $KILN_VENV) with the PyPI
+#                                  # readers the tests check kiln's files against (tensorboard,
+#                                  # safetensors, numpy)
 #   tools/install-deps.sh --all --baseline
 #                                  # also Debian's PyTorch 1.13 with OpenBLAS, for bench/baselines
 #                                  # (without libopenblas0 Debian's PyTorch falls back to the
@@ -10,16 +14,18 @@
 set -euo pipefail
 
 required=(cmake ninja-build g++ ccache pkg-config libeigen3-dev doctest-dev libcli11-dev
-          nlohmann-json3-dev libfmt-dev zlib1g-dev)
-optional=(libdnnl-dev libopenmpi-dev openmpi-bin libbenchmark-dev libjpeg62-turbo-dev libpng-dev
-          libssl-dev gnuplot)
+          nlohmann-json3-dev libfmt-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev libssl-dev)
+optional=(libdnnl-dev libopenmpi-dev openmpi-bin libbenchmark-dev gnuplot)
+testing=(dataset-fashion-mnist python3-venv python3-pip)
 
 baseline=(python3-torch libopenblas0-pthread)
 
 want=("${required[@]}")
+venv=0
 for arg in "$@"; do
   case "$arg" in
     --all) want+=("${optional[@]}") ;;
+    --test) want+=("${testing[@]}"); venv=1 ;;
     --baseline) want+=("${baseline[@]}") ;;
     *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
   esac
@@ -32,8 +38,21 @@ for p in "${want[@]}"; do
   fi
 done
 
+# The Python readers the tests use, from PyPI, in a venv of their own.
+make_venv() {
+  local dir="${KILN_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}"
+  if "$dir/bin/python" -c "import tensorboard, safetensors, numpy" 2>/dev/null; then
+    echo "install-deps: python venv $dir ready"
+    return
+  fi
+  echo "install-deps: creating python venv $dir (tensorboard, safetensors, numpy)"
+  python3 -m venv "$dir"
+  "$dir/bin/pip" install -q --disable-pip-version-check tensorboard safetensors numpy
+}
+
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#want[@]} packages present"
+  if ((venv)); then make_venv; fi
   exit 0
 fi
 
@@ -48,3 +67,4 @@ if [[ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/
   $SUDO apt-get update -qq
 fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if ((venv)); then make_venv; fi
