@@ -23,8 +23,16 @@ class AccumulateGrad final : public Node {
     if (!leaf_->grad) {
       // Keep the incoming buffer when nothing else can see it; otherwise own a copy, so a later
       // in-place update of .grad (zeroing, all-reduce) cannot touch another tensor.
-      bool exclusive = g.is_contiguous() && g.impl()->storage.use_count() == 1 && g.storage_offset() == 0;
-      leaf_->grad = (exclusive ? g.detach() : g.clone()).impl_ptr();
+      // A channels-last gradient stays channels-last (as the leaf it belongs to usually is).
+      const MemoryFormat fmt = g.suggest_memory_format();
+      bool exclusive = g.is_contiguous(fmt) && g.impl()->storage.use_count() == 1 && g.storage_offset() == 0;
+      if (exclusive) {
+        leaf_->grad = g.detach().impl_ptr();
+      } else {
+        Tensor own = empty_like(g, fmt);
+        own.copy_(g.detach());
+        leaf_->grad = own.impl_ptr();
+      }
     } else {
       Tensor old(leaf_->grad);
       leaf_->grad = ops::add(old, g).impl_ptr();

@@ -88,6 +88,18 @@ class OpTable final : public OpTableBase {
     impls_.push_back(Impl{backend, device, supports, run});
   }
 
+  // The candidate a call would run, or null when none takes `desc` (no error, no trace): ops
+  // use it to pick between layouts before committing to one.
+  const Impl* find(DeviceType device, const Desc& desc) const {
+    const BackendPreference& pref = detail::effective_preference();
+    for (const std::string& b : pref.backends)
+      for (const Impl& i : impls_)
+        if (i.backend == b && i.device == device && (!i.supports || i.supports(desc))) return &i;
+    if (pref.backends.empty() || !pref.strict)
+      for (const Impl& i : impls_)
+        if (i.device == device && (!i.supports || i.supports(desc))) return &i;
+    return nullptr;
+  }
   const Impl& select(DeviceType device, const Desc& desc) const {
     const BackendPreference& pref = detail::effective_preference();
     const Impl* chosen = nullptr;

@@ -34,6 +34,13 @@ Shape contiguous_strides(const Shape& shape) {
   return st;
 }
 
+Shape channels_last_strides(const Shape& shape) {
+  if (shape.size() != 4) return contiguous_strides(shape);
+  const int64_t C = std::max<int64_t>(shape[1], 1), H = std::max<int64_t>(shape[2], 1),
+                W = std::max<int64_t>(shape[3], 1);
+  return {H * W * C, 1, W * C, C};
+}
+
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
   for (auto s : shape) n *= s;
@@ -91,6 +98,17 @@ Tensor full(const Shape& shape, double value, TensorOptions opts) {
 Tensor zeros(const Shape& shape, TensorOptions opts) { return full(shape, 0.0, opts); }
 Tensor ones(const Shape& shape, TensorOptions opts) { return full(shape, 1.0, opts); }
 Tensor scalar_tensor(double value, TensorOptions opts) { return full({}, value, opts); }
+Tensor empty(const Shape& shape, TensorOptions opts, MemoryFormat format) {
+  check_shape(shape, "empty");
+  if (format == MemoryFormat::channels_last && shape.size() == 4)
+    return empty_strided(shape, channels_last_strides(shape), opts);
+  return empty_strided(shape, contiguous_strides(shape), opts);
+}
+
+Tensor empty_like(const Tensor& t, MemoryFormat format) {
+  return empty(t.sizes(), TensorOptions(t.dtype()).with_device(t.device()), format);
+}
+
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), TensorOptions(t.dtype()).with_device(t.device())); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), TensorOptions(t.dtype()).with_device(t.device())); }
 Tensor ones_like(const Tensor& t) { return ones(t.sizes(), TensorOptions(t.dtype()).with_device(t.device())); }
@@ -132,6 +150,23 @@ bool Tensor::is_contiguous() const {
     expected *= size(d);
   }
   return true;
+}
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::contiguous || dim() != 4) return is_contiguous();
+  // C fastest, then W, H, N; size-1 dims may have any stride.
+  int64_t expected = 1;
+  for (int64_t d : {1, 3, 2, 0}) {
+    if (size(d) == 1) continue;
+    if (stride(d) != expected) return false;
+    expected *= size(d);
+  }
+  return true;
+}
+
+MemoryFormat Tensor::suggest_memory_format() const {
+  if (dim() == 4 && !is_contiguous() && is_contiguous(MemoryFormat::channels_last)) return MemoryFormat::channels_last;
+  return MemoryFormat::contiguous;
 }
 
 void* Tensor::data_ptr() const {
@@ -362,6 +397,15 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::contiguous || dim() != 4) return contiguous();
+  if (is_contiguous(format)) return *this;
+  Tensor y = empty_like(*this, format);
+  copy_kernel(y, *this);
+  autograd::record_fn("ContiguousBackward", {*this}, {&y}, [](std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  return y;
+}
 
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;

@@ -57,6 +57,12 @@ struct TensorImpl {
   std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
 };
 
+// Memory formats of 4-d tensors. channels_last is a stride order (NHWC in memory, sizes still
+// N, C, H, W), not another kind of tensor: PyTorch's torch.channels_last. Conv, batch norm,
+// pooling and elementwise ops keep it, and the oneDNN and native CPU kernels run it without
+// reorders (as PyTorch does with channels-last on oneDNN).
+enum class MemoryFormat : uint8_t { contiguous, channels_last };
+
 struct TensorOptions {
   DType dtype = DType::float32;
   Device device{};
@@ -90,6 +96,9 @@ class Tensor {
   Device device() const { return checked()->storage->device; }
   size_t element_size() const { return kiln::element_size(dtype()); }
   bool is_contiguous() const;
+  bool is_contiguous(MemoryFormat format) const;
+  // channels_last when 4-d and laid out NHWC but not NCHW (a [N, C, 1, 1] tensor is both: contiguous).
+  MemoryFormat suggest_memory_format() const;
   bool is_floating_point() const { return is_floating(dtype()); }
   // Pointer to the first element (storage data + offset).
   void* data_ptr() const;
@@ -116,6 +125,7 @@ class Tensor {
   Tensor unsqueeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor contiguous() const;  // self if already contiguous
+  Tensor contiguous(MemoryFormat format) const;  // self if already in `format`; differentiable
   Tensor clone() const;       // contiguous copy, differentiable
   Tensor to(DType t) const;   // self if same dtype
   Tensor to(Device d) const;
@@ -166,7 +176,9 @@ Tensor zeros(const Shape& shape, TensorOptions opts = {});
 Tensor ones(const Shape& shape, TensorOptions opts = {});
 Tensor full(const Shape& shape, double value, TensorOptions opts = {});
 Tensor arange(int64_t n, TensorOptions opts = {});
-Tensor empty_like(const Tensor& t);
+Tensor empty(const Shape& shape, TensorOptions opts, MemoryFormat format);
+Tensor empty_like(const Tensor& t);  // contiguous
+Tensor empty_like(const Tensor& t, MemoryFormat format);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 // Copies host values into a new tensor of the given shape (converted to opts.dtype).
@@ -176,6 +188,8 @@ Tensor scalar_tensor(double value, TensorOptions opts = {});
 
 // Contiguous strides for a shape (row-major, NCHW for 4-d).
 Shape contiguous_strides(const Shape& shape);
+// NHWC strides of a 4-d shape [N, C, H, W] (other ranks: contiguous_strides).
+Shape channels_last_strides(const Shape& shape);
 int64_t shape_numel(const Shape& shape);
 // Wraps a possibly negative dim into [0, ndim); throws naming `op` when out of range.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);

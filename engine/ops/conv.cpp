@@ -29,19 +29,38 @@ using ops::ConvHW;
 bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
 Tensor to_float(const Tensor& t) { return t.defined() ? t.to(DType::float32) : t; }
 
-// --- kernel calls on contiguous operands of the descriptor's dtype
+// --- kernel calls on dense operands of the descriptor's dtype and layout
+
+auto& fwd_op() { return KILN_OP("conv2d_fwd", ConvDesc, const void*, const void*, const void*, void*); }
+auto& bwd_data_op() { return KILN_OP("conv2d_bwd_data", ConvDesc, const void*, const void*, void*); }
+auto& bwd_weights_op() { return KILN_OP("conv2d_bwd_weights", ConvDesc, const void*, const void*, void*, void*); }
+
+MemoryFormat format_of(const ConvDesc& d) { return d.nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous; }
+
+// `d` with nhwc set when `want` and a kernel of the current preference takes the channels-last
+// problem; otherwise NCHW. Each pass picks its layout separately (operands are converted to it).
+template <class Op>
+ConvDesc pick_layout(const Op& op, ConvDesc d, bool want, Device dev) {
+  d.nhwc = false;
+  if (want && (d.dtype == DType::float32 || d.dtype == DType::float64)) {
+    ConvDesc n = d;
+    n.nhwc = true;
+    if (op.find(dev.type, n)) d.nhwc = true;
+  }
+  return d;
+}
 
 Tensor run_fwd(const ConvDesc& d, const Tensor& src, const Tensor& wei, const Tensor& bias, Device dev) {
-  Tensor dst = empty({d.N, d.K, d.P, d.Q}, TensorOptions(d.dtype).with_device(dev));
-  KILN_OP("conv2d_fwd", ConvDesc, const void*, const void*, const void*, void*)(
-      dev.type, d, src.data_ptr(), wei.data_ptr(), d.has_bias ? bias.data_ptr() : nullptr, dst.data_ptr());
+  Tensor s = src.contiguous(format_of(d));
+  Tensor dst = empty({d.N, d.K, d.P, d.Q}, TensorOptions(d.dtype).with_device(dev), format_of(d));
+  fwd_op()(dev.type, d, s.data_ptr(), wei.data_ptr(), d.has_bias ? bias.data_ptr() : nullptr, dst.data_ptr());
   return dst;
 }
 
 Tensor run_bwd_data(const ConvDesc& d, const Tensor& diff_dst, const Tensor& wei, Device dev) {
-  Tensor diff_src = empty({d.N, d.C, d.H, d.W}, TensorOptions(d.dtype).with_device(dev));
-  KILN_OP("conv2d_bwd_data", ConvDesc, const void*, const void*, void*)(dev.type, d, diff_dst.data_ptr(),
-                                                                        wei.data_ptr(), diff_src.data_ptr());
+  Tensor dd = diff_dst.contiguous(format_of(d));
+  Tensor diff_src = empty({d.N, d.C, d.H, d.W}, TensorOptions(d.dtype).with_device(dev), format_of(d));
+  bwd_data_op()(dev.type, d, dd.data_ptr(), wei.data_ptr(), diff_src.data_ptr());
   return diff_src;
 }
 
@@ -49,12 +68,12 @@ Tensor run_bwd_data(const ConvDesc& d, const Tensor& diff_dst, const Tensor& wei
 void run_bwd_weights(const ConvDesc& d, const Tensor& src, const Tensor& diff_dst, Tensor* diff_wei, Tensor* diff_bias,
                      Device dev) {
   if (!diff_wei && !diff_bias) return;
+  Tensor s = src.contiguous(format_of(d)), dd = diff_dst.contiguous(format_of(d));
   TensorOptions o = TensorOptions(d.dtype).with_device(dev);
   if (diff_wei) *diff_wei = empty({d.K, d.C / d.groups, d.R, d.S}, o);
   if (diff_bias) *diff_bias = empty({d.K}, o);
-  KILN_OP("conv2d_bwd_weights", ConvDesc, const void*, const void*, void*, void*)(
-      dev.type, d, src.data_ptr(), diff_dst.data_ptr(), diff_wei ? diff_wei->data_ptr() : nullptr,
-      diff_bias ? diff_bias->data_ptr() : nullptr);
+  bwd_weights_op()(dev.type, d, s.data_ptr(), dd.data_ptr(), diff_wei ? diff_wei->data_ptr() : nullptr,
+                   diff_bias ? diff_bias->data_ptr() : nullptr);
 }
 
 // --- argument checks shared by both ops
@@ -140,16 +159,20 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW 
   d.set_output_size();
 
   const Device dev = x.device();
-  Tensor xc = x.contiguous().detach(), wc = weight.contiguous().detach();
+  // A channels-last input gives a channels-last output when a kernel takes it (PyTorch's rule).
+  const bool cl = x.suggest_memory_format() == MemoryFormat::channels_last;
+  d = pick_layout(fwd_op(), d, cl, dev);
+  Tensor xc = x.contiguous(format_of(d)).detach(), wc = weight.contiguous().detach();
   Tensor bc = bias.defined() ? bias.contiguous().detach() : Tensor();
   Tensor y = run_fwd(d, xc, wc, bc, dev);
   autograd::record_fn("Conv2dBackward", {x, weight, bias}, {&y},
                       [d, xc, wc, dev, need_x = x.requires_grad(), need_w = weight.requires_grad(),
                        need_b = bias.requires_grad()](std::vector<Tensor>& g) {
-                        Tensor gy = g[0].to(d.dtype).contiguous();
+                        Tensor gy = g[0].to(d.dtype);
                         Tensor gx, gw, gb;
-                        if (need_x) gx = run_bwd_data(d, gy, wc, dev);
-                        run_bwd_weights(d, xc, gy, need_w ? &gw : nullptr, need_b ? &gb : nullptr, dev);
+                        if (need_x) gx = run_bwd_data(pick_layout(bwd_data_op(), d, d.nhwc, dev), gy, wc, dev);
+                        run_bwd_weights(pick_layout(bwd_weights_op(), d, d.nhwc, dev), xc, gy, need_w ? &gw : nullptr,
+                                        need_b ? &gb : nullptr, dev);
                         return std::vector<Tensor>{gx, gw, gb};
                       });
   return y;

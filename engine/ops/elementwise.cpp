@@ -26,6 +26,23 @@ void check_pair(const Tensor& a, const Tensor& b, const char* op) {
   KILN_CHECK(a.device() == b.device(), op, ": device mismatch, ", a.device(), " vs ", b.device());
 }
 
+// The memory format of an elementwise result, as PyTorch's TensorIterator picks it: channels-last
+// when an operand of the result's shape is (so conv -> bias/ReLU/add -> conv stays NHWC).
+// Views count by their stride order: a channel slice of a channels-last tensor (what cat's
+// backward hands out) is not dense, but its NHWC order should still decide.
+MemoryFormat result_format(const Shape& out, std::initializer_list<const Tensor*> ins) {
+  if (out.size() != 4) return MemoryFormat::contiguous;
+  for (const Tensor* t : ins) {
+    if (t->sizes() != out) continue;
+    if (t->suggest_memory_format() == MemoryFormat::channels_last) return MemoryFormat::channels_last;
+    const Shape& st = t->strides();
+    const bool nhwc_order = out[1] > 1 && st[1] == 1 && st[3] >= out[1] && st[2] >= st[3] * out[3] &&
+                            st[0] >= st[2] * out[2] && !t->is_contiguous();
+    return nhwc_order ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+  }
+  return MemoryFormat::contiguous;
+}
+
 }  // namespace
 
 namespace ops {
@@ -33,7 +50,7 @@ namespace ops {
 Tensor unary_raw(int op, const Tensor& x, double alpha) {
   KILN_CHECK(x.defined(), unary_op_name(UnaryOp(op)), ": undefined tensor");
   if (is_half(x.dtype())) return unary_raw(op, x.to(DType::float32), alpha).to(x.dtype());
-  Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
+  Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()), result_format(x.sizes(), {&x}));
   UnaryDesc d;
   d.op = UnaryOp(op);
   d.dtype = x.dtype();
@@ -48,7 +65,8 @@ Tensor binary_raw(int op, const Tensor& a, const Tensor& b, double alpha) {
   check_pair(a, b, name);
   if (is_half(a.dtype()))
     return binary_raw(op, a.to(DType::float32), b.to(DType::float32), alpha).to(a.dtype());
-  Tensor y = empty(broadcast_shapes(a.sizes(), b.sizes(), name), TensorOptions(a.dtype()).with_device(a.device()));
+  const Shape out = broadcast_shapes(a.sizes(), b.sizes(), name);
+  Tensor y = empty(out, TensorOptions(a.dtype()).with_device(a.device()), result_format(out, {&a, &b}));
   BinaryDesc d;
   d.op = BinaryOp(op);
   d.dtype = a.dtype();

@@ -121,12 +121,15 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, 
   KILN_CHECK(!training || d.N * d.S > 1, "batch_norm: expected more than 1 value per channel when training, got input ",
              shape_str(x.sizes()));
 
-  Tensor xc = x.contiguous();
+  // Channels-last stays channels-last: the kernels take [N, H*W, C] as they take [N, C, H*W].
+  const MemoryFormat fmt = x.suggest_memory_format();
+  d.nhwc = fmt == MemoryFormat::channels_last;
+  Tensor xc = x.contiguous(fmt);
   Tensor weight = weight0.defined() ? weight0.contiguous() : weight0;
   Tensor bias = bias0.defined() ? bias0.contiguous() : bias0;
   Tensor rm = work_buffer(running_mean, dt), rv = work_buffer(running_var, dt);
   const TensorOptions opts = TensorOptions(dt).with_device(x.device());
-  Tensor y = empty(x.sizes(), opts);
+  Tensor y = empty(x.sizes(), opts, fmt);
   Tensor save_mean = empty({d.C}, opts), save_invstd = empty({d.C}, opts);
   KILN_BN_FWD(x.device().type, d, xc.data_ptr(), ptr_or_null(weight), ptr_or_null(bias), mut_ptr_or_null(rm),
               mut_ptr_or_null(rv), y.data_ptr(), save_mean.data_ptr(), save_invstd.data_ptr());
@@ -136,9 +139,10 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, 
   autograd::record_fn("BatchNormBackward", {x0, weight0, bias0}, {&y},
                       [d, xc, weight, save_mean, save_invstd, need_x = x0.requires_grad(),
                        need_w = weight0.requires_grad(), need_b = bias0.requires_grad()](std::vector<Tensor>& g) {
-                        Tensor gc = g[0].to(d.dtype).contiguous();
+                        const MemoryFormat f = d.nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+                        Tensor gc = g[0].to(d.dtype).contiguous(f);
                         const TensorOptions o = TensorOptions(d.dtype).with_device(xc.device());
-                        Tensor gx = need_x ? empty(xc.sizes(), o) : Tensor();
+                        Tensor gx = need_x ? empty(xc.sizes(), o, f) : Tensor();
                         Tensor gw = need_w ? empty({d.C}, o) : Tensor();
                         Tensor gb = need_b ? empty({d.C}, o) : Tensor();
                         KILN_BN_BWD(xc.device().type, d, xc.data_ptr(), gc.data_ptr(), ptr_or_null(weight),

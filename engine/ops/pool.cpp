@@ -46,8 +46,8 @@ void fill_dims(Desc& d, const Tensor& x) {
   d.iw = x.size(3);
 }
 
-Tensor empty_for(const Shape& s, const Tensor& like, DType t) {
-  return empty(s, TensorOptions(t).with_device(like.device()));
+Tensor empty_for(const Shape& s, const Tensor& like, DType t, MemoryFormat f = MemoryFormat::contiguous) {
+  return empty(s, TensorOptions(t).with_device(like.device()), f);
 }
 
 PoolDesc make_pool_desc(const Tensor& x, PoolAlg alg, Pair kernel, Pair stride, Pair padding, Pair dilation,
@@ -86,17 +86,20 @@ auto with_batch(const Tensor& x, F f) {
 ValuesIndices max_pool_4d(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation, bool ceil_mode,
                           bool want_indices) {
   PoolDesc d = make_pool_desc(x, PoolAlg::max, kernel, stride, padding, dilation, ceil_mode, "max_pool2d");
-  Tensor xc = x.detach().contiguous();
+  // Channels-last in, channels-last out (values and indices).
+  const MemoryFormat f = x.suggest_memory_format();
+  d.nhwc = f == MemoryFormat::channels_last;
+  Tensor xc = x.detach().contiguous(f);
   ValuesIndices r;
-  r.values = empty_for({d.n, d.c, d.oh, d.ow}, x, d.dtype);
+  r.values = empty_for({d.n, d.c, d.oh, d.ow}, x, d.dtype, f);
   const bool need = want_indices || autograd::needs_grad({&x});
-  if (need) r.indices = empty_for({d.n, d.c, d.oh, d.ow}, x, DType::int64);
+  if (need) r.indices = empty_for({d.n, d.c, d.oh, d.ow}, x, DType::int64, f);
   KILN_OP("pool_fwd", PoolDesc, const void*, void*, int64_t*)(x.device().type, d, xc.data_ptr(), r.values.data_ptr(),
                                                               need ? r.indices.data<int64_t>() : nullptr);
   if (!need) return r;
-  autograd::record_fn("MaxPool2dBackward", {x}, {&r.values}, [d, idx = r.indices](std::vector<Tensor>& g) {
-    Tensor gc = g[0].contiguous();
-    Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype);
+  autograd::record_fn("MaxPool2dBackward", {x}, {&r.values}, [d, f, idx = r.indices](std::vector<Tensor>& g) {
+    Tensor gc = g[0].contiguous(f);
+    Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype, f);
     KILN_OP("pool_bwd", PoolDesc, const void*, const int64_t*, void*)(gc.device().type, d, gc.data_ptr(),
                                                                       idx.data<int64_t>(), gx.data_ptr());
     return std::vector<Tensor>{gx};
@@ -183,12 +186,14 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool 
   PoolDesc d = make_pool_desc(x4, PoolAlg::avg, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
   d.count_include_pad = count_include_pad;
   d.divisor_override = divisor_override.value_or(0);
-  Tensor xc = x4.detach().contiguous();
-  Tensor y = empty_for({d.n, d.c, d.oh, d.ow}, x, d.dtype);
+  const MemoryFormat f = x4.suggest_memory_format();
+  d.nhwc = f == MemoryFormat::channels_last;
+  Tensor xc = x4.detach().contiguous(f);
+  Tensor y = empty_for({d.n, d.c, d.oh, d.ow}, x, d.dtype, f);
   KILN_OP("pool_fwd", PoolDesc, const void*, void*, int64_t*)(x.device().type, d, xc.data_ptr(), y.data_ptr(), nullptr);
-  autograd::record_fn("AvgPool2dBackward", {x4}, {&y}, [d](std::vector<Tensor>& g) {
-    Tensor gc = g[0].contiguous();
-    Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype);
+  autograd::record_fn("AvgPool2dBackward", {x4}, {&y}, [d, f](std::vector<Tensor>& g) {
+    Tensor gc = g[0].contiguous(f);
+    Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype, f);
     KILN_OP("pool_bwd", PoolDesc, const void*, const int64_t*, void*)(gc.device().type, d, gc.data_ptr(), nullptr,
                                                                       gx.data_ptr());
     return std::vector<Tensor>{gx};

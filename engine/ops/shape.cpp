@@ -48,7 +48,11 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
                shape_str(x0.sizes()), "; sizes must match except in dim ", dim);
     out[size_t(dim)] += x.size(dim);
   }
-  Tensor y = empty_for(out, x0);
+  // Channels-last inputs give a channels-last result (Inception's branches stay NHWC).
+  bool cl = out.size() == 4;
+  for (const Tensor& x : xs) cl = cl && x.suggest_memory_format() == MemoryFormat::channels_last;
+  Tensor y = empty(out, TensorOptions(x0.dtype()).with_device(x0.device()),
+                   cl ? MemoryFormat::channels_last : MemoryFormat::contiguous);
   std::vector<int64_t> sizes;
   int64_t off = 0;
   for (const Tensor& x : xs) {

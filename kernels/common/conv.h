@@ -1,7 +1,9 @@
 // 2-d convolution descriptor (NCHW activations, KCRS weights), shared by the ref and native
 // kernels of conv2d forward, backward-data and backward-weights, and by the op layer that also
 // expresses transposed convolution through them.
-//   src [N, C, H, W], wei [K, C/groups, R, S], bias [K], dst [N, K, P, Q], all contiguous.
+//   src [N, C, H, W], wei [K, C/groups, R, S], bias [K], dst [N, K, P, Q], all contiguous;
+//   with nhwc, src and dst (and their gradients) are stored channels-last: element (n, c, h, w)
+//   at ((n*H + h)*W + w)*C + c. Weights are KCRS either way.
 //   dst[n,k,p,q] = bias[k] + sum_{c,r,s} src[n, g*C/groups + c, p*stride_h - pad_h + r*dilation_h,
 //                                           q*stride_w - pad_w + s*dilation_w] * wei[k, c, r, s]
 // where g = k / (K/groups); taps outside the input read zero. pad_h/pad_w are the top/left
@@ -27,8 +29,18 @@ struct ConvDesc {
   int64_t dilation_h = 1, dilation_w = 1;  // 1 = dense kernel (PyTorch's convention)
   int64_t groups = 1;
   bool has_bias = false;
+  bool nhwc = false;  // activations channels-last (see above)
 
-  // "float32 mb2ic3ih9iw9oc4oh5ow5kh3kw3sh2sw2ph1pw1dh1dw1g1" (+ " nobias" without bias).
+  // Offsets of element (n, c, h, w) of src and (n, k, p, q) of dst in the descriptor's layout.
+  int64_t src_at(int64_t n, int64_t c, int64_t h, int64_t w) const {
+    return nhwc ? ((n * H + h) * W + w) * C + c : ((n * C + c) * H + h) * W + w;
+  }
+  int64_t dst_at(int64_t n, int64_t k, int64_t p, int64_t q) const {
+    return nhwc ? ((n * P + p) * Q + q) * K + k : ((n * K + k) * P + p) * Q + q;
+  }
+
+  // "float32 mb2ic3ih9iw9oc4oh5ow5kh3kw3sh2sw2ph1pw1dh1dw1g1" (+ " nobias" without bias,
+  // + " nhwc" channels-last).
   std::string str() const;
   // The problem part of str(), oneDNN benchdnn style. Unlike benchdnn, dh/dw are the dilation
   // itself (1 = dense), not the number of holes (benchdnn's dh0 = dense).

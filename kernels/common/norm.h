@@ -19,9 +19,12 @@ namespace kiln {
 // wei / bias may be null (affine=false: scale 1, shift 0).
 // Backward (src, diff_dst, wei, save_mean, save_invstd -> diff_src, diff_wei, diff_bias), each
 // output nullable; training differentiates through the batch statistics, eval does not.
+// With nhwc the array is [N, S, C] (channels-last: a 4-d input's NHWC memory), else [N, C, S].
 struct BatchNormDesc {
   DType dtype = DType::float32;
   int64_t N = 1, C = 1, S = 1;
+  bool nhwc = false;
+  int64_t at(int64_t n, int64_t c, int64_t s) const { return nhwc ? (n * S + s) * C + c : (n * C + c) * S + s; }
   bool training = true;
   double eps = 1e-5;
   double momentum = 0.1;

@@ -13,6 +13,7 @@ std::string PoolDesc::str() const {
      << "x" << kw << " stride " << sh << "x" << sw << " pad " << ph << "x" << pw;
   if (alg == PoolAlg::max) os << " dilation " << dh << "x" << dw;
   if (ceil_mode) os << " ceil";
+  if (nhwc) os << " nhwc";
   if (alg == PoolAlg::avg) {
     if (!count_include_pad) os << " exclude_pad";
     if (divisor_override > 0) os << " divisor " << divisor_override;

@@ -20,4 +20,12 @@ void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst, const void* wei, v
 // diff_wei or diff_bias may be null (not wanted).
 void conv2d_bwd_weights(const ConvDesc& d, const void* src, const void* diff_dst, void* diff_wei, void* diff_bias);
 
+// Channels-last (d.nhwc) paths, conv_nhwc.cpp: pixels as GEMM rows, groups == 1. The entry
+// points above call them when d.nhwc.
+bool supports_conv_nhwc(const ConvDesc& d);
+void conv2d_fwd_nhwc(const ConvDesc& d, const float* src, const float* wei, const float* bias, float* dst);
+void conv2d_bwd_data_nhwc(const ConvDesc& d, const float* diff_dst, const float* wei, float* diff_src);
+void conv2d_bwd_weights_nhwc(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei,
+                             float* diff_bias);
+
 }  // namespace kiln::native

@@ -474,8 +474,21 @@ bool float_or_double(DType t) { return t == DType::float32 || t == DType::float6
 
 bool supports_batch_norm(const BatchNormDesc& d) { return float_or_double(d.dtype); }
 
-void batch_norm_fwd(const BatchNormDesc& d, const void* src, const void* wei, const void* bias, void* running_mean,
+namespace {
+// Channels-last [N, S, C] is the flat [N*S, C] case: channels vectorise, rows parallelise.
+BatchNormDesc as_flat(const BatchNormDesc& d) {
+  if (!d.nhwc) return d;
+  BatchNormDesc f = d;
+  f.N = d.N * d.S;
+  f.S = 1;
+  f.nhwc = false;
+  return f;
+}
+}  // namespace
+
+void batch_norm_fwd(const BatchNormDesc& d0, const void* src, const void* wei, const void* bias, void* running_mean,
                     void* running_var, void* dst, void* save_mean, void* save_invstd) {
+  const BatchNormDesc d = as_flat(d0);
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     auto fn = d.S == 1 ? bn_fwd_flat<T> : bn_fwd_spatial<T>;
@@ -485,8 +498,9 @@ void batch_norm_fwd(const BatchNormDesc& d, const void* src, const void* wei, co
   });
 }
 
-void batch_norm_bwd(const BatchNormDesc& d, const void* src, const void* diff_dst, const void* wei,
+void batch_norm_bwd(const BatchNormDesc& d0, const void* src, const void* diff_dst, const void* wei,
                     const void* save_mean, const void* save_invstd, void* diff_src, void* diff_wei, void* diff_bias) {
+  const BatchNormDesc d = as_flat(d0);
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     auto fn = d.S == 1 ? bn_bwd_flat<T> : bn_bwd_spatial<T>;

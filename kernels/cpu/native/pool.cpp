@@ -422,9 +422,11 @@ bool supports_lrn(const LrnDesc& d) { return float_types(d.dtype); }
 #define KILN_POOL_BOTH(dtype, call) visit_float(dtype, [&](auto t) { using T = decltype(t); call; })
 
 void pool_fwd(const PoolDesc& d, const void* src, void* dst, int64_t* index) {
+  if (d.nhwc) return pool_fwd_nhwc(d, src, dst, index);
   KILN_POOL_BOTH(d.dtype, pool_fwd_t(d, static_cast<const T*>(src), static_cast<T*>(dst), index));
 }
 void pool_bwd(const PoolDesc& d, const void* diff_dst, const int64_t* index, void* diff_src) {
+  if (d.nhwc) return pool_bwd_nhwc(d, diff_dst, index, diff_src);
   KILN_POOL_BOTH(d.dtype, pool_bwd_t(d, static_cast<const T*>(diff_dst), index, static_cast<T*>(diff_src)));
 }
 void adaptive_pool_fwd(const AdaptivePoolDesc& d, const void* src, void* dst, int64_t* index) {

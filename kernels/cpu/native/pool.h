@@ -14,6 +14,9 @@ namespace kiln::native {
 bool supports_pool(const PoolDesc& d);
 void pool_fwd(const PoolDesc& d, const void* src, void* dst, int64_t* index);
 void pool_bwd(const PoolDesc& d, const void* diff_dst, const int64_t* index, void* diff_src);
+// Channels-last (d.nhwc), pool_nhwc.cpp; pool_fwd/pool_bwd call them.
+void pool_fwd_nhwc(const PoolDesc& d, const void* src, void* dst, int64_t* index);
+void pool_bwd_nhwc(const PoolDesc& d, const void* diff_dst, const int64_t* index, void* diff_src);
 
 bool supports_adaptive_pool(const AdaptivePoolDesc& d);
 void adaptive_pool_fwd(const AdaptivePoolDesc& d, const void* src, void* dst, int64_t* index);

@@ -48,13 +48,17 @@ Geom geom(const ConvDesc& d) {
   const memory::dims wei = d.groups > 1 ? memory::dims{d.groups, d.K / d.groups, d.C / d.groups, d.R, d.S}
                                         : memory::dims{d.K, d.C, d.R, d.S};
   const tag wtag = d.groups > 1 ? tag::goihw : tag::oihw;
-  g.src = memory::desc(src, dt::f32, tag::nchw);
-  g.dst = memory::desc(dst, dt::f32, tag::nchw);
+  const tag act = d.nhwc ? tag::nhwc : tag::nchw;
+  g.src = memory::desc(src, dt::f32, act);
+  g.dst = memory::desc(dst, dt::f32, act);
   g.wei = memory::desc(wei, dt::f32, wtag);
   g.bias = memory::desc({d.K}, dt::f32, tag::x);
+  // Channels-last activations are taken as they are (oneDNN's brgconv kernels run NHWC at the
+  // speed of its blocked ones, without the reorders in and out); NCHW ones are reordered to the
+  // blocked layout the primitive prefers, unless KILN_ONEDNN_CONV_LAYOUT=plain.
   const bool plain = plain_layout();
-  g.src_any = plain ? g.src : memory::desc(src, dt::f32, tag::any);
-  g.dst_any = plain ? g.dst : memory::desc(dst, dt::f32, tag::any);
+  g.src_any = plain || d.nhwc ? g.src : memory::desc(src, dt::f32, tag::any);
+  g.dst_any = plain || d.nhwc ? g.dst : memory::desc(dst, dt::f32, tag::any);
   g.wei_any = plain ? g.wei : memory::desc(wei, dt::f32, tag::any);
   return g;
 }

@@ -34,7 +34,7 @@ std::shared_ptr<const BnEntry> bn_entry(const BatchNormDesc& d) {
   return cached<BnEntry>(cache_key("batch_norm", bn_key(d)), [&] {
     BnEntry e;
     try {
-      e.data = memory::desc({d.N, d.C, d.S, 1}, dt::f32, tag::nchw);
+      e.data = memory::desc({d.N, d.C, d.S, 1}, dt::f32, d.nhwc ? tag::nhwc : tag::nchw);
       e.stat = memory::desc({d.C}, dt::f32, tag::x);
       flags f = flags::use_scale | flags::use_shift;
       if (!d.training) f = f | flags::use_global_stats;

@@ -52,8 +52,8 @@ std::shared_ptr<const PoolEntry> pool_entry(const PoolDesc& d) {
   return cached<PoolEntry>(cache_key("pool", d.str()), [&] {
     PoolEntry e;
     try {
-      e.src = memory::desc({d.n, d.c, d.ih, d.iw}, dt::f32, tag::nchw);
-      e.dst = memory::desc({d.n, d.c, d.oh, d.ow}, dt::f32, tag::nchw);
+      e.src = memory::desc({d.n, d.c, d.ih, d.iw}, dt::f32, d.nhwc ? tag::nhwc : tag::nchw);
+      e.dst = memory::desc({d.n, d.c, d.oh, d.ow}, dt::f32, d.nhwc ? tag::nhwc : tag::nchw);
       const memory::dims strides{d.sh, d.sw}, kernel{d.kh, d.kw}, dil{0, 0}, pl{d.ph, d.pw},
           pr{right_pad(d.ih, d.oh, d.kh, d.sh, d.ph, 1), right_pad(d.iw, d.ow, d.kw, d.sw, d.pw, 1)};
       const auto alg = d.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding

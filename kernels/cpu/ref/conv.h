@@ -1,5 +1,6 @@
 // Reference 2-d convolution (the oracle): direct loops over every output and tap, accumulating in
-// T (the tests run it in double). Layouts as in kernels/common/conv.h; all buffers contiguous.
+// T (the tests run it in double). Layouts as in kernels/common/conv.h (NCHW or, with d.nhwc,
+// channels-last activations); all buffers dense.
 // Backward-data and backward-weights are written as the scatter/gather of the forward loop nest,
 // so each is visibly the adjoint of forward.
 #pragma once
@@ -41,11 +42,12 @@ void conv2d_fwd(const ConvDesc& d, const T* src, const T* wei, const T* bias, T*
   const int64_t Cg = d.C / d.groups;
   for (int64_t n = 0; n < d.N; ++n)
     for (int64_t k = 0; k < d.K; ++k)
-      for (int64_t pq = 0; pq < d.P * d.Q; ++pq) dst[(n * d.K + k) * d.P * d.Q + pq] = d.has_bias && bias ? bias[k] : T(0);
+      for (int64_t p = 0; p < d.P; ++p)
+        for (int64_t q = 0; q < d.Q; ++q) dst[d.dst_at(n, k, p, q)] = d.has_bias && bias ? bias[k] : T(0);
   conv_detail::for_each_tap(d, [&](int64_t n, int64_t k, int64_t p, int64_t q, int64_t ci, int64_t c, int64_t r,
                                    int64_t s, int64_t ih, int64_t iw) {
-    dst[((n * d.K + k) * d.P + p) * d.Q + q] +=
-        src[((n * d.C + ci) * d.H + ih) * d.W + iw] * wei[((k * Cg + c) * d.R + r) * d.S + s];
+    dst[d.dst_at(n, k, p, q)] +=
+        src[d.src_at(n, ci, ih, iw)] * wei[((k * Cg + c) * d.R + r) * d.S + s];
   });
 }
 
@@ -56,8 +58,8 @@ void conv2d_bwd_data(const ConvDesc& d, const T* diff_dst, const T* wei, T* diff
   std::memset(static_cast<void*>(diff_src), 0, sizeof(T) * size_t(d.src_elems()));
   conv_detail::for_each_tap(d, [&](int64_t n, int64_t k, int64_t p, int64_t q, int64_t ci, int64_t c, int64_t r,
                                    int64_t s, int64_t ih, int64_t iw) {
-    diff_src[((n * d.C + ci) * d.H + ih) * d.W + iw] +=
-        diff_dst[((n * d.K + k) * d.P + p) * d.Q + q] * wei[((k * Cg + c) * d.R + r) * d.S + s];
+    diff_src[d.src_at(n, ci, ih, iw)] +=
+        diff_dst[d.dst_at(n, k, p, q)] * wei[((k * Cg + c) * d.R + r) * d.S + s];
   });
 }
 
@@ -71,14 +73,15 @@ void conv2d_bwd_weights(const ConvDesc& d, const T* src, const T* diff_dst, T* d
     conv_detail::for_each_tap(d, [&](int64_t n, int64_t k, int64_t p, int64_t q, int64_t ci, int64_t c, int64_t r,
                                      int64_t s, int64_t ih, int64_t iw) {
       diff_wei[((k * Cg + c) * d.R + r) * d.S + s] +=
-          diff_dst[((n * d.K + k) * d.P + p) * d.Q + q] * src[((n * d.C + ci) * d.H + ih) * d.W + iw];
+          diff_dst[d.dst_at(n, k, p, q)] * src[d.src_at(n, ci, ih, iw)];
     });
   }
   if (diff_bias) {
     for (int64_t k = 0; k < d.K; ++k) {
       T acc = 0;
       for (int64_t n = 0; n < d.N; ++n)
-        for (int64_t pq = 0; pq < d.P * d.Q; ++pq) acc += diff_dst[(n * d.K + k) * d.P * d.Q + pq];
+        for (int64_t p = 0; p < d.P; ++p)
+          for (int64_t q = 0; q < d.Q; ++q) acc += diff_dst[d.dst_at(n, k, p, q)];
       diff_bias[k] = acc;
     }
   }

@@ -19,12 +19,12 @@ void batch_norm_fwd(const BatchNormDesc& d, const T* src, const T* wei, const T*
     if (d.training) {
       T sum = 0;
       for (int64_t n = 0; n < d.N; ++n)
-        for (int64_t s = 0; s < d.S; ++s) sum += src[(n * d.C + c) * d.S + s];
+        for (int64_t s = 0; s < d.S; ++s) sum += src[d.at(n, c, s)];
       mean = sum / T(m);
       T sq = 0;
       for (int64_t n = 0; n < d.N; ++n)
         for (int64_t s = 0; s < d.S; ++s) {
-          T v = src[(n * d.C + c) * d.S + s] - mean;
+          T v = src[d.at(n, c, s)] - mean;
           sq += v * v;
         }
       var = sq / T(m);
@@ -41,7 +41,7 @@ void batch_norm_fwd(const BatchNormDesc& d, const T* src, const T* wei, const T*
     const T w = wei ? wei[c] : T(1), b = bias ? bias[c] : T(0);
     for (int64_t n = 0; n < d.N; ++n)
       for (int64_t s = 0; s < d.S; ++s) {
-        const int64_t i = (n * d.C + c) * d.S + s;
+        const int64_t i = d.at(n, c, s);
         dst[i] = (src[i] - mean) * invstd * w + b;
       }
   }
@@ -55,7 +55,7 @@ void batch_norm_bwd(const BatchNormDesc& d, const T* src, const T* diff_dst, con
     T sum_dy = 0, sum_dy_xhat = 0;
     for (int64_t n = 0; n < d.N; ++n)
       for (int64_t s = 0; s < d.S; ++s) {
-        const int64_t i = (n * d.C + c) * d.S + s;
+        const int64_t i = d.at(n, c, s);
         sum_dy += diff_dst[i];
         sum_dy_xhat += diff_dst[i] * (src[i] - save_mean[c]) * save_invstd[c];
       }
@@ -65,7 +65,7 @@ void batch_norm_bwd(const BatchNormDesc& d, const T* src, const T* diff_dst, con
     const T w = wei ? wei[c] : T(1);
     for (int64_t n = 0; n < d.N; ++n)
       for (int64_t s = 0; s < d.S; ++s) {
-        const int64_t i = (n * d.C + c) * d.S + s;
+        const int64_t i = d.at(n, c, s);
         if (d.training) {
           // d/dx of w * xhat through the batch mean and variance.
           const T xhat = (src[i] - save_mean[c]) * save_invstd[c];

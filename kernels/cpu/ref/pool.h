@@ -14,12 +14,11 @@ namespace kiln::ref {
 
 template <class T>
 void pool_fwd(const PoolDesc& d, const T* src, T* dst, int64_t* index) {
-  const int64_t isz = d.ih * d.iw, osz = d.oh * d.ow;
   for (int64_t p = 0; p < d.planes(); ++p) {
-    const T* s = src + p * isz;
+    auto s = [&](int64_t h, int64_t w) { return src[d.at(p, h, w, d.ih, d.iw)]; };
     for (int64_t oy = 0; oy < d.oh; ++oy)
       for (int64_t ox = 0; ox < d.ow; ++ox) {
-        const int64_t o = p * osz + oy * d.ow + ox;
+        const int64_t o = d.at(p, oy, ox, d.oh, d.ow);
         const int64_t h0 = oy * d.sh - d.ph, w0 = ox * d.sw - d.pw;
         if (d.alg == PoolAlg::max) {
           T best = -std::numeric_limits<T>::infinity();
@@ -30,7 +29,7 @@ void pool_fwd(const PoolDesc& d, const T* src, T* dst, int64_t* index) {
             for (int64_t j = 0; j < d.kw; ++j) {
               const int64_t w = w0 + j * d.dw;
               if (w < 0 || w >= d.iw) continue;
-              const T v = s[h * d.iw + w];
+              const T v = s(h, w);
               if (bi < 0) bi = h * d.iw + w;  // an all -inf window points at its first tap
               if (v > best || std::isnan(v)) { best = v; bi = h * d.iw + w; }
             }
@@ -45,7 +44,7 @@ void pool_fwd(const PoolDesc& d, const T* src, T* dst, int64_t* index) {
           if (hs >= he || ws >= we) { dst[o] = T(0); continue; }
           T sum = 0;
           for (int64_t h = hs; h < he; ++h)
-            for (int64_t w = ws; w < we; ++w) sum += s[h * d.iw + w];
+            for (int64_t w = ws; w < we; ++w) sum += s(h, w);
           const int64_t div = d.divisor_override > 0 ? d.divisor_override
                               : d.count_include_pad  ? pool
                                                      : (he - hs) * (we - ws);
@@ -57,15 +56,14 @@ void pool_fwd(const PoolDesc& d, const T* src, T* dst, int64_t* index) {
 
 template <class T>
 void pool_bwd(const PoolDesc& d, const T* diff_dst, const int64_t* index, T* diff_src) {
-  const int64_t isz = d.ih * d.iw, osz = d.oh * d.ow;
-  std::memset(static_cast<void*>(diff_src), 0, sizeof(T) * size_t(d.planes() * isz));
+  std::memset(static_cast<void*>(diff_src), 0, sizeof(T) * size_t(d.planes() * d.ih * d.iw));
   for (int64_t p = 0; p < d.planes(); ++p) {
-    T* ds = diff_src + p * isz;
+    auto ds = [&](int64_t h, int64_t w) -> T& { return diff_src[d.at(p, h, w, d.ih, d.iw)]; };
     for (int64_t oy = 0; oy < d.oh; ++oy)
       for (int64_t ox = 0; ox < d.ow; ++ox) {
-        const int64_t o = p * osz + oy * d.ow + ox;
+        const int64_t o = d.at(p, oy, ox, d.oh, d.ow);
         if (d.alg == PoolAlg::max) {
-          if (index[o] >= 0) ds[index[o]] += diff_dst[o];
+          if (index[o] >= 0) ds(index[o] / d.iw, index[o] % d.iw) += diff_dst[o];
           continue;
         }
         const int64_t h0 = oy * d.sh - d.ph, w0 = ox * d.sw - d.pw;
@@ -78,7 +76,7 @@ void pool_bwd(const PoolDesc& d, const T* diff_dst, const int64_t* index, T* dif
                             : d.count_include_pad  ? pool
                                                    : (he - hs) * (we - ws);
         for (int64_t h = hs; h < he; ++h)
-          for (int64_t w = ws; w < we; ++w) ds[h * d.iw + w] += diff_dst[o] / T(div);
+          for (int64_t w = ws; w < we; ++w) ds(h, w) += diff_dst[o] / T(div);
       }
   }
 }
