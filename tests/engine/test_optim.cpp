@@ -85,7 +85,9 @@ void check_values(const std::vector<double>& got, const std::vector<double>& wan
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     CAPTURE(i);
-    // torch's vectorised float32 kernels may fuse multiply-adds: a few ulps.
+    // On this machine Adam, AdamW and plain SGD agree bit for bit; momentum SGD differs by 1 ulp
+    // in a few elements, because torch's AVX2 kernels contract `a + alpha * b` into an FMA and
+    // kiln rounds the product (its kernels build without -mfma). Allow a few ulps.
     CHECK(std::abs(got[i] - want[i]) <= 2e-7 + 1e-6 * std::abs(want[i]));
   }
 }
@@ -327,7 +329,7 @@ TEST_CASE("load_state errors name the parameter or slot") {
   CHECK_THROWS_KILN(fewer->load_state(js, st), "parameter 'fc.bias', which this optimizer does not have");
   CHECK_THROWS_KILN(o->load_state("{not json", st), "does not parse");
   auto nomom = optim::sgd(t.params(), {0.1});
-  CHECK_THROWS_KILN(nomom->load_state(js, {}), "");
+  CHECK_THROWS_KILN(nomom->load_state(js, {}), "the state has momentum 0.9, this sgd has 0");
   // Failed loads change nothing.
   CHECK(o->steps() == 2);
   CHECK(o->state_json() == js);
