@@ -9,6 +9,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/device.h"
@@ -193,5 +194,9 @@ Shape channels_last_strides(const Shape& shape);
 int64_t shape_numel(const Shape& shape);
 // Wraps a possibly negative dim into [0, ndim); throws naming `op` when out of range.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+
+// Tensors with dotted names ("features.0.weight"): a module's parameters or state dict, an
+// optimizer's parameters and state.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 }  // namespace kiln

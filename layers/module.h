@@ -14,8 +14,6 @@
 
 namespace kiln {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
 class Module : public std::enable_shared_from_this<Module> {
  public:
   virtual ~Module() = default;
