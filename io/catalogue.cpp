@@ -320,6 +320,8 @@ FileCheck check_file(const DataFile& f, const std::string& path, bool full) {
 
 std::string fetch_dataset(const std::string& name, const FetchOptions& opt) {
   const DatasetInfo d = catalogue_entry(name);
+  KILN_CHECK(!(d.manual && opt.from.empty()), "data set '", name, "' cannot be downloaded automatically: ",
+             d.manual_note);
   const std::string dir = opt.dir.empty() ? (fs::path(data_root()) / name).string() : opt.dir;
   std::error_code ec;
   fs::create_directories(dir, ec);
