@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cfloat>
 #include <chrono>
@@ -156,9 +157,12 @@ EventWriter::EventWriter(const std::string& logdir) {
   if (::gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "localhost");
   host[sizeof host - 1] = 0;
   const long long now = static_cast<long long>(std::time(nullptr));
-  path_ = (std::filesystem::path(logdir) /
-           ("events.out.tfevents." + std::to_string(now) + "." + host + "." + std::to_string(::getpid())))
-              .string();
+  std::string name = "events.out.tfevents." + std::to_string(now) + "." + host + "." + std::to_string(::getpid());
+  // Two writers of one process in one second would share a name: later ones get a suffix, as
+  // TensorBoard's own writer adds a per-process counter.
+  static std::atomic<int> writers{0};
+  if (int n = writers.fetch_add(1); n > 0) name += "." + std::to_string(n);
+  path_ = (std::filesystem::path(logdir) / name).string();
   file_ = std::fopen(path_.c_str(), "ab");
   KILN_CHECK(file_ != nullptr, "EventWriter: cannot open '", path_, "': ", std::strerror(errno));
   std::string e;

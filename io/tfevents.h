@@ -34,8 +34,9 @@ Histogram make_histogram(const std::vector<double>& values);
 // The default bucket limits, ascending (1,549 of them).
 const std::vector<double>& default_histogram_limits();
 
-// Appends events to logdir/events.out.tfevents.<unix time>.<hostname>.<pid>. Thread-safe; writes are
-// buffered and reach the file on flush(), at destruction, and when the buffer fills.
+// Appends events to logdir/events.out.tfevents.<unix time>.<hostname>.<pid> (".<n>" added for the
+// n-th further writer of the process). Thread-safe; writes are buffered and reach the file on
+// flush(), at destruction, and when the buffer fills.
 class EventWriter {
  public:
   explicit EventWriter(const std::string& logdir);  // creates logdir (and parents)

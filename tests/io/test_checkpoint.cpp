@@ -91,6 +91,10 @@ TEST_CASE("a checkpoint round-trips bit for bit") {
     check_equal(r.optimizer, c.optimizer);
     CHECK(nlohmann::json::parse(r.state_json) == nlohmann::json::parse(c.state_json));
   }
+  Checkpoint plain = c;  // plain SGD keeps no optimizer tensors
+  plain.optimizer.clear();
+  save_checkpoint(dir / "plain", plain);
+  CHECK(load_checkpoint(dir / "plain").optimizer.empty());
   Checkpoint bad = c;
   bad.state_json = "[1,2]";
   CHECK_THROWS_KILN(save_checkpoint(dir / "x", bad), "state_json must be a JSON object");
