@@ -1,4 +1,4 @@
-// The subcommands of the `kiln` tool, one file each (bench.cpp, plot.cpp, compare.cpp, info.cpp):
+// The subcommands of the `kiln` tool, one file each (bench.cpp, plot.cpp, compare.cpp, info.cpp, data.cpp):
 // each adds its CLI11 subcommand and options to the app and returns the function that runs it
 // once the command line is parsed. Run functions return the exit code and throw kiln::Error on
 // failure (main maps it to exit code 1).
@@ -21,6 +21,7 @@ Command add_bench(CLI::App& app);
 Command add_plot(CLI::App& app);
 Command add_compare(CLI::App& app);
 Command add_info(CLI::App& app);
+Command add_data(CLI::App& app);
 
 // "a,b,,c" -> {"a", "b", "c"}
 std::vector<std::string> split_list(const std::string& s);

@@ -3,6 +3,7 @@
 //   kiln plot results.json -o chart                                       (plot.cpp)
 //   kiln compare a.json b.json                                            (compare.cpp)
 //   kiln info                                                             (info.cpp)
+//   kiln data list | fetch NAME [--from URL|PATH] | verify NAME           (data.cpp)
 // Exit codes: 0 success, 1 a kiln::Error (message on stderr), 2 bad command line.
 // Test: ctest --test-dir build -R cli
 #include <cstdio>
@@ -28,7 +29,8 @@ int main(int argc, char** argv) {
   CLI::App app{"kiln: a deep-learning engine for HPC centres"};
   app.require_subcommand(1);
   std::vector<kiln::cli::Command> commands = {kiln::cli::add_bench(app), kiln::cli::add_plot(app),
-                                              kiln::cli::add_compare(app), kiln::cli::add_info(app)};
+                                              kiln::cli::add_compare(app), kiln::cli::add_info(app),
+                                              kiln::cli::add_data(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
