@@ -171,6 +171,9 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
   shape.insert(shape.begin(), spec.batch);
   Generator gen(1234);
   Tensor x = randn(shape, {}, &gen);
+  KILN_CHECK(spec.layout == "auto" || spec.layout == "nhwc" || spec.layout == "nchw", "--layout: 'auto', 'nhwc' or ",
+             "'nchw', not '", spec.layout, "'");
+  if (x.dim() == 4 && spec.layout != "nchw") x = x.contiguous(MemoryFormat::channels_last);
   net.train(spec.train);
   Tensor grad_out, labels;
   if (observer) observer->begin(spec, net, sample);
@@ -184,7 +187,7 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
         loss.backward();
         info.loss = loss.item();
       } else {
-        if (!grad_out.defined()) grad_out = randn(y.sizes(), {}, &gen);
+        if (!grad_out.defined()) grad_out = randn(y.sizes(), {}, &gen).contiguous(y.suggest_memory_format());
         y.backward(grad_out);
       }
       net.zero_grad();

@@ -26,6 +26,9 @@ struct RunSpec {
   std::string backend = "auto";  // "auto" or a comma list ("native", "ref", "native,ref")
   std::string device = "cpu";
   std::string dtype = "float32";
+  // Memory format of 4-d activations: "nhwc" (channels-last: oneDNN and native convolutions run
+  // it without reorders), "nchw", or "auto" (nhwc on CPUs).
+  std::string layout = "auto";
   int threads = 0;      // 0: keep the current setting
   bool layers = false;  // per-layer breakdown (profiler on during the timed iterations)
   bool loss = false;    // cross-entropy against fixed random labels (tf-compat); per-step losses kept

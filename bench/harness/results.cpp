@@ -62,6 +62,7 @@ json run_to_json(const RunResult& r) {
       {"model", r.spec.model},
       {"device", r.spec.device},
       {"backend", r.spec.backend},
+      {"layout", r.spec.layout},
       {"dtype", r.spec.dtype},
       {"batch", r.spec.batch},
       {"mode", r.spec.train ? "train" : "forward"},
@@ -113,6 +114,7 @@ RunResult run_from_json(const json& j, const std::string& where) {
   r.spec.train = mode == "train";
   r.spec.device = field<std::string>(j, "device", "cpu");
   r.spec.backend = field<std::string>(j, "backend", "auto");
+  r.spec.layout = field<std::string>(j, "layout", "auto");
   r.spec.dtype = field<std::string>(j, "dtype", "float32");
   r.spec.iters = field<int>(j, "iters", 0);
   r.spec.warmup = field<int>(j, "warmup", 0);

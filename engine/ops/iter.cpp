@@ -1,5 +1,7 @@
 #include "engine/ops/iter.h"
 
+#include <algorithm>
+
 namespace kiln {
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
@@ -34,10 +36,19 @@ StridedLoop make_loop(const Tensor& out, const std::vector<const Tensor*>& input
       st[k][off + d] = (s == 1) ? 0 : t.stride(d);
     }
   }
+  // Walk the dims in the output's memory order (outermost first), as ATen's TensorIterator
+  // does: a channels-last result then coalesces to one contiguous run instead of a strided
+  // N, C, H*W loop. Row-major outputs keep their order.
+  std::vector<int> order(static_cast<size_t>(nd));
+  for (int d = 0; d < nd; ++d) order[size_t(d)] = d;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if (shape[a] == 1 || shape[b] == 1) return false;
+    return st[0][a] > st[0][b];
+  });
   // Drop size-1 dims, then merge dim i into the kept dim before it where contiguous for all.
   std::vector<int64_t> sizes;
   std::vector<Shape> cst(nops);
-  for (int d = 0; d < nd; ++d) {
+  for (int d : order) {
     if (shape[d] == 1) continue;
     bool merge = !sizes.empty();
     for (int k = 0; k < nops && merge; ++k) merge = cst[k].back() == st[k][d] * shape[d];

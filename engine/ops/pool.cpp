@@ -125,12 +125,14 @@ ValuesIndices adaptive_4d(const Tensor& x, Pair out, PoolAlg alg, const char* op
   }
   KILN_OP("pool_adaptive_fwd", AdaptivePoolDesc, const void*, void*, int64_t*)(x.device().type, d, xc.data_ptr(),
                                                                                r.values.data_ptr(), idx);
-  auto bwd = [d, ind = r.indices](std::vector<Tensor>& g) {
+  // The kernels are NCHW; a channels-last input gets its gradient back channels-last (global
+  // pooling's tensors are small, the conversion is cheap next to what it saves downstream).
+  auto bwd = [d, ind = r.indices, f = x.suggest_memory_format()](std::vector<Tensor>& g) {
     Tensor gc = g[0].contiguous();
     Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype);
     KILN_OP("pool_adaptive_bwd", AdaptivePoolDesc, const void*, const int64_t*, void*)(
         gc.device().type, d, gc.data_ptr(), ind.defined() ? ind.data<int64_t>() : nullptr, gx.data_ptr());
-    return std::vector<Tensor>{gx};
+    return std::vector<Tensor>{gx.contiguous(f)};
   };
   autograd::record_fn(alg == PoolAlg::max ? "AdaptiveMaxPool2dBackward" : "AdaptiveAvgPool2dBackward", {x},
                       {&r.values}, bwd);

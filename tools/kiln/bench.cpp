@@ -27,7 +27,7 @@ namespace kiln::cli {
 namespace {
 
 struct BenchOptions {
-  std::string models, batches, modes = "forward,train", device = "cpu", backend = "auto", dtype = "float32";
+  std::string models, batches, modes = "forward,train", device = "cpu", backend = "auto", dtype = "float32", layout = "auto";
   std::string data;
   int iters = 10, warmup = 2, threads = 0;
   bool layers = false, tf_compat = false, vs_pytorch = false, no_progress = false;
@@ -73,6 +73,7 @@ std::vector<bench::RunSpec> make_specs(const BenchOptions& o) {
         s.backend = o.backend;
         s.device = o.device;
         s.dtype = o.dtype;
+        s.layout = o.layout;
         s.layers = o.layers;
         s.loss = o.tf_compat;
         bench::validate(s);
@@ -171,6 +172,8 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--mode", o->modes, "forward, train, or both")->capture_default_str();
   sub->add_option("--device", o->device, "cpu (cuda:N needs a CUDA build)")->capture_default_str();
   sub->add_option("--backend", o->backend, "auto, native, ref (a comma list is a preference order)")
+      ->capture_default_str();
+  sub->add_option("--layout", o->layout, "activations: nhwc (channels-last), nchw, auto (nhwc on CPUs)")
       ->capture_default_str();
   sub->add_option("--dtype", o->dtype, "float32 (bfloat16 arrives with the oneDNN backend)")->capture_default_str();
   o->iters_opt = sub->add_option("--iters", o->iters, "timed iterations (--tf-compat: 100)")
