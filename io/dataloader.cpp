@@ -92,8 +92,12 @@ struct DataLoader::Shared {
 };
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> data, DataLoaderOptions opts,
-                       std::shared_ptr<const Transform> transform)
-    : data_(std::move(data)), opts_(opts), transform_(std::move(transform)), shared_(std::make_unique<Shared>()) {
+                       std::shared_ptr<const Transform> transform, std::shared_ptr<const Transform> target_transform)
+    : data_(std::move(data)),
+      opts_(opts),
+      transform_(std::move(transform)),
+      target_transform_(std::move(target_transform)),
+      shared_(std::make_unique<Shared>()) {
   KILN_CHECK(data_ != nullptr, "DataLoader: null data set");
   KILN_CHECK(data_->size() > 0, "DataLoader: the data set is empty");
   KILN_CHECK(opts_.batch_size > 0, "DataLoader: batch_size ", opts_.batch_size, " must be positive");
@@ -160,6 +164,10 @@ Batch DataLoader::load_batch(const std::vector<int64_t>& order, int64_t epoch, i
       if (transform_) {
         SampleRng rng(opts_.seed, epoch, idx);
         e.input = transform_->apply(e.input, rng);
+      }
+      if (target_transform_) {
+        SampleRng rng(opts_.seed, epoch, idx);
+        e.target = target_transform_->apply(e.target, rng);
       }
       examples.push_back(std::move(e));
     } catch (const std::exception& ex) {

@@ -46,8 +46,11 @@ Batch collate(const std::vector<Example>& examples, const std::vector<int64_t>& 
 
 class DataLoader {
  public:
+  // target_transform (masks): applied to the target with a fresh SampleRng of the same key as
+  // the input's, so the same random steps (crop, flip) draw the same values for image and mask.
   DataLoader(std::shared_ptr<const Dataset> data, DataLoaderOptions opts,
-             std::shared_ptr<const Transform> transform = nullptr);
+             std::shared_ptr<const Transform> transform = nullptr,
+             std::shared_ptr<const Transform> target_transform = nullptr);
   ~DataLoader();  // stops and joins the workers (they finish at most their current batch)
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -73,6 +76,7 @@ class DataLoader {
   std::shared_ptr<const Dataset> data_;
   DataLoaderOptions opts_;
   std::shared_ptr<const Transform> transform_;
+  std::shared_ptr<const Transform> target_transform_;
   int64_t epoch_ = -1;
   std::unique_ptr<Shared> shared_;
 };

@@ -208,6 +208,26 @@ TEST_CASE("transforms get the same per-sample stream whatever the worker count")
   }
 }
 
+TEST_CASE("a target transform sees the same draws as the input's: image and mask flip together") {
+  // Input and target equal; with matching random steps they must stay equal after transforms.
+  Tensor x = arange(6 * 2 * 5 * 5, float32).reshape({6, 2, 5, 5});
+  auto data = std::make_shared<TensorDataset>(x, x.clone());
+  auto geo = compose({random_crop(4, 4, 1), random_horizontal_flip()});
+  DataLoaderOptions o;
+  o.batch_size = 3;
+  o.seed = 11;
+  DataLoader dl(data, o, geo, geo);
+  dl.start_epoch(4);
+  Batch b;
+  int64_t n = 0;
+  while (dl.next(b)) {
+    CHECK(b.input.sizes() == Shape{3, 2, 4, 4});
+    CHECK(b.input.to_vector() == b.target.to_vector());
+    n += b.size;
+  }
+  CHECK(n == 6);
+}
+
 TEST_CASE("SyntheticDataset and TensorDataset") {
   SyntheticDataset s({2, 3, 3}, 4, 10, 1);
   Example a = s.get(3), b = s.get(3), c = s.get(4);
