@@ -20,7 +20,7 @@ namespace kiln {
 struct Splits {
   std::shared_ptr<const Dataset> train, test;
   std::string name;     // mnist, fashion-mnist, cifar10, cifar100, imagenet, npz, synthetic
-  Shape sample_shape;   // of an input before transforms ([C, 224, 224] after them for imagenet)
+  Shape sample_shape;   // input shape after default_transform (imagenet: [3, 224, 224])
   int64_t classes = 0;  // label count; for mask targets the mask channels
   bool segmentation = false;  // targets are masks (npz images/masks)
 

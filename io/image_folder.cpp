@@ -20,6 +20,9 @@ namespace kiln {
 
 namespace {
 
+// A header claiming more values than this is treated as corrupt rather than allocated.
+constexpr int64_t kMaxPixels = int64_t(1) << 30;
+
 // ---- JPEG ----
 
 struct JpegError {
@@ -68,6 +71,12 @@ bool jpeg_decode_c(const uint8_t* data, size_t size, Decoded* out, JpegError* e)
   out->h = cinfo.output_height;
   out->w = cinfo.output_width;
   out->c = cinfo.output_components;
+  if (out->h * out->w * out->c > kMaxPixels) {
+    std::snprintf(e->message, sizeof e->message, "%lldx%lld image is over the %lld-value limit", (long long)out->h,
+                  (long long)out->w, (long long)kMaxPixels);
+    jpeg_destroy_decompress(&cinfo);
+    return false;
+  }
   out->pixels.resize(size_t(out->h * out->w * out->c));
   while (cinfo.output_scanline < cinfo.output_height) {
     JSAMPROW row = out->pixels.data() + size_t(cinfo.output_scanline) * out->w * out->c;
@@ -133,6 +142,12 @@ bool png_decode_c(PngState* s, Decoded* out, std::vector<png_bytep>* rows) {
   out->h = png_get_image_height(png, info);
   out->w = png_get_image_width(png, info);
   out->c = channels;
+  if (out->h * out->w * out->c > kMaxPixels) {
+    std::snprintf(s->message, sizeof s->message, "%lldx%lld image is over the %lld-value limit", (long long)out->h,
+                  (long long)out->w, (long long)kMaxPixels);
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
   out->pixels.resize(size_t(out->h * out->w * out->c));
   rows->resize(size_t(out->h));
   for (int64_t y = 0; y < out->h; ++y) (*rows)[size_t(y)] = out->pixels.data() + size_t(y * out->w * out->c);

@@ -129,6 +129,9 @@ std::vector<uint8_t> member_bytes(const Reader& r, const Member& m) {
   r.need(data_at, m.csize, "member data");
   KILN_CHECK(m.usize <= (uint64_t(1) << 40), where, ": uncompressed size ", m.usize, " at offset ", m.central_at,
              " is implausible");
+  // Deflate expands at most about 1032:1, so a larger size is corrupt, not a huge allocation.
+  KILN_CHECK(m.usize <= (m.method == 0 ? m.csize : m.csize * 1032 + 1024), where, ": uncompressed size ", m.usize,
+             " at offset ", m.central_at, " cannot come from ", m.csize, " compressed bytes");
   std::vector<uint8_t> out(m.usize);
   if (m.method == 0) {
     KILN_CHECK(m.csize == m.usize, where, ": stored member at offset ", m.local, " has compressed size ", m.csize,

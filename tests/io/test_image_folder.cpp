@@ -214,6 +214,7 @@ TEST_CASE("ImageFolder: sorted classes and samples; a corrupt file fails in the 
 
   Splits s = open_dataset_dir(root);
   CHECK(s.name == "imagenet");
+  CHECK(s.sample_shape == Shape{3, 224, 224});
   CHECK(s.classes == 3);
   CHECK(s.test->size() == 3);
   DataLoaderOptions o;
