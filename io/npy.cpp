@@ -73,8 +73,18 @@ Header parse_header(const std::string& h, const std::string& name, size_t off) {
 }  // namespace
 
 Tensor read_npy(const std::string& path) {
-  std::string name = io::base_name(path);
-  std::vector<uint8_t> b = io::read_file_bytes(path);
+  std::vector<uint8_t> bytes = io::read_file_bytes(path);
+  return parse_npy(bytes.data(), bytes.size(), io::base_name(path));
+}
+
+Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
+  struct View {
+    const uint8_t* p;
+    size_t n;
+    size_t size() const { return n; }
+    const uint8_t* data() const { return p; }
+    uint8_t operator[](size_t i) const { return p[i]; }
+  } b{data, size};
   static const uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   KILN_CHECK(b.size() >= 10, name, ": truncated at offset 0: expected a 10-byte .npy preamble, file has ",
              b.size(), " bytes");

@@ -1,6 +1,8 @@
 // The one way kiln parallelises inside an op: parallel_for over [begin, end) in chunks of at
 // least `grain` iterations, on the OpenMP team sized by set_num_threads / KILN_NUM_THREADS.
-// Never nested: a parallel_for called from inside another runs serially.
+// Never nested: a parallel_for called from inside another runs serially. A thread that holds a
+// SerialScope (DataLoader workers) also runs every parallel_for serially, so loader threads and
+// the op thread team do not oversubscribe the cores.
 #pragma once
 
 #include <algorithm>
@@ -16,7 +18,24 @@ namespace kiln {
 int num_threads();
 void set_num_threads(int n);
 
+namespace detail {
+inline thread_local bool t_serial = false;
+}
+
+// While alive, parallel_for in this thread runs serially (restores the previous state after).
+class SerialScope {
+ public:
+  SerialScope() : prev_(detail::t_serial) { detail::t_serial = true; }
+  ~SerialScope() { detail::t_serial = prev_; }
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  bool prev_;
+};
+
 inline bool in_parallel_region() {
+  if (detail::t_serial) return true;
 #ifdef _OPENMP
   return omp_in_parallel();
 #else
