@@ -22,6 +22,8 @@ Command add_plot(CLI::App& app);
 Command add_compare(CLI::App& app);
 Command add_info(CLI::App& app);
 Command add_data(CLI::App& app);
+Command add_train(CLI::App& app);
+Command add_eval(CLI::App& app);
 
 // "a,b,,c" -> {"a", "b", "c"}
 std::vector<std::string> split_list(const std::string& s);

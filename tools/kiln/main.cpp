@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<kiln::cli::Command> commands = {kiln::cli::add_bench(app), kiln::cli::add_plot(app),
                                               kiln::cli::add_compare(app), kiln::cli::add_info(app),
-                                              kiln::cli::add_data(app)};
+                                              kiln::cli::add_data(app), kiln::cli::add_train(app),
+                                              kiln::cli::add_eval(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

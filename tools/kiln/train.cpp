@@ -1,0 +1,217 @@
+// `kiln train` and `kiln eval`: train a zoo model on a data set, or evaluate a checkpoint.
+//   kiln train --model mnist-cnn --data fashion-mnist --epochs 2 --batch 128 --optimizer adam --lr 1e-3 \
+//              --logdir runs/fmnist --checkpoint-every 200
+//   kiln train ... --resume latest        (continues the run in --logdir bit for bit)
+//   kiln eval --checkpoint runs/fmnist/ckpt-00000938 --data fashion-mnist
+// --data takes a catalogue name (found under KILN_DATA or /usr/share/datasets, see `kiln data`),
+// a directory (IDX, CIFAR binary, image-folder tree), a .npz file or synthetic:CxHxW:CLASSES:N.
+// Test: ctest --test-dir build -R cli.train
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "engine/device.h"
+#include "engine/dispatch.h"
+#include "engine/error.h"
+#include "engine/random.h"
+#include "io/catalogue.h"
+#include "io/checkpoint.h"
+#include "io/datasets.h"
+#include "kernels/common/parallel.h"
+#include "nets/zoo.h"
+#include "tools/kiln/commands.h"
+#include "train/trainer.h"
+
+namespace kiln::cli {
+namespace {
+
+struct TrainOptions {
+  std::string model, data, device = "cpu", backend = "auto", optimizer = "sgd", schedule = "constant", logdir,
+                         checkpoint_dir, resume, task = "auto", checkpoint;
+  int64_t epochs = 1, batch = 64, checkpoint_every = 0, limit_train = 0, limit_test = 0, max_steps = 0, log_every = 20;
+  double lr = 0.01, momentum = 0.9, weight_decay = 0, warmup = 0, clip_norm = 0, val_fraction = 0;
+  bool nesterov = false, no_augment = false, quiet = false;
+  int threads = 0, workers = 2, keep = 2;
+  uint64_t seed = 0;
+};
+
+// A catalogue name resolves to its installed directory; anything else is a path or a synthetic spec.
+Splits open_data(const std::string& spec) {
+  KILN_CHECK(!spec.empty(), "--data is required (a data set name, a directory or a .npz file)");
+  if (spec.rfind("synthetic:", 0) == 0 || std::filesystem::exists(spec)) return open_dataset_dir(spec);
+  std::string dir = find_dataset(spec);
+  KILN_CHECK(!dir.empty(), "--data ", spec, ": neither a path nor an installed data set (looked under ", data_root(),
+             " and /usr/share/datasets); `kiln data fetch ", spec, "` installs it");
+  Splits s = open_dataset_dir(dir);
+  s.name = spec;
+  return s;
+}
+
+void apply_runtime(const TrainOptions& o) {
+  KILN_CHECK(Device(o.device).is_cpu(), "--device ", o.device,
+             ": this build of kiln has no CUDA backend; kiln train runs on the CPU (--device cpu)");
+  if (o.threads > 0) set_num_threads(o.threads);
+  if (o.backend != "auto") set_backend_preference(o.backend);
+}
+
+train::Task pick_task(const std::string& task, const Splits& data) {
+  if (task == "classification") return train::Task::classification;
+  if (task == "segmentation") return train::Task::segmentation;
+  KILN_CHECK(task == "auto", "--task: 'auto', 'classification' or 'segmentation', not '", task, "'");
+  return data.segmentation ? train::Task::segmentation : train::Task::classification;
+}
+
+ModulePtr build_model(const std::string& name, const Splits& data, train::Task task) {
+  nets::NetOptions no;
+  const Shape& in = data.sample_shape;
+  if (!in.empty()) {
+    no.in_channels = in[0];
+    if (in.size() == 3) no.image_size = in[2];
+  }
+  no.classes = task == train::Task::segmentation ? 1 : data.classes;
+  return nets::build(name, no);
+}
+
+int run_train(const TrainOptions& o) {
+  apply_runtime(o);
+  KILN_CHECK(!o.model.empty(), "--model is required (see `kiln info` for the zoo)");
+  Splits data = open_data(o.data);
+  train::TrainConfig c;
+  c.model_name = o.model;
+  c.epochs = o.epochs;
+  c.batch_size = o.batch;
+  c.optimizer.name = o.optimizer;
+  c.optimizer.lr = o.lr;
+  c.optimizer.momentum = o.momentum;
+  c.optimizer.weight_decay = o.weight_decay;
+  c.optimizer.nesterov = o.nesterov;
+  c.schedule = o.schedule;
+  c.warmup_epochs = o.warmup;
+  c.clip_norm = o.clip_norm;
+  c.seed = o.seed;
+  c.workers = o.workers;
+  c.augment = !o.no_augment;
+  c.val_fraction = o.val_fraction;
+  c.limit_train = o.limit_train;
+  c.limit_test = o.limit_test;
+  c.max_steps = o.max_steps;
+  c.logdir = o.logdir;
+  c.log_every = o.log_every;
+  c.checkpoint_dir = o.checkpoint_dir;
+  c.checkpoint_every = o.checkpoint_every;
+  c.keep_checkpoints = o.keep;
+  c.resume = o.resume;
+  c.progress = !o.quiet;
+  c.task = pick_task(o.task, data);
+
+  manual_seed(o.seed);  // the weights' initialisation
+  ModulePtr model = build_model(o.model, data, c.task);
+  std::fprintf(stderr, "kiln train: %s (%lld parameters) on %s: %lld training samples, batch %lld, %s lr %g\n",
+               o.model.c_str(), (long long)model->num_parameters(), data.name.c_str(),
+               (long long)data.train->size(), (long long)o.batch, o.optimizer.c_str(), o.lr);
+  train::Trainer t(model, data, c);
+  t.fit();
+  if (t.interrupted()) {
+    std::printf("stopped at step %lld; resume with --resume %s\n", (long long)t.step(),
+                t.last_checkpoint().empty() ? "<no checkpoint written>" : t.last_checkpoint().c_str());
+    return 0;
+  }
+  if (data.test) {
+    train::EvalResult r = t.evaluate(*data.test);
+    if (c.task == train::Task::segmentation)
+      std::printf("test: loss %.4f IoU %.4f Dice %.4f (%lld samples)\n", r.loss, r.iou, r.dice, (long long)r.samples);
+    else
+      std::printf("test: loss %.4f top-1 %.4f top-5 %.4f (%lld samples)\n", r.loss, r.top1, r.top5,
+                  (long long)r.samples);
+  }
+  return 0;
+}
+
+int run_eval(const TrainOptions& o) {
+  apply_runtime(o);
+  KILN_CHECK(!o.checkpoint.empty(), "--checkpoint is required");
+  Checkpoint ck = load_checkpoint(o.checkpoint);
+  auto j = nlohmann::json::parse(ck.state_json, nullptr, false);
+  std::string model = o.model;
+  if (model.empty() && j.is_object()) model = j.value("model", "");
+  KILN_CHECK(!model.empty(), "checkpoint ", o.checkpoint, " names no model; pass --model");
+  std::string data_spec = o.data;
+  if (data_spec.empty() && j.is_object()) data_spec = j.value("data", "");
+  Splits data = open_data(data_spec);
+  KILN_CHECK(data.test != nullptr, "--data ", data_spec, " has no test split to evaluate on");
+  train::TrainConfig c;
+  c.model_name = model;
+  c.batch_size = o.batch;
+  c.workers = o.workers;
+  c.limit_test = o.limit_test;
+  c.progress = false;
+  c.task = pick_task(o.task, data);
+  ModulePtr net = build_model(model, data, c.task);
+  net->load_state_dict(ck.weights, true);
+  train::Trainer t(net, data, c);
+  train::EvalResult r = t.evaluate(*data.test);
+  if (c.task == train::Task::segmentation)
+    std::printf("%s on %s: loss %.4f IoU %.4f Dice %.4f (%lld samples)\n", model.c_str(), data_spec.c_str(), r.loss,
+                r.iou, r.dice, (long long)r.samples);
+  else
+    std::printf("%s on %s: loss %.4f top-1 %.4f top-5 %.4f (%lld samples)\n", model.c_str(), data_spec.c_str(),
+                r.loss, r.top1, r.top5, (long long)r.samples);
+  return 0;
+}
+
+void add_common(CLI::App* sub, TrainOptions* o) {
+  sub->add_option("--data", o->data, "data set name, directory, .npz file or synthetic:CxHxW:CLASSES:N");
+  sub->add_option("--batch", o->batch, "batch size")->capture_default_str();
+  sub->add_option("--device", o->device, "cpu (cuda:N needs a CUDA build)")->capture_default_str();
+  sub->add_option("--backend", o->backend, "auto, native, onednn, ref (a comma list is a preference order)")
+      ->capture_default_str();
+  sub->add_option("--threads", o->threads, "threads inside ops (0: KILN_NUM_THREADS or all cores)");
+  sub->add_option("--workers", o->workers, "data-loader threads")->capture_default_str();
+  sub->add_option("--limit-test", o->limit_test, "use only the first N test samples");
+  sub->add_option("--task", o->task, "auto, classification or segmentation")->capture_default_str();
+}
+
+}  // namespace
+
+Command add_train(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* sub = app.add_subcommand("train", "train a zoo model on a data set (logs, checkpoints, resume)");
+  sub->add_option("--model", o->model, "zoo model (kiln info lists them)")->required();
+  add_common(sub, o.get());
+  sub->add_option("--epochs", o->epochs, "epochs")->capture_default_str();
+  sub->add_option("--optimizer", o->optimizer, "sgd, nesterov, adam, adamw or lars")->capture_default_str();
+  sub->add_option("--lr", o->lr, "base learning rate")->capture_default_str();
+  sub->add_option("--momentum", o->momentum, "momentum (sgd, nesterov, lars)")->capture_default_str();
+  sub->add_flag("--nesterov", o->nesterov, "Nesterov momentum with sgd");
+  sub->add_option("--weight-decay", o->weight_decay, "weight decay")->capture_default_str();
+  sub->add_option("--schedule", o->schedule, "constant, step:EPOCHS:GAMMA, multistep:E1,E2:GAMMA, cosine, poly[:POWER]")
+      ->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "linear warm-up epochs (may be fractional)");
+  sub->add_option("--clip-norm", o->clip_norm, "clip gradients to this global L2 norm (0: off)");
+  sub->add_option("--seed", o->seed, "seed of weights, shuffle, augmentation and dropout")->capture_default_str();
+  sub->add_flag("--no-augment", o->no_augment, "no random training transforms");
+  sub->add_option("--val-fraction", o->val_fraction, "hold out this share of the training data for validation "
+                                                     "(0: validate on the test split)");
+  sub->add_option("--limit-train", o->limit_train, "use only the first N training samples");
+  sub->add_option("--max-steps", o->max_steps, "stop with a checkpoint after N steps");
+  sub->add_option("--logdir", o->logdir, "TensorBoard event files, CSV logs and (by default) checkpoints");
+  sub->add_option("--log-every", o->log_every, "steps between logged scalars")->capture_default_str();
+  sub->add_option("--checkpoint-dir", o->checkpoint_dir, "checkpoints (default: --logdir)");
+  sub->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints (0: each epoch's end)");
+  sub->add_option("--keep", o->keep, "checkpoints kept (0: all)")->capture_default_str();
+  sub->add_option("--resume", o->resume, "'latest' (newest in the checkpoint dir) or a checkpoint path");
+  sub->add_flag("--quiet", o->quiet, "no progress bar");
+  return Command{sub, [o] { return run_train(*o); }};
+}
+
+Command add_eval(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  o->batch = 256;
+  CLI::App* sub = app.add_subcommand("eval", "evaluate a checkpoint on a data set's test split");
+  sub->add_option("--checkpoint", o->checkpoint, "checkpoint prefix or .json sidecar")->required();
+  sub->add_option("--model", o->model, "zoo model (default: the one the checkpoint names)");
+  add_common(sub, o.get());
+  return Command{sub, [o] { return run_eval(*o); }};
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,427 @@
+// Trainer: epochs, validation, checkpoints with bit-exact resume, logs, SIGTERM/SIGUSR1.
+//   ctest --test-dir build -R trainer
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+#include "engine/metrics.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/loss.h"
+#include "engine/random.h"
+#include "engine/schedule.h"
+#include "io/checkpoint.h"
+#include "io/csv_log.h"
+#include "io/dataloader.h"
+#include "io/progress.h"
+#include "io/tfevents.h"
+
+namespace kiln::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+// The signal that asked for a checkpoint-and-exit (0: none). Set by the handler, read between steps.
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// Installs the SIGTERM/SIGUSR1 handlers for the lifetime of a fit() and restores the old ones.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa = {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, &old_term_);
+    sigaction(SIGUSR1, &sa, &old_usr1_);
+  }
+  ~StopSignals() {
+    sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGUSR1, &old_usr1_, nullptr);
+  }
+  static int pending() { return g_stop_signal; }
+
+ private:
+  struct sigaction old_term_ = {}, old_usr1_ = {};
+};
+
+// The samples [begin, end) of another data set.
+class Range : public Dataset {
+ public:
+  Range(std::shared_ptr<const Dataset> base, int64_t begin, int64_t end)
+      : base_(std::move(base)), begin_(begin), end_(end) {}
+  int64_t size() const override { return end_ - begin_; }
+  Example get(int64_t i) const override {
+    KILN_CHECK(i >= 0 && i < size(), "data subset: index ", i, " out of range [0, ", size(), ")");
+    return base_->get(begin_ + i);
+  }
+  Shape sample_shape() const override { return base_->sample_shape(); }
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  int64_t begin_, end_;
+};
+
+std::shared_ptr<const Dataset> first_n(std::shared_ptr<const Dataset> d, int64_t n) {
+  if (n <= 0 || n >= d->size()) return d;
+  return std::make_shared<Range>(d, 0, n);
+}
+
+std::string fmt_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+Tensor task_loss(Task task, const Tensor& output, const Tensor& target) {
+  if (task == Task::segmentation) return ops::binary_cross_entropy_with_logits(output, target);
+  return ops::cross_entropy(output, target);
+}
+
+// What lives only while training: the loader of the current epoch and the log writers.
+struct Trainer::State {
+  std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<EventWriter> events;
+  std::unique_ptr<CsvLog> steps_csv, epochs_csv;
+};
+
+Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config)
+    : model_(std::move(model)), data_(std::move(data)), cfg_(std::move(config)), st_(std::make_unique<State>()) {
+  KILN_CHECK(model_ != nullptr, "Trainer: no model");
+  KILN_CHECK(data_.train != nullptr, "Trainer: the data set '", data_.name, "' has no training split");
+  KILN_CHECK(cfg_.epochs > 0 && cfg_.batch_size > 0, "Trainer: epochs and batch size must be positive (got ",
+             cfg_.epochs, ", ", cfg_.batch_size, ")");
+  KILN_CHECK(cfg_.val_fraction >= 0 && cfg_.val_fraction < 1, "Trainer: val_fraction must be in [0, 1), got ",
+             cfg_.val_fraction);
+  auto train = first_n(data_.train, cfg_.limit_train);
+  if (cfg_.val_fraction > 0) {
+    int64_t n = train->size();
+    int64_t n_val = std::max<int64_t>(1, int64_t(std::llround(n * cfg_.val_fraction)));
+    KILN_CHECK(n_val < n, "Trainer: val_fraction ", cfg_.val_fraction, " leaves no training samples of ", n);
+    train_set_ = std::make_shared<Range>(train, 0, n - n_val);
+    val_set_ = std::make_shared<Range>(train, n - n_val, n);
+  } else {
+    train_set_ = train;
+  }
+  if (data_.test) test_set_ = first_n(data_.test, cfg_.limit_test);
+  if (!val_set_) val_set_ = test_set_;
+
+  optimizer_ = optim::make_optimizer(cfg_.optimizer, model_->named_parameters());
+  int64_t per_epoch = cfg_.batch_size > 0 ? (train_set_->size() + cfg_.batch_size - 1) / cfg_.batch_size : 1;
+  if (per_epoch < 1) per_epoch = 1;
+  int64_t warmup = int64_t(std::llround(cfg_.warmup_epochs * double(per_epoch)));
+  schedule_ = optim::make_schedule(cfg_.schedule, per_epoch, per_epoch * cfg_.epochs, warmup);
+  if (cfg_.checkpoint_dir.empty()) cfg_.checkpoint_dir = cfg_.logdir;
+}
+
+Trainer::~Trainer() = default;
+
+EvalResult Trainer::evaluate(const Dataset& data) {
+  EvalResult r;
+  if (data.size() == 0) return r;
+  bool was_training = model_->is_training();
+  model_->eval();
+  NoGradGuard no_grad;
+  auto view = std::shared_ptr<const Dataset>(&data, [](const Dataset*) {});
+  DataLoaderOptions lo;
+  lo.batch_size = cfg_.batch_size;
+  lo.shuffle = false;
+  lo.drop_last = false;
+  lo.workers = cfg_.workers;
+  lo.seed = cfg_.seed;
+  DataLoader loader(view, lo, data_.default_transform(false));
+  loader.start_epoch(0);
+  metrics::RunningAverage loss;
+  double top1 = 0, top5 = 0, iou = 0, dice = 0;
+  int64_t n = 0, batches = 0;
+  Batch b;
+  while (loader.next(b)) {
+    Tensor out = (*model_)(b.input);
+    loss.add(task_loss(cfg_.task, out, b.target).item(), double(b.size));
+    if (cfg_.task == Task::segmentation) {
+      auto s = metrics::binary_segmentation_scores(out, b.target);
+      iou += s.iou * double(b.size);
+      dice += s.dice * double(b.size);
+    } else {
+      top1 += double(metrics::topk_correct(out, b.target, 1));
+      if (out.size(1) > 5) top5 += double(metrics::topk_correct(out, b.target, 5));
+    }
+    n += b.size;
+    ++batches;
+  }
+  model_->train(was_training);
+  r.samples = n;
+  r.loss = loss.mean();
+  if (n > 0) {
+    r.top1 = top1 / double(n);
+    r.top5 = top5 / double(n);
+    r.iou = iou / double(n);
+    r.dice = dice / double(n);
+  }
+  return r;
+}
+
+void Trainer::fit() {
+  StopSignals signals;
+  interrupted_ = false;
+  if (!cfg_.resume.empty()) {
+    std::string path = cfg_.resume;
+    if (path == "latest") {
+      KILN_CHECK(!cfg_.checkpoint_dir.empty(), "--resume latest needs a checkpoint directory (--logdir or --checkpoint-dir)");
+      path = latest_checkpoint(cfg_.checkpoint_dir);
+    }
+    if (!path.empty()) load_checkpoint(path);
+    else std::cerr << "kiln train: no checkpoint in " << cfg_.checkpoint_dir << ", starting afresh\n";
+  }
+  if (!cfg_.logdir.empty()) {
+    std::filesystem::create_directories(cfg_.logdir);
+    st_->events = std::make_unique<EventWriter>(cfg_.logdir);
+    bool append = step_ > 0;
+    st_->steps_csv = std::make_unique<CsvLog>(cfg_.logdir + "/train.csv", append);
+    st_->epochs_csv = std::make_unique<CsvLog>(cfg_.logdir + "/epochs.csv", append);
+  }
+  DataLoaderOptions lo;
+  lo.batch_size = cfg_.batch_size;
+  lo.shuffle = true;
+  lo.drop_last = false;
+  lo.workers = cfg_.workers;
+  lo.seed = cfg_.seed;
+  st_->loader = std::make_unique<DataLoader>(train_set_, lo, data_.default_transform(cfg_.augment));
+
+  while (epoch_ < cfg_.epochs && !interrupted_) {
+    train_epoch();
+    if (interrupted_) break;
+  }
+  if (st_->events) st_->events->flush();
+  st_->loader.reset();
+}
+
+void Trainer::train_epoch() {
+  DataLoader& loader = *st_->loader;
+  const int64_t per_epoch = loader.batches_per_epoch();
+  if (batch_in_epoch_ == 0) loss_sum_ = correct_sum_ = seen_sum_ = 0;
+  loader.start_epoch(epoch_, batch_in_epoch_);
+  model_->train();
+
+  std::unique_ptr<ProgressBar> bar;
+  if (cfg_.progress)
+    bar = std::make_unique<ProgressBar>("epoch " + std::to_string(epoch_ + 1) + "/" + std::to_string(cfg_.epochs),
+                                        per_epoch, std::cerr, isatty(2) != 0);
+  auto t0 = Clock::now();
+  double images = 0;
+  auto window_t0 = t0;
+  double window_images = 0;
+  Batch b;
+  while (loader.next(b)) {
+    double lr = cfg_.optimizer.lr * schedule_->factor(step_);
+    optimizer_->set_lr(lr);
+    optimizer_->zero_grad();
+    Tensor out = (*model_)(b.input);
+    Tensor loss = task_loss(cfg_.task, out, b.target);
+    loss.backward();
+    if (cfg_.clip_norm > 0) optim::clip_grad_norm(optimizer_->params(), cfg_.clip_norm);
+    optimizer_->step();
+
+    float l = float(loss.item());
+    KILN_CHECK(std::isfinite(l), "kiln train: the loss became ", l, " at step ", step_ + 1,
+               " (epoch ", epoch_ + 1, "); lower the learning rate or clip gradients (--clip-norm)");
+    step_losses_.push_back(l);
+    double correct = 0;
+    if (cfg_.task == Task::classification) {
+      NoGradGuard ng;
+      correct = double(metrics::topk_correct(out.detach(), b.target, 1));
+    }
+    loss_sum_ += double(l) * double(b.size);
+    correct_sum_ += correct;
+    seen_sum_ += double(b.size);
+    ++step_;
+    ++batch_in_epoch_;
+    images += double(b.size);
+    window_images += double(b.size);
+
+    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    double ips = secs > 0 ? images / secs : 0;
+    if (bar) {
+      std::vector<std::pair<std::string, double>> v = {{"loss", loss_sum_ / seen_sum_}};
+      if (cfg_.task == Task::classification) v.push_back({"acc", correct_sum_ / seen_sum_});
+      v.push_back({"img/s", ips});
+      bar->update(batch_in_epoch_, v);
+    }
+    if (st_->events && cfg_.log_every > 0 && step_ % cfg_.log_every == 0) {
+      double wsecs = std::chrono::duration<double>(Clock::now() - window_t0).count();
+      double wips = wsecs > 0 ? window_images / wsecs : 0;
+      window_t0 = Clock::now();
+      window_images = 0;
+      st_->events->add_scalar("train/loss", l, step_);
+      if (cfg_.task == Task::classification)
+        st_->events->add_scalar("train/accuracy", correct / double(b.size), step_);
+      st_->events->add_scalar("train/learning_rate", lr, step_);
+      st_->events->add_scalar("train/images_per_second", wips, step_);
+      st_->steps_csv->write(step_, {{"epoch", double(epoch_) + double(batch_in_epoch_) / double(per_epoch)},
+                                    {"loss", l},
+                                    {"accuracy", correct / double(b.size)},
+                                    {"learning_rate", lr},
+                                    {"images_per_second", wips}});
+    }
+    bool at_max = cfg_.max_steps > 0 && step_ >= cfg_.max_steps;
+    if (int sig = StopSignals::pending()) {
+      interrupted_ = true;
+      if (bar) bar->finish({});
+      std::string p = cfg_.checkpoint_dir.empty() ? std::string() : save_checkpoint();
+      std::cerr << "kiln train: signal " << sig << " at step " << step_
+                << (p.empty() ? std::string(", no checkpoint directory") : ", checkpoint " + p) << "\n";
+      return;
+    }
+    if (at_max) {
+      interrupted_ = true;
+      if (bar) bar->finish({});
+      if (!cfg_.checkpoint_dir.empty()) save_checkpoint();
+      return;
+    }
+    if (cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0 && !cfg_.checkpoint_dir.empty() &&
+        batch_in_epoch_ < per_epoch)
+      save_checkpoint();
+  }
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (bar) bar->finish({});
+
+  EpochSummary s;
+  s.epoch = epoch_ + 1;
+  s.train_loss = seen_sum_ > 0 ? loss_sum_ / seen_sum_ : 0;
+  s.train_top1 = seen_sum_ > 0 ? correct_sum_ / seen_sum_ : 0;
+  s.images_per_s = secs > 0 ? images / secs : 0;
+  s.seconds = secs;
+  s.lr = optimizer_->lr();
+  if (val_set_) s.val = evaluate(*val_set_);
+  history_.push_back(s);
+  ++epoch_;
+  batch_in_epoch_ = 0;
+  log_epoch(s);
+  if (!cfg_.checkpoint_dir.empty()) save_checkpoint();
+}
+
+void Trainer::log_epoch(const EpochSummary& s) {
+  bool seg = cfg_.task == Task::segmentation;
+  if (cfg_.progress) {
+    char line[256];
+    if (seg)
+      std::snprintf(line, sizeof line, "epoch %lld: train loss %.4f | val loss %.4f IoU %.4f Dice %.4f | %.0f img/s\n",
+                    (long long)s.epoch, s.train_loss, s.val.loss, s.val.iou, s.val.dice, s.images_per_s);
+    else
+      std::snprintf(line, sizeof line, "epoch %lld: train loss %.4f acc %.4f | val loss %.4f acc %.4f | %.0f img/s\n",
+                    (long long)s.epoch, s.train_loss, s.train_top1, s.val.loss, s.val.top1, s.images_per_s);
+    std::cerr << line;
+  }
+  if (!st_->events) return;
+  EventWriter& ev = *st_->events;
+  ev.add_scalar("epoch/train_loss", s.train_loss, step_);
+  ev.add_scalar("epoch/val_loss", s.val.loss, step_);
+  if (seg) {
+    ev.add_scalar("epoch/val_iou", s.val.iou, step_);
+    ev.add_scalar("epoch/val_dice", s.val.dice, step_);
+  } else {
+    ev.add_scalar("epoch/train_accuracy", s.train_top1, step_);
+    ev.add_scalar("epoch/val_accuracy", s.val.top1, step_);
+  }
+  ev.add_scalar("epoch/images_per_second", s.images_per_s, step_);
+  if (cfg_.histograms)
+    for (const auto& [name, p] : model_->named_parameters()) ev.add_histogram("weights/" + name, p, step_);
+  ev.flush();
+  st_->epochs_csv->write(step_, {{"epoch", double(s.epoch)},
+                                 {"train_loss", s.train_loss},
+                                 {"train_accuracy", s.train_top1},
+                                 {"val_loss", s.val.loss},
+                                 {"val_accuracy", seg ? s.val.iou : s.val.top1},
+                                 {"images_per_second", s.images_per_s},
+                                 {"seconds", s.seconds}});
+}
+
+std::string Trainer::save_checkpoint() {
+  KILN_CHECK(!cfg_.checkpoint_dir.empty(), "Trainer::save_checkpoint: no checkpoint directory configured");
+  std::filesystem::create_directories(cfg_.checkpoint_dir);
+  Checkpoint c;
+  c.weights = model_->state_dict();
+  c.optimizer = optimizer_->state_tensors();
+  const Generator& g = default_generator();
+  json j;
+  j["format"] = "kiln-train/1";
+  j["model"] = cfg_.model_name;
+  j["data"] = data_.name;
+  j["step"] = step_;
+  j["epoch"] = epoch_;
+  j["batch_in_epoch"] = batch_in_epoch_;
+  j["epochs"] = cfg_.epochs;
+  j["batch_size"] = cfg_.batch_size;
+  j["seed"] = cfg_.seed;
+  j["schedule"] = cfg_.schedule;
+  j["base_lr"] = cfg_.optimizer.lr;
+  j["optimizer"] = json::parse(optimizer_->state_json());
+  // Doubles as text with 17 digits: a JSON number round trip could lose the last bit.
+  j["epoch_sums"] = {fmt_double(loss_sum_), fmt_double(correct_sum_), fmt_double(seen_sum_)};
+  j["rng"] = {{"seed", std::to_string(g.seed())}, {"offset", std::to_string(g.offset())}};
+  c.state_json = j.dump(2);
+  char name[64];
+  std::snprintf(name, sizeof name, "ckpt-%08lld", (long long)step_);
+  std::string prefix = cfg_.checkpoint_dir + "/" + name;
+  kiln::save_checkpoint(prefix, c);
+  last_checkpoint_ = prefix;
+  if (written_.empty() || written_.back() != prefix) written_.push_back(prefix);
+  prune_checkpoints();
+  return prefix;
+}
+
+void Trainer::prune_checkpoints() {
+  if (cfg_.keep_checkpoints <= 0) return;
+  while (int64_t(written_.size()) > cfg_.keep_checkpoints) {
+    const std::string& old = written_.front();
+    for (const char* ext : {".json", ".safetensors", ".optim.safetensors"}) std::remove((old + ext).c_str());
+    written_.erase(written_.begin());
+  }
+}
+
+void Trainer::load_checkpoint(const std::string& path) {
+  Checkpoint c = kiln::load_checkpoint(path);
+  json j;
+  try {
+    j = json::parse(c.state_json);
+  } catch (const std::exception& e) {
+    KILN_THROW("checkpoint ", path, ": the sidecar's state is not JSON (", e.what(), ")");
+  }
+  KILN_CHECK(j.value("format", "") == "kiln-train/1", "checkpoint ", path, ": not a kiln training checkpoint (format '",
+             j.value("format", ""), "')");
+  std::string model = j.value("model", "");
+  KILN_CHECK(cfg_.model_name.empty() || model.empty() || model == cfg_.model_name, "checkpoint ", path, " is of model '",
+             model, "', this run trains '", cfg_.model_name, "'");
+  try {
+    model_->load_state_dict(c.weights, true);
+    optimizer_->load_state(j.at("optimizer").dump(), c.optimizer);
+    step_ = j.at("step").get<int64_t>();
+    epoch_ = j.at("epoch").get<int64_t>();
+    batch_in_epoch_ = j.at("batch_in_epoch").get<int64_t>();
+    const auto& sums = j.at("epoch_sums");
+    loss_sum_ = std::stod(sums.at(0).get<std::string>());
+    correct_sum_ = std::stod(sums.at(1).get<std::string>());
+    seen_sum_ = std::stod(sums.at(2).get<std::string>());
+    default_generator().set_state(std::stoull(j.at("rng").at("seed").get<std::string>()),
+                                  std::stoull(j.at("rng").at("offset").get<std::string>()));
+  } catch (const json::exception& e) {
+    KILN_THROW("checkpoint ", path, ": the sidecar lacks or garbles a field (", e.what(), ")");
+  }
+  last_checkpoint_ = path;
+}
+
+}  // namespace kiln::train

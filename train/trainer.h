@@ -1,0 +1,132 @@
+// Trainer: the training loop of `kiln train`, usable from C++ in a few lines.
+//
+//   auto data = kiln::open_dataset_dir("/usr/share/datasets/fashion-mnist");
+//   kiln::train::TrainConfig cfg;
+//   cfg.model_name = "mnist-cnn"; cfg.epochs = 2; cfg.batch_size = 128;
+//   cfg.optimizer.name = "adam"; cfg.optimizer.lr = 1e-3; cfg.logdir = "runs/fmnist";
+//   kiln::train::Trainer t(kiln::nets::build("mnist-cnn"), data, cfg);
+//   t.fit();                                   // epochs, validation, checkpoints, logs
+//   auto test = t.evaluate(*data.test);        // loss, top-1, top-5
+//
+// Each epoch runs the training split through the DataLoader (seeded shuffle and transforms),
+// steps the optimizer under the learning-rate schedule, then validates. Logs go to TensorBoard
+// event files and CSV under `logdir`; checkpoints (safetensors + JSON sidecar) every
+// `checkpoint_every` steps and at the end of each epoch. A run resumed from a checkpoint repeats
+// the uninterrupted run bit for bit on the CPU: the sidecar holds the step, the position in the
+// epoch, the optimizer state, the RNG state and the running sums of the epoch's metrics, and the
+// loader's order and augmentation are functions of (seed, epoch, sample).
+// SIGTERM and SIGUSR1 (what SLURM sends before a job's time limit) end the step in progress,
+// write a checkpoint and return from fit() with `interrupted()` true.
+//   ctest --test-dir build -R trainer
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/optim.h"
+#include "engine/schedule.h"
+#include "io/datasets.h"
+#include "layers/module.h"
+
+namespace kiln::train {
+
+enum class Task { classification, segmentation };
+
+struct TrainConfig {
+  std::string model_name;            // recorded in checkpoints; `kiln eval` rebuilds from it
+  int64_t epochs = 1;
+  int64_t batch_size = 64;
+  optim::OptimizerConfig optimizer;  // name, lr, momentum, weight decay ...
+  std::string schedule = "constant"; // see optim::make_schedule
+  double warmup_epochs = 0;          // linear warm-up (Goyal et al. 2017), may be fractional
+  double clip_norm = 0;              // > 0: clip gradients to this global L2 norm
+  uint64_t seed = 0;                 // weights init is the caller's; this seeds shuffle, augmentation, dropout
+  int workers = 2;                   // data-loader threads
+  bool augment = true;               // the data set's training transforms (else its eval ones)
+  double val_fraction = 0;           // > 0: hold out this share of the training split for validation;
+                                     // 0: validate on the test split
+  int64_t limit_train = 0;           // > 0: use only the first N training samples (quick runs, CI)
+  int64_t limit_test = 0;            // > 0: same for the test split
+  int64_t max_steps = 0;             // > 0: stop (with a checkpoint) after this many steps in total
+  std::string logdir;                // "": no event files or CSV
+  int64_t log_every = 20;            // steps between logged scalars
+  bool histograms = true;            // weight histograms at the end of each epoch
+  std::string checkpoint_dir;        // "": logdir; both "": no checkpoints
+  int64_t checkpoint_every = 0;      // steps; 0: only at the end of each epoch
+  int keep_checkpoints = 2;          // newest N kept (0 = all)
+  std::string resume;                // "": fresh run; "latest": newest in checkpoint_dir; else a path
+  bool progress = true;              // console progress bar
+  Task task = Task::classification;  // segmentation: BCE with logits, IoU and Dice
+};
+
+struct EvalResult {
+  double loss = 0;
+  double top1 = 0;   // classification: top-1 accuracy in [0, 1]
+  double top5 = 0;   // classification with more than 5 classes
+  double iou = 0;    // segmentation
+  double dice = 0;
+  int64_t samples = 0;
+};
+
+struct EpochSummary {
+  int64_t epoch = 0;
+  double train_loss = 0, train_top1 = 0, images_per_s = 0, seconds = 0, lr = 0;
+  EvalResult val;
+};
+
+class Trainer {
+ public:
+  Trainer(ModulePtr model, Splits data, TrainConfig config);
+  ~Trainer();
+
+  // Runs (or resumes) the configured epochs; returns normally when done, when max_steps is
+  // reached or after a SIGTERM/SIGUSR1 checkpoint.
+  void fit();
+  // Loss and accuracy of the model on `data` (eval mode, no gradients, no augmentation).
+  EvalResult evaluate(const Dataset& data);
+
+  bool interrupted() const { return interrupted_; }
+  int64_t step() const { return step_; }
+  const std::vector<EpochSummary>& history() const { return history_; }
+  // Loss of every training step this Trainer ran (the resume test compares these).
+  const std::vector<float>& step_losses() const { return step_losses_; }
+  // The last checkpoint written ("" if none).
+  const std::string& last_checkpoint() const { return last_checkpoint_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+  Module& model() { return *model_; }
+
+  // Writes a checkpoint now (prefix <checkpoint_dir>/ckpt-<step>); returns its prefix.
+  std::string save_checkpoint();
+  // Restores model, optimizer, step, epoch position, RNG and metric sums from `path`.
+  void load_checkpoint(const std::string& path);
+
+ private:
+  struct State;
+  void train_epoch();
+  void log_epoch(const EpochSummary& s);
+  void prune_checkpoints();
+
+  ModulePtr model_;
+  Splits data_;
+  TrainConfig cfg_;
+  std::shared_ptr<const Dataset> train_set_, val_set_, test_set_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::LRSchedule> schedule_;
+  std::unique_ptr<State> st_;  // loader, logs, running sums
+  int64_t step_ = 0;           // optimizer steps done
+  int64_t epoch_ = 0;          // epoch in progress (0-based)
+  int64_t batch_in_epoch_ = 0; // batches of epoch_ done
+  double loss_sum_ = 0, correct_sum_ = 0, seen_sum_ = 0;  // this epoch so far (checkpointed)
+  bool interrupted_ = false;
+  std::vector<EpochSummary> history_;
+  std::vector<float> step_losses_;
+  std::string last_checkpoint_;
+  std::vector<std::string> written_;  // checkpoints this run wrote, oldest first
+};
+
+// The loss the trainer uses for `task` on a batch (mean over the batch).
+Tensor task_loss(Task task, const Tensor& output, const Tensor& target);
+
+}  // namespace kiln::train
