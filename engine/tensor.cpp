@@ -165,7 +165,10 @@ bool Tensor::is_contiguous(MemoryFormat format) const {
 }
 
 MemoryFormat Tensor::suggest_memory_format() const {
-  if (dim() == 4 && !is_contiguous() && is_contiguous(MemoryFormat::channels_last)) return MemoryFormat::channels_last;
+  if (dim() != 4 || !is_contiguous(MemoryFormat::channels_last)) return MemoryFormat::contiguous;
+  // Dense both ways (a size-1 C, H or W): the exact strides decide, so an [N, 1, H, W] input
+  // made channels-last stays so and its convolution's output is channels-last too.
+  if (!is_contiguous() || strides() == channels_last_strides(sizes())) return MemoryFormat::channels_last;
   return MemoryFormat::contiguous;
 }
 
@@ -400,7 +403,7 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::contiguous(MemoryFormat format) const {
   if (format == MemoryFormat::contiguous || dim() != 4) return contiguous();
-  if (is_contiguous(format)) return *this;
+  if (suggest_memory_format() == MemoryFormat::channels_last) return *this;
   Tensor y = empty_like(*this, format);
   copy_kernel(y, *this);
   autograd::record_fn("ContiguousBackward", {*this}, {&y}, [](std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });

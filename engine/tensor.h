@@ -98,7 +98,8 @@ class Tensor {
   size_t element_size() const { return kiln::element_size(dtype()); }
   bool is_contiguous() const;
   bool is_contiguous(MemoryFormat format) const;
-  // channels_last when 4-d and laid out NHWC but not NCHW (a [N, C, 1, 1] tensor is both: contiguous).
+  // channels_last when 4-d and laid out NHWC but not NCHW; when dense both ways (a size-1 C, H or
+  // W) when the strides are exactly channels_last_strides (what contiguous(channels_last) gives).
   MemoryFormat suggest_memory_format() const;
   bool is_floating_point() const { return is_floating(dtype()); }
   // Pointer to the first element (storage data + offset).

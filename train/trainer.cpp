@@ -130,6 +130,11 @@ Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config)
 
 Trainer::~Trainer() = default;
 
+Tensor Trainer::prepare(const Tensor& input) const {
+  if (cfg_.channels_last && input.dim() == 4) return input.contiguous(MemoryFormat::channels_last);
+  return input;
+}
+
 EvalResult Trainer::evaluate(const Dataset& data) {
   EvalResult r;
   if (data.size() == 0) return r;
@@ -150,7 +155,7 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   int64_t n = 0, batches = 0;
   Batch b;
   while (loader.next(b)) {
-    Tensor out = (*model_)(b.input);
+    Tensor out = (*model_)(prepare(b.input));
     loss.add(task_loss(cfg_.task, out, b.target).item(), double(b.size));
     if (cfg_.task == Task::segmentation) {
       auto s = metrics::binary_segmentation_scores(out, b.target);
@@ -230,7 +235,7 @@ void Trainer::train_epoch() {
     double lr = cfg_.optimizer.lr * schedule_->factor(step_);
     optimizer_->set_lr(lr);
     optimizer_->zero_grad();
-    Tensor out = (*model_)(b.input);
+    Tensor out = (*model_)(prepare(b.input));
     Tensor loss = task_loss(cfg_.task, out, b.target);
     loss.backward();
     if (cfg_.clip_norm > 0) optim::clip_grad_norm(optimizer_->params(), cfg_.clip_norm);
@@ -316,7 +321,7 @@ void Trainer::train_epoch() {
 
 void Trainer::log_epoch(const EpochSummary& s) {
   bool seg = cfg_.task == Task::segmentation;
-  if (cfg_.progress) {
+  if (cfg_.progress || cfg_.epoch_lines) {
     char line[256];
     if (seg)
       std::snprintf(line, sizeof line, "epoch %lld: train loss %.4f | val loss %.4f IoU %.4f Dice %.4f | %.0f img/s\n",
@@ -360,7 +365,7 @@ std::string Trainer::save_checkpoint() {
   json j;
   j["format"] = "kiln-train/1";
   j["model"] = cfg_.model_name;
-  j["data"] = data_.name;
+  j["data"] = cfg_.data_spec.empty() ? data_.name : cfg_.data_spec;
   j["step"] = step_;
   j["epoch"] = epoch_;
   j["batch_in_epoch"] = batch_in_epoch_;

@@ -36,6 +36,7 @@ enum class Task { classification, segmentation };
 
 struct TrainConfig {
   std::string model_name;            // recorded in checkpoints; `kiln eval` rebuilds from it
+  std::string data_spec;             // what --data named (recorded for `kiln eval`); "": the data set's name
   int64_t epochs = 1;
   int64_t batch_size = 64;
   optim::OptimizerConfig optimizer;  // name, lr, momentum, weight decay ...
@@ -58,7 +59,9 @@ struct TrainConfig {
   int keep_checkpoints = 2;          // newest N kept (0 = all)
   std::string resume;                // "": fresh run; "latest": newest in checkpoint_dir; else a path
   bool progress = true;              // console progress bar
+  bool epoch_lines = true;           // one summary line per epoch on stderr (also without the bar)
   Task task = Task::classification;  // segmentation: BCE with logits, IoU and Dice
+  bool channels_last = true;         // 4-d inputs fed NHWC (the CPU kernels' layout without reorders)
 };
 
 struct EvalResult {
@@ -107,6 +110,7 @@ class Trainer {
   void train_epoch();
   void log_epoch(const EpochSummary& s);
   void prune_checkpoints();
+  Tensor prepare(const Tensor& input) const;
 
   ModulePtr model_;
   Splits data_;

@@ -291,6 +291,13 @@ void register_conv_kernels(Registry& r) {
   bd.add("native", cpu, native::supports_conv, native::conv2d_bwd_data);
   bd.add("ref", cpu, ref_supports, ref_bwd_data);
   auto& bw = r.op<ConvDesc, const void*, const void*, void*, void*>("conv2d_bwd_weights");
+#ifdef KILN_HAVE_ONEDNN
+  // Channels-last backward-weights has no reorders on oneDNN and beats the native GEMM rows
+  // (mnist-cnn conv2 23.7 vs 37.9 ms per step at batch 128; ResNet-50 train 1.88 vs 2.15 s at
+  // batch 16): oneDNN first there, native first for NCHW as above.
+  bw.add("onednn", cpu, [](const ConvDesc& d) { return d.nhwc && onednn::supports_conv_bwd_weights(d); },
+         onednn::conv2d_bwd_weights);
+#endif
   bw.add("native", cpu, native::supports_conv, native::conv2d_bwd_weights);
   bw.add("ref", cpu, ref_supports, ref_bwd_weights);
 #ifdef KILN_HAVE_ONEDNN

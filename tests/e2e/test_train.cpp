@@ -17,7 +17,12 @@
 
 #include "engine/random.h"
 #include "io/checkpoint.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/pool.h"
 #include "io/datasets.h"
+#include "io/synthetic.h"
+#include "layers/activation.h"
+#include "layers/conv.h"
 #include "kernels/common/parallel.h"
 #include "nets/zoo.h"
 #include "train/trainer.h"
@@ -215,5 +220,43 @@ TEST_CASE("TensorBoard's own reader loads the trainer's scalars and weight histo
   const auto& fc = h["weights/" + t.model().named_parameters().back().first];
   REQUIRE(fc.size() == 1);
   CHECK(fc[0]["num"].get<double>() == double(t.model().named_parameters().back().second.numel()));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("segmentation: a small conv net learns masks (BCE with logits, IoU and Dice)") {
+  // Masks are the pixels brighter than their 3x3 neighbourhood's mean: learnable by two convs.
+  Tensor x = test::make_input({96, 1, 12, 12}, 31, DType::float32);
+  Tensor mean = ops::avg_pool2d(x, {3, 3}, {1, 1}, {1, 1});
+  Tensor mask = ops::gt(x, mean).to(DType::float32);
+  auto set = std::make_shared<TensorDataset>(x, mask);
+  Splits data;
+  data.train = set;
+  data.test = set;
+  data.name = "masks";
+  data.sample_shape = {1, 12, 12};
+  data.classes = 1;
+  data.segmentation = true;
+  manual_seed(2);
+  auto net = make<Sequential>(std::initializer_list<ModulePtr>{make<Conv2d>(1, 8, 3, 1, 1), make<ReLU>(),
+                                                               make<Conv2d>(8, 1, 1)});
+  fs::path dir = fresh_dir("seg");
+  train::TrainConfig c;
+  c.model_name = "tiny-seg";
+  c.epochs = 30;
+  c.batch_size = 16;
+  c.optimizer.name = "adam";
+  c.optimizer.lr = 1e-2;
+  c.task = train::Task::segmentation;
+  c.progress = false;
+  c.epoch_lines = false;
+  c.workers = 0;
+  train::Trainer t(net, data, c);
+  train::EvalResult before = t.evaluate(*set);
+  t.fit();
+  train::EvalResult after = t.evaluate(*set);
+  CHECK(after.loss < before.loss * 0.5);
+  CHECK(after.iou > 0.8);
+  CHECK(after.dice > 0.88);
+  CHECK(after.dice >= after.iou);  // Dice = 2 IoU / (1 + IoU)
   fs::remove_all(dir);
 }

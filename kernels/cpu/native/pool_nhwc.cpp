@@ -15,20 +15,22 @@
 namespace kiln::native {
 namespace {
 
+// Values first with a branch-free select per channel; which tap won is kept as a 32-bit ordinal
+// (same lane width as float, so the select vectorises) and turned into PyTorch's h * iw + w
+// index once per output pixel.
 template <class T>
 void max_fwd(const PoolDesc& d, const T* src, T* dst, int64_t* index) {
   const int64_t C = d.c, rows = d.n * d.oh;
   parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, d.ow * C)), [&](int64_t b, int64_t e) {
-    std::vector<int64_t> bi(size_t(C), 0);
+    std::vector<int32_t> won(static_cast<size_t>(C));
+    std::vector<int64_t> taps(static_cast<size_t>(d.kh * d.kw));
     for (int64_t row = b; row < e; ++row) {
       const int64_t n = row / d.oh, oy = row % d.oh;
       const T* img = src + n * d.ih * d.iw * C;
       for (int64_t ox = 0; ox < d.ow; ++ox) {
         T* out = dst + ((n * d.oh + oy) * d.ow + ox) * C;
-        int64_t* idx = index ? index + ((n * d.oh + oy) * d.ow + ox) * C : nullptr;
-        std::fill(out, out + C, -std::numeric_limits<T>::infinity());
-        std::fill(bi.begin(), bi.end(), int64_t(-1));
         const int64_t h0 = oy * d.sh - d.ph, w0 = ox * d.sw - d.pw;
+        int32_t ntap = 0;
         for (int64_t i = 0; i < d.kh; ++i) {
           const int64_t h = h0 + i * d.dh;
           if (h < 0 || h >= d.ih) continue;
@@ -37,17 +39,37 @@ void max_fwd(const PoolDesc& d, const T* src, T* dst, int64_t* index) {
             if (w < 0 || w >= d.iw) continue;
             const int64_t tap = h * d.iw + w;
             const T* v = img + tap * C;
-            int64_t* bp = bi.data();
-            for (int64_t c = 0; c < C; ++c) {
-              // The first tap seeds the index (an all -inf window points at it); later taps win
-              // when larger, or NaN (v != v), as in the reference.
-              const bool take = bp[c] < 0 || v[c] > out[c] || v[c] != v[c];
-              out[c] = take ? v[c] : out[c];
-              bp[c] = take ? tap : bp[c];
+            taps[size_t(ntap)] = tap;
+            if (ntap == 0) {  // the first tap seeds the values (an all -inf window points at it)
+              std::memcpy(out, v, sizeof(T) * size_t(C));
+              if (index) std::fill(won.begin(), won.end(), 0);
+            } else if (index) {
+              int32_t* wp = won.data();
+              const int32_t k = ntap;
+#pragma omp simd
+              for (int64_t c = 0; c < C; ++c) {  // later taps win when larger, or NaN (x != x)
+                const T x = v[c];
+                const bool take = x > out[c] || x != x;
+                out[c] = take ? x : out[c];
+                wp[c] = take ? k : wp[c];
+              }
+            } else {
+#pragma omp simd
+              for (int64_t c = 0; c < C; ++c) {
+                const T x = v[c];
+                out[c] = (x > out[c] || x != x) ? x : out[c];
+              }
             }
+            ++ntap;
           }
         }
-        if (idx) std::memcpy(idx, bi.data(), sizeof(int64_t) * size_t(C));
+        int64_t* idx = index ? index + ((n * d.oh + oy) * d.ow + ox) * C : nullptr;
+        if (ntap == 0) {  // a window entirely in the padding
+          std::fill(out, out + C, -std::numeric_limits<T>::infinity());
+          if (idx) std::fill(idx, idx + C, int64_t(-1));
+        } else if (idx) {
+          for (int64_t c = 0; c < C; ++c) idx[c] = taps[size_t(won[size_t(c)])];
+        }
       }
     }
   });
