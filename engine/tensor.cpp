@@ -412,7 +412,7 @@ Tensor Tensor::contiguous(MemoryFormat format) const {
 
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
-  Tensor y = empty(sizes(), TensorOptions(t).with_device(device()));
+  Tensor y = empty(sizes(), TensorOptions(t).with_device(device()), suggest_memory_format());
   copy_kernel(y, *this);
   if (is_floating(t) && is_floating(dtype()))
     autograd::record_fn("ToDtypeBackward", {*this}, {&y}, [src = dtype()](std::vector<Tensor>& g) {

@@ -55,7 +55,15 @@ Conv2d::Conv2d(int64_t in, int64_t out, ConvHW kernel, ConvHW stride, ConvHW pad
 Tensor Conv2d::bias() { return has_bias_ ? param("bias") : Tensor(); }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  return ops::conv2d(x, weight(), bias(), stride_, padding_, dilation_, groups_);
+  // Mixed precision: a half-type input with float32 master weights convolves with half copies of
+  // them (their gradients flow back to the float32 masters through the conversion).
+  const Tensor& w = weight();
+  if (x.dtype() != w.dtype() && (x.dtype() == DType::bfloat16 || x.dtype() == DType::float16) &&
+      w.dtype() == DType::float32) {
+    const Tensor& b = bias();
+    return ops::conv2d(x, w.to(x.dtype()), b.defined() ? b.to(x.dtype()) : b, stride_, padding_, dilation_, groups_);
+  }
+  return ops::conv2d(x, w, bias(), stride_, padding_, dilation_, groups_);
 }
 
 std::string Conv2d::repr() const {

@@ -29,7 +29,15 @@ void Linear::reset_parameters() {
 
 Tensor Linear::bias() { return has_bias_ ? param("bias") : Tensor(); }
 
-Tensor Linear::forward(const Tensor& x) { return ops::linear(x, param("weight"), bias()); }
+Tensor Linear::forward(const Tensor& x) {
+  // Mixed precision (a half-type input, float32 master weights): the product runs in float32 on
+  // the input's float32 copy and comes back in the input's type.
+  const Tensor& w = param("weight");
+  if (x.dtype() != w.dtype() && (x.dtype() == DType::bfloat16 || x.dtype() == DType::float16) &&
+      w.dtype() == DType::float32)
+    return ops::linear(x.to(DType::float32), w, bias()).to(x.dtype());
+  return ops::linear(x, w, bias());
+}
 
 std::string Linear::repr() const {
   return "Linear(in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_) +

@@ -87,8 +87,10 @@ std::string fmt_double(double v) {
 
 }  // namespace
 
-Tensor task_loss(Task task, const Tensor& output, const Tensor& target) {
-  if (task == Task::segmentation) return ops::binary_cross_entropy_with_logits(output, target);
+Tensor task_loss(Task task, const Tensor& output0, const Tensor& target) {
+  // Losses in float32 whatever the compute type (as autocast does).
+  const Tensor output = output0.is_floating_point() ? output0.to(DType::float32) : output0;
+  if (task == Task::segmentation) return ops::binary_cross_entropy_with_logits(output, target.to(DType::float32));
   return ops::cross_entropy(output, target);
 }
 
@@ -130,9 +132,21 @@ Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config)
 
 Trainer::~Trainer() = default;
 
+DataLoaderOptions Trainer::loader_options(bool shuffle) const {
+  DataLoaderOptions lo;
+  lo.batch_size = cfg_.batch_size;
+  lo.shuffle = shuffle;
+  lo.drop_last = false;
+  lo.workers = cfg_.workers;
+  lo.seed = cfg_.seed;
+  return lo;
+}
+
 Tensor Trainer::prepare(const Tensor& input) const {
-  if (cfg_.channels_last && input.dim() == 4) return input.contiguous(MemoryFormat::channels_last);
-  return input;
+  Tensor x = input;
+  if (cfg_.channels_last && x.dim() == 4) x = x.contiguous(MemoryFormat::channels_last);
+  if (cfg_.compute_dtype != DType::float32 && x.is_floating_point()) x = x.to(cfg_.compute_dtype);
+  return x;
 }
 
 EvalResult Trainer::evaluate(const Dataset& data) {
@@ -142,13 +156,7 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   model_->eval();
   NoGradGuard no_grad;
   auto view = std::shared_ptr<const Dataset>(&data, [](const Dataset*) {});
-  DataLoaderOptions lo;
-  lo.batch_size = cfg_.batch_size;
-  lo.shuffle = false;
-  lo.drop_last = false;
-  lo.workers = cfg_.workers;
-  lo.seed = cfg_.seed;
-  DataLoader loader(view, lo, data_.default_transform(false));
+  DataLoader loader(view, loader_options(false), data_.default_transform(false));
   loader.start_epoch(0);
   metrics::RunningAverage loss;
   double top1 = 0, top5 = 0, iou = 0, dice = 0;
@@ -199,13 +207,7 @@ void Trainer::fit() {
     st_->steps_csv = std::make_unique<CsvLog>(cfg_.logdir + "/train.csv", append);
     st_->epochs_csv = std::make_unique<CsvLog>(cfg_.logdir + "/epochs.csv", append);
   }
-  DataLoaderOptions lo;
-  lo.batch_size = cfg_.batch_size;
-  lo.shuffle = true;
-  lo.drop_last = false;
-  lo.workers = cfg_.workers;
-  lo.seed = cfg_.seed;
-  st_->loader = std::make_unique<DataLoader>(train_set_, lo, data_.default_transform(cfg_.augment));
+  st_->loader = std::make_unique<DataLoader>(train_set_, loader_options(true), data_.default_transform(cfg_.augment));
 
   while (epoch_ < cfg_.epochs && !interrupted_) {
     train_epoch();

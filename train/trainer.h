@@ -27,6 +27,7 @@
 
 #include "engine/optim.h"
 #include "engine/schedule.h"
+#include "io/dataloader.h"
 #include "io/datasets.h"
 #include "layers/module.h"
 
@@ -62,6 +63,8 @@ struct TrainConfig {
   bool epoch_lines = true;           // one summary line per epoch on stderr (also without the bar)
   Task task = Task::classification;  // segmentation: BCE with logits, IoU and Dice
   bool channels_last = true;         // 4-d inputs fed NHWC (the CPU kernels' layout without reorders)
+  DType compute_dtype = DType::float32;  // bfloat16: mixed precision (float32 master weights,
+                                         // bfloat16 activations; oneDNN's AVX512_BF16/AMX kernels)
 };
 
 struct EvalResult {
@@ -111,6 +114,7 @@ class Trainer {
   void log_epoch(const EpochSummary& s);
   void prune_checkpoints();
   Tensor prepare(const Tensor& input) const;
+  DataLoaderOptions loader_options(bool shuffle) const;
 
   ModulePtr model_;
   Splits data_;

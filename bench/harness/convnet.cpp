@@ -132,8 +132,8 @@ void validate(const RunSpec& spec) {
   const Device device(spec.device);
   KILN_CHECK(device.is_cpu(), "--device ", spec.device,
              ": this build of kiln has no CUDA backend; kiln bench runs on the CPU (--device cpu)");
-  KILN_CHECK(spec.dtype == "float32", "--dtype ", spec.dtype,
-             ": kiln bench times float32 only for now (bfloat16 arrives with the oneDNN backend)");
+  KILN_CHECK(spec.dtype == "float32" || spec.dtype == "bfloat16", "--dtype ", spec.dtype,
+             ": kiln bench times float32 or bfloat16 (mixed precision: float32 weights, bfloat16 activations)");
   if (spec.backend != "auto") {
     const std::vector<std::string> known = known_backends();
     std::string list;
@@ -174,6 +174,9 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
   KILN_CHECK(spec.layout == "auto" || spec.layout == "nhwc" || spec.layout == "nchw", "--layout: 'auto', 'nhwc' or ",
              "'nchw', not '", spec.layout, "'");
   if (x.dim() == 4 && spec.layout != "nchw") x = x.contiguous(MemoryFormat::channels_last);
+  // bfloat16: the input and so every activation in bfloat16; the weights stay float32 masters
+  // that Conv2d casts per step (Linear computes in float32), as PyTorch's CPU autocast does.
+  if (spec.dtype == "bfloat16") x = x.to(DType::bfloat16);
   net.train(spec.train);
   Tensor grad_out, labels;
   if (observer) observer->begin(spec, net, sample);
@@ -187,7 +190,8 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
         loss.backward();
         info.loss = loss.item();
       } else {
-        if (!grad_out.defined()) grad_out = randn(y.sizes(), {}, &gen).contiguous(y.suggest_memory_format());
+        if (!grad_out.defined())
+          grad_out = randn(y.sizes(), {}, &gen).to(y.dtype()).contiguous(y.suggest_memory_format());
         y.backward(grad_out);
       }
       net.zero_grad();

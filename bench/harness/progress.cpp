@@ -3,19 +3,11 @@
 
 #include <unistd.h>
 
+#include "io/progress.h"
+
 namespace kiln::bench {
 
-std::string format_duration(double seconds) {
-  const long s = long(seconds + 0.5);
-  char buf[32];
-  if (s < 60)
-    std::snprintf(buf, sizeof buf, "%lds", s);
-  else if (s < 3600)
-    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
-  return buf;
-}
+std::string format_duration(double seconds) { return format_eta(seconds); }
 
 Progress::Progress(const std::vector<RunSpec>& specs, std::FILE* out, int tty)
     : specs_(specs), out_(out), t0_(std::chrono::steady_clock::now()) {

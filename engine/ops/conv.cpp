@@ -42,7 +42,7 @@ MemoryFormat format_of(const ConvDesc& d) { return d.nhwc ? MemoryFormat::channe
 template <class Op>
 ConvDesc pick_layout(const Op& op, ConvDesc d, bool want, Device dev) {
   d.nhwc = false;
-  if (want && (d.dtype == DType::float32 || d.dtype == DType::float64)) {
+  if (want && (d.dtype == DType::float32 || d.dtype == DType::float64 || d.dtype == DType::bfloat16)) {
     ConvDesc n = d;
     n.nhwc = true;
     if (op.find(dev.type, n)) d.nhwc = true;
@@ -71,9 +71,10 @@ void run_bwd_weights(const ConvDesc& d, const Tensor& src, const Tensor& diff_ds
   Tensor s = src.contiguous(format_of(d)), dd = diff_dst.contiguous(format_of(d));
   TensorOptions o = TensorOptions(d.dtype).with_device(dev);
   if (diff_wei) *diff_wei = empty({d.K, d.C / d.groups, d.R, d.S}, o);
-  if (diff_bias) *diff_bias = empty({d.K}, o);
+  if (diff_bias) *diff_bias = empty({d.K}, is_half(d.dtype) ? TensorOptions(DType::float32).with_device(dev) : o);
   bwd_weights_op()(dev.type, d, s.data_ptr(), dd.data_ptr(), diff_wei ? diff_wei->data_ptr() : nullptr,
                    diff_bias ? diff_bias->data_ptr() : nullptr);
+  if (diff_bias && is_half(d.dtype)) *diff_bias = diff_bias->to(d.dtype);
 }
 
 // --- argument checks shared by both ops
@@ -130,9 +131,6 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW 
               int64_t groups) {
   const char* op = "conv2d";
   check_operands(op, x, weight, bias);
-  if (is_half(x.dtype()))
-    return conv2d(x.to(DType::float32), weight.to(DType::float32), to_float(bias), stride, padding, dilation, groups)
-        .to(x.dtype());
   check_geometry(op, x, weight, stride, padding, dilation, groups);
   const int64_t C = x.size(1), K = weight.size(0);
   KILN_CHECK(C % groups == 0, op, ": input ", shape_str(x.sizes()), " has ", C, " channels, not divisible by groups ",
@@ -162,17 +160,37 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW 
   // A channels-last input gives a channels-last output when a kernel takes it (PyTorch's rule).
   const bool cl = x.suggest_memory_format() == MemoryFormat::channels_last;
   d = pick_layout(fwd_op(), d, cl, dev);
+  // Half types run as they are where a kernel takes them (bfloat16 on oneDNN), else through
+  // float32 copies.
+  if (is_half(d.dtype) && !fwd_op().find(dev.type, d))
+    return conv2d(x.to(DType::float32), weight.to(DType::float32), to_float(bias), stride, padding, dilation, groups)
+        .to(x.dtype());
   Tensor xc = x.contiguous(format_of(d)).detach(), wc = weight.contiguous().detach();
-  Tensor bc = bias.defined() ? bias.contiguous().detach() : Tensor();
+  Tensor bc = bias.defined() ? (is_half(d.dtype) ? bias.to(DType::float32) : bias).contiguous().detach() : Tensor();
   Tensor y = run_fwd(d, xc, wc, bc, dev);
   autograd::record_fn("Conv2dBackward", {x, weight, bias}, {&y},
                       [d, xc, wc, dev, need_x = x.requires_grad(), need_w = weight.requires_grad(),
                        need_b = bias.requires_grad()](std::vector<Tensor>& g) {
                         Tensor gy = g[0].to(d.dtype);
                         Tensor gx, gw, gb;
-                        if (need_x) gx = run_bwd_data(pick_layout(bwd_data_op(), d, d.nhwc, dev), gy, wc, dev);
-                        run_bwd_weights(pick_layout(bwd_weights_op(), d, d.nhwc, dev), xc, gy, need_w ? &gw : nullptr,
-                                        need_b ? &gb : nullptr, dev);
+                        // A half-type pass no kernel takes runs in float32 on converted copies.
+                        auto pass = [&](const auto& op, const Tensor& a, const Tensor& b, auto&& run) {
+                          ConvDesc p = pick_layout(op, d, d.nhwc, dev);
+                          if (!is_half(d.dtype) || op.find(dev.type, p)) return run(p, a, b);
+                          p.dtype = DType::float32;
+                          return run(pick_layout(op, p, d.nhwc, dev), a.to(DType::float32), b.to(DType::float32));
+                        };
+                        if (need_x)
+                          gx = pass(bwd_data_op(), gy, wc, [&](const ConvDesc& p, const Tensor& a, const Tensor& b) {
+                                 return run_bwd_data(p, a, b, dev).to(d.dtype);
+                               });
+                        if (need_w || need_b)
+                          pass(bwd_weights_op(), xc, gy, [&](const ConvDesc& p, const Tensor& a, const Tensor& b) {
+                            run_bwd_weights(p, a, b, need_w ? &gw : nullptr, need_b ? &gb : nullptr, dev);
+                            if (gw.defined()) gw = gw.to(d.dtype);
+                            if (gb.defined()) gb = gb.to(d.dtype);
+                            return 0;
+                          });
                         return std::vector<Tensor>{gx, gw, gb};
                       });
   return y;

@@ -49,22 +49,24 @@ namespace ops {
 
 Tensor unary_raw(int op, const Tensor& x, double alpha) {
   KILN_CHECK(x.defined(), unary_op_name(UnaryOp(op)), ": undefined tensor");
-  if (is_half(x.dtype())) return unary_raw(op, x.to(DType::float32), alpha).to(x.dtype());
   Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()), result_format(x.sizes(), {&x}));
   UnaryDesc d;
   d.op = UnaryOp(op);
   d.dtype = x.dtype();
   d.alpha = alpha;
   d.loop = make_loop(y, {&x});
-  KILN_OP("unary", UnaryDesc, const void*, void*)(x.device().type, d, x.data_ptr(), y.data_ptr());
+  auto& table = KILN_OP("unary", UnaryDesc, const void*, void*);
+  // Half types go through float32 copies unless a kernel computes them in place (bfloat16 on
+  // the native CPU kernels).
+  if (is_half(x.dtype()) && !table.find(x.device().type, d))
+    return unary_raw(op, x.to(DType::float32), alpha).to(x.dtype());
+  table(x.device().type, d, x.data_ptr(), y.data_ptr());
   return y;
 }
 
 Tensor binary_raw(int op, const Tensor& a, const Tensor& b, double alpha) {
   const char* name = binary_op_name(BinaryOp(op));
   check_pair(a, b, name);
-  if (is_half(a.dtype()))
-    return binary_raw(op, a.to(DType::float32), b.to(DType::float32), alpha).to(a.dtype());
   const Shape out = broadcast_shapes(a.sizes(), b.sizes(), name);
   Tensor y = empty(out, TensorOptions(a.dtype()).with_device(a.device()), result_format(out, {&a, &b}));
   BinaryDesc d;
@@ -72,8 +74,10 @@ Tensor binary_raw(int op, const Tensor& a, const Tensor& b, double alpha) {
   d.dtype = a.dtype();
   d.alpha = alpha;
   d.loop = make_loop(y, {&a, &b});
-  KILN_OP("binary", BinaryDesc, const void*, const void*, void*)(a.device().type, d, a.data_ptr(), b.data_ptr(),
-                                                                  y.data_ptr());
+  auto& table = KILN_OP("binary", BinaryDesc, const void*, const void*, void*);
+  if (is_half(a.dtype()) && !table.find(a.device().type, d))
+    return binary_raw(op, a.to(DType::float32), b.to(DType::float32), alpha).to(a.dtype());
+  table(a.device().type, d, a.data_ptr(), b.data_ptr(), y.data_ptr());
   return y;
 }
 

@@ -86,6 +86,23 @@ Tensor softmax_impl(const Tensor& x0, int64_t dim, bool log) {
   return y;
 }
 
+Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bias0, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, double momentum, double eps, bool mixed);
+
+// The descriptor of batch norm over x [N, C, ...] (channels-last 4-d inputs stay so).
+BatchNormDesc bn_desc(const Tensor& x, bool training, double momentum, double eps) {
+  BatchNormDesc d;
+  d.dtype = x.dtype();
+  d.N = x.size(0);
+  d.C = x.size(1);
+  for (int64_t k = 2; k < x.dim(); ++k) d.S *= x.size(k);
+  d.training = training;
+  d.eps = eps;
+  d.momentum = momentum;
+  d.nhwc = x.suggest_memory_format() == MemoryFormat::channels_last;
+  return d;
+}
+
 }  // namespace
 
 namespace ops {
@@ -96,12 +113,33 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, 
   KILN_CHECK(x0.dim() >= 2, "batch_norm: input ", shape_str(x0.sizes()), " must have at least 2 dims (N, C, ...)");
   KILN_CHECK(is_floating(x0.dtype()), "batch_norm: needs a floating-point input, got ", x0.dtype(), " ",
              shape_str(x0.sizes()));
-  if (is_half(x0.dtype()))
-    return batch_norm(x0.to(DType::float32), half_to_float(weight0), half_to_float(bias0), running_mean, running_var,
-                      training, momentum, eps)
-        .to(x0.dtype());
   const Tensor& x = x0;
-  const DType dt = x.dtype();
+  // bfloat16 data runs as it is where a kernel takes it (oneDNN: bfloat16 data, float32
+  // parameters and statistics, BatchNormDesc's contract), else through float32 copies.
+  if (is_half(x.dtype())) {
+    const BatchNormDesc probe = bn_desc(x, training, momentum, eps);
+    if (x.dtype() != DType::bfloat16 || !KILN_BN_FWD.find(x.device().type, probe) ||
+        !KILN_BN_BWD.find(x.device().type, probe))
+      return batch_norm(x.to(DType::float32), half_to_float(weight0), half_to_float(bias0), running_mean,
+                        running_var, training, momentum, eps)
+          .to(x.dtype());
+    Tensor y = batch_norm_core(x, half_to_float(weight0), half_to_float(bias0), running_mean, running_var, training,
+                               momentum, eps, /*mixed=*/true);
+    return y;
+  }
+  return batch_norm_core(x, weight0, bias0, running_mean, running_var, training, momentum, eps, false);
+}
+
+}  // namespace ops
+
+namespace {
+
+// The kernel call and autograd of batch_norm. mixed: x is bfloat16 and the parameters and
+// statistics float32 (their gradients are returned in the parameters' own dtypes).
+Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bias0, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, double momentum, double eps, bool mixed) {
+  const Tensor& x0 = x;
+  const DType dt = mixed ? DType::float32 : x.dtype();  // the parameters' dtype
   check_channel_tensor(weight0, "weight", x, dt, true);
   check_channel_tensor(bias0, "bias", x, dt, true);
   check_channel_tensor(running_mean, "running_mean", x, dt, false);
@@ -110,26 +148,18 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, 
              "batch_norm: running_mean and running_var must be given together (input ", shape_str(x.sizes()), ")");
   KILN_CHECK(training || running_mean.defined(), "batch_norm: eval mode (training=false) needs running_mean and "
              "running_var (input ", shape_str(x.sizes()), ")");
-  BatchNormDesc d;
-  d.dtype = dt;
-  d.N = x.size(0);
-  d.C = x.size(1);
-  for (int64_t k = 2; k < x.dim(); ++k) d.S *= x.size(k);
-  d.training = training;
-  d.eps = eps;
-  d.momentum = momentum;
+  BatchNormDesc d = bn_desc(x, training, momentum, eps);
   KILN_CHECK(!training || d.N * d.S > 1, "batch_norm: expected more than 1 value per channel when training, got input ",
              shape_str(x.sizes()));
 
   // Channels-last stays channels-last: the kernels take [N, H*W, C] as they take [N, C, H*W].
-  const MemoryFormat fmt = x.suggest_memory_format();
-  d.nhwc = fmt == MemoryFormat::channels_last;
+  const MemoryFormat fmt = d.nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous;
   Tensor xc = x.contiguous(fmt);
   Tensor weight = weight0.defined() ? weight0.contiguous() : weight0;
   Tensor bias = bias0.defined() ? bias0.contiguous() : bias0;
   Tensor rm = work_buffer(running_mean, dt), rv = work_buffer(running_var, dt);
   const TensorOptions opts = TensorOptions(dt).with_device(x.device());
-  Tensor y = empty(x.sizes(), opts, fmt);
+  Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()), fmt);
   Tensor save_mean = empty({d.C}, opts), save_invstd = empty({d.C}, opts);
   KILN_BN_FWD(x.device().type, d, xc.data_ptr(), ptr_or_null(weight), ptr_or_null(bias), mut_ptr_or_null(rm),
               mut_ptr_or_null(rv), y.data_ptr(), save_mean.data_ptr(), save_invstd.data_ptr());
@@ -142,9 +172,10 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, 
                         const MemoryFormat f = d.nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous;
                         Tensor gc = g[0].to(d.dtype).contiguous(f);
                         const TensorOptions o = TensorOptions(d.dtype).with_device(xc.device());
+                        const TensorOptions po = TensorOptions(save_mean.dtype()).with_device(xc.device());
                         Tensor gx = need_x ? empty(xc.sizes(), o, f) : Tensor();
-                        Tensor gw = need_w ? empty({d.C}, o) : Tensor();
-                        Tensor gb = need_b ? empty({d.C}, o) : Tensor();
+                        Tensor gw = need_w ? empty({d.C}, po) : Tensor();
+                        Tensor gb = need_b ? empty({d.C}, po) : Tensor();
                         KILN_BN_BWD(xc.device().type, d, xc.data_ptr(), gc.data_ptr(), ptr_or_null(weight),
                                     save_mean.data_ptr(), save_invstd.data_ptr(), mut_ptr_or_null(gx),
                                     mut_ptr_or_null(gw), mut_ptr_or_null(gb));
@@ -152,6 +183,10 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, 
                       });
   return y;
 }
+
+}  // namespace
+
+namespace ops {
 
 Tensor dropout(const Tensor& x0, double p, bool training, Generator* gen) {
   KILN_CHECK(x0.defined(), "dropout: undefined tensor");

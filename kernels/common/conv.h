@@ -3,7 +3,8 @@
 // expresses transposed convolution through them.
 //   src [N, C, H, W], wei [K, C/groups, R, S], bias [K], dst [N, K, P, Q], all contiguous;
 //   with nhwc, src and dst (and their gradients) are stored channels-last: element (n, c, h, w)
-//   at ((n*H + h)*W + w)*C + c. Weights are KCRS either way.
+//   at ((n*H + h)*W + w)*C + c. Weights are KCRS either way. With dtype bfloat16 the bias and
+//   the bias gradient are float32 (the other operands bfloat16).
 //   dst[n,k,p,q] = bias[k] + sum_{c,r,s} src[n, g*C/groups + c, p*stride_h - pad_h + r*dilation_h,
 //                                           q*stride_w - pad_w + s*dilation_w] * wei[k, c, r, s]
 // where g = k / (K/groups); taps outside the input read zero. pad_h/pad_w are the top/left

@@ -20,6 +20,8 @@ namespace kiln {
 // Backward (src, diff_dst, wei, save_mean, save_invstd -> diff_src, diff_wei, diff_bias), each
 // output nullable; training differentiates through the batch statistics, eval does not.
 // With nhwc the array is [N, S, C] (channels-last: a 4-d input's NHWC memory), else [N, C, S].
+// dtype bfloat16: src, dst and their gradients are bfloat16; weights, biases, running and saved
+// statistics and their gradients float32.
 struct BatchNormDesc {
   DType dtype = DType::float32;
   int64_t N = 1, C = 1, S = 1;

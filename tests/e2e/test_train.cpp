@@ -260,3 +260,29 @@ TEST_CASE("segmentation: a small conv net learns masks (BCE with logits, IoU and
   CHECK(after.dice >= after.iou);  // Dice = 2 IoU / (1 + IoU)
   fs::remove_all(dir);
 }
+
+TEST_CASE("bfloat16 mixed-precision training loses little accuracy against float32") {
+  REQUIRE(fs::exists(kFashion));
+  Splits data = open_dataset_dir(kFashion);
+  double acc[2] = {0, 0}, loss[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    train::TrainConfig c = small_config(fresh_dir("bf16"));
+    c.logdir.clear();
+    c.epochs = 1;
+    c.batch_size = 128;
+    c.limit_train = 4096;
+    c.limit_test = 2000;
+    c.schedule = "constant";
+    c.warmup_epochs = 0;
+    c.epoch_lines = false;
+    c.compute_dtype = i == 0 ? DType::float32 : DType::bfloat16;
+    train::Trainer t(fresh_model(11), data, c);
+    t.fit();
+    acc[i] = t.history()[0].val.top1;
+    loss[i] = t.history()[0].val.loss;
+  }
+  MESSAGE("float32 top-1 ", acc[0], " loss ", loss[0], "; bfloat16 top-1 ", acc[1], " loss ", loss[1]);
+  CHECK(acc[0] > 0.72);
+  CHECK(std::abs(acc[1] - acc[0]) < 0.03);
+  CHECK(std::abs(loss[1] - loss[0]) < 0.08);
+}

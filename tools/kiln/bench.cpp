@@ -175,7 +175,8 @@ Command add_bench(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--layout", o->layout, "activations: nhwc (channels-last), nchw, auto (nhwc on CPUs)")
       ->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "float32 (bfloat16 arrives with the oneDNN backend)")->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "float32, or bfloat16 (float32 weights, bfloat16 activations through oneDNN)")
+      ->capture_default_str();
   o->iters_opt = sub->add_option("--iters", o->iters, "timed iterations (--tf-compat: 100)")
                      ->capture_default_str()
                      ->check(CLI::PositiveNumber);

@@ -31,7 +31,7 @@ struct TrainOptions {
   int64_t epochs = 1, batch = 64, checkpoint_every = 0, limit_train = 0, limit_test = 0, max_steps = 0, log_every = 20;
   double lr = 0.01, momentum = 0.9, weight_decay = 0, warmup = 0, clip_norm = 0, val_fraction = 0;
   bool nesterov = false, no_augment = false, quiet = false;
-  std::string layout = "nhwc";
+  std::string layout = "nhwc", dtype = "float32";
   int threads = 0, workers = 2, keep = 2;
   uint64_t seed = 0;
 };
@@ -107,6 +107,8 @@ int run_train(const TrainOptions& o) {
   c.task = pick_task(o.task, data);
   KILN_CHECK(o.layout == "nhwc" || o.layout == "nchw", "--layout: 'nhwc' or 'nchw', not '", o.layout, "'");
   c.channels_last = o.layout == "nhwc";
+  KILN_CHECK(o.dtype == "float32" || o.dtype == "bfloat16", "--dtype: 'float32' or 'bfloat16', not '", o.dtype, "'");
+  c.compute_dtype = o.dtype == "bfloat16" ? DType::bfloat16 : DType::float32;
 
   manual_seed(o.seed);  // the weights' initialisation
   ModulePtr model = build_model(o.model, data, c.task);
@@ -206,6 +208,8 @@ Command add_train(CLI::App& app) {
   sub->add_option("--resume", o->resume, "'latest' (newest in the checkpoint dir) or a checkpoint path");
   sub->add_flag("--quiet", o->quiet, "no progress bar (epoch lines stay)");
   sub->add_option("--layout", o->layout, "activations: nhwc (channels-last) or nchw")->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "float32, or bfloat16 (mixed precision, float32 master weights)")
+      ->capture_default_str();
   return Command{sub, [o] { return run_train(*o); }};
 }
 

@@ -1,5 +1,7 @@
 #include "kernels/cpu/native/elementwise.h"
 
+#include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/common/error.h"
@@ -36,52 +38,118 @@ void with_binary_op(BinaryOp op, F&& f) {
   KILN_THROW("native binary: unknown op ", int(op));
 }
 
-template <class T, UnaryOp OP>
-void unary_impl(const UnaryDesc& d, const T* src, T* dst) {
+// Storage type S, computed in T: float for bfloat16 (loaded, computed and rounded back per
+// element, one pass over memory instead of three through float32 copies), else S itself.
+template <class S> struct compute { using type = S; };
+template <> struct compute<BFloat16> { using type = float; };
+
+// bfloat16 <-> float32 on raw bits, branch-free so the block loops below vectorise (the
+// BFloat16 type's own conversion branches on NaN): widening is a shift; narrowing rounds to
+// nearest even and keeps NaNs quiet.
+inline float bf16_bits_to_float(uint16_t b) {
+  const uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t float_to_bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+  const uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u ? 0xffffffffu : 0u;
+  return uint16_t(((rounded & ~nan) | ((u | 0x400000u) & nan)) >> 16);
+}
+
+// Contiguous bfloat16 in blocks: widen a block to float32, apply f to it, narrow it back.
+constexpr int64_t kBlock = 512;
+template <class F>
+void bf16_blocks(int64_t n, const BFloat16* const* in, int nin, BFloat16* out, F&& f) {
+  float buf[3][kBlock];
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    for (int k = 0; k < nin; ++k) {
+      const uint16_t* s = reinterpret_cast<const uint16_t*>(in[k] + b);
+      float* t = buf[k];
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i) t[i] = bf16_bits_to_float(s[i]);
+    }
+    f(buf[0], buf[1], buf[2], m);
+    uint16_t* o = reinterpret_cast<uint16_t*>(out + b);
+    const float* r = buf[2];
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) o[i] = float_to_bf16_bits(r[i]);
+  }
+}
+
+template <class S, UnaryOp OP>
+void unary_impl(const UnaryDesc& d, const S* src, S* dst) {
+  using T = typename compute<S>::type;
   const T alpha = T(d.alpha);
   const StridedLoop& L = d.loop;
   parallel_for(0, L.numel(), kGrain, [&](int64_t b, int64_t e) {
-    if (L.contiguous()) {
-      const T* s = src + b;
-      T* o = dst + b;
+    if constexpr (std::is_same_v<S, BFloat16>) {
+      if (L.contiguous()) {
+        const BFloat16* in[1] = {src + b};
+        bf16_blocks(e - b, in, 1, dst + b, [&](const float* x, const float*, float* r, int64_t m) {
 #pragma omp simd
-      for (int64_t i = 0; i < e - b; ++i) o[i] = fn::unary<T>(OP, s[i], alpha);
+          for (int64_t i = 0; i < m; ++i) r[i] = fn::unary<float>(OP, x[i], alpha);
+        });
+        return;
+      }
+    }
+    if (L.contiguous()) {
+      const S* s = src + b;
+      S* o = dst + b;
+#pragma omp simd
+      for (int64_t i = 0; i < e - b; ++i) o[i] = S(fn::unary<T>(OP, T(s[i]), alpha));
       return;
     }
     for_each_run(L, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
-      const T* s = src + off[1];
-      T* o = dst + off[0];
-      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = fn::unary<T>(OP, s[i * st[1]], alpha);
+      const S* s = src + off[1];
+      S* o = dst + off[0];
+      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = S(fn::unary<T>(OP, T(s[i * st[1]]), alpha));
     });
   });
 }
 
-template <class T, BinaryOp OP>
-void binary_impl(const BinaryDesc& d, const T* a, const T* bb, T* dst) {
+template <class S, BinaryOp OP>
+void binary_impl(const BinaryDesc& d, const S* a, const S* bb, S* dst) {
+  using T = typename compute<S>::type;
   const T alpha = T(d.alpha);
   const StridedLoop& L = d.loop;
   parallel_for(0, L.numel(), kGrain, [&](int64_t b, int64_t e) {
-    if (L.contiguous()) {
-      const T* x = a + b;
-      const T* y = bb + b;
-      T* o = dst + b;
+    if constexpr (std::is_same_v<S, BFloat16>) {
+      if (L.contiguous()) {
+        const BFloat16* in[2] = {a + b, bb + b};
+        bf16_blocks(e - b, in, 2, dst + b, [&](const float* x, const float* y, float* r, int64_t m) {
 #pragma omp simd
-      for (int64_t i = 0; i < e - b; ++i) o[i] = fn::binary<T>(OP, x[i], y[i], alpha);
+          for (int64_t i = 0; i < m; ++i) r[i] = fn::binary<float>(OP, x[i], y[i], alpha);
+        });
+        return;
+      }
+    }
+    if (L.contiguous()) {
+      const S* x = a + b;
+      const S* y = bb + b;
+      S* o = dst + b;
+#pragma omp simd
+      for (int64_t i = 0; i < e - b; ++i) o[i] = S(fn::binary<T>(OP, T(x[i]), T(y[i]), alpha));
       return;
     }
     for_each_run(L, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
-      const T* x = a + off[1];
-      const T* y = bb + off[2];
-      T* o = dst + off[0];
+      const S* x = a + off[1];
+      const S* y = bb + off[2];
+      S* o = dst + off[0];
       if (st[0] == 1 && st[1] == 1 && st[2] == 0) {  // tensor op scalar-along-the-row (bias add)
-        const T yv = *y;
+        const T yv = T(*y);
 #pragma omp simd
-        for (int64_t i = 0; i < n; ++i) o[i] = fn::binary<T>(OP, x[i], yv, alpha);
+        for (int64_t i = 0; i < n; ++i) o[i] = S(fn::binary<T>(OP, T(x[i]), yv, alpha));
       } else if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
 #pragma omp simd
-        for (int64_t i = 0; i < n; ++i) o[i] = fn::binary<T>(OP, x[i], y[i], alpha);
+        for (int64_t i = 0; i < n; ++i) o[i] = S(fn::binary<T>(OP, T(x[i]), T(y[i]), alpha));
       } else {
-        for (int64_t i = 0; i < n; ++i) o[i * st[0]] = fn::binary<T>(OP, x[i * st[1]], y[i * st[2]], alpha);
+        for (int64_t i = 0; i < n; ++i)
+          o[i * st[0]] = S(fn::binary<T>(OP, T(x[i * st[1]]), T(y[i * st[2]]), alpha));
       }
     });
   });
@@ -89,26 +157,36 @@ void binary_impl(const BinaryDesc& d, const T* a, const T* bb, T* dst) {
 
 }  // namespace
 
-bool supports_unary(const UnaryDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; }
-bool supports_binary(const BinaryDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; }
+namespace {
+bool elementwise_dtype(DType t) { return t == DType::float32 || t == DType::float64 || t == DType::bfloat16; }
+}  // namespace
+
+bool supports_unary(const UnaryDesc& d) { return elementwise_dtype(d.dtype); }
+bool supports_binary(const BinaryDesc& d) { return elementwise_dtype(d.dtype); }
 
 void unary(const UnaryDesc& d, const void* src, void* dst) {
   with_unary_op(d.op, [&](auto op) {
+    constexpr UnaryOp OP = decltype(op)::value;
     if (d.dtype == DType::float32)
-      unary_impl<float, decltype(op)::value>(d, static_cast<const float*>(src), static_cast<float*>(dst));
+      unary_impl<float, OP>(d, static_cast<const float*>(src), static_cast<float*>(dst));
+    else if (d.dtype == DType::bfloat16)
+      unary_impl<BFloat16, OP>(d, static_cast<const BFloat16*>(src), static_cast<BFloat16*>(dst));
     else
-      unary_impl<double, decltype(op)::value>(d, static_cast<const double*>(src), static_cast<double*>(dst));
+      unary_impl<double, OP>(d, static_cast<const double*>(src), static_cast<double*>(dst));
   });
 }
 
 void binary(const BinaryDesc& d, const void* a, const void* b, void* dst) {
   with_binary_op(d.op, [&](auto op) {
+    constexpr BinaryOp OP = decltype(op)::value;
     if (d.dtype == DType::float32)
-      binary_impl<float, decltype(op)::value>(d, static_cast<const float*>(a), static_cast<const float*>(b),
-                                              static_cast<float*>(dst));
+      binary_impl<float, OP>(d, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(dst));
+    else if (d.dtype == DType::bfloat16)
+      binary_impl<BFloat16, OP>(d, static_cast<const BFloat16*>(a), static_cast<const BFloat16*>(b),
+                                static_cast<BFloat16*>(dst));
     else
-      binary_impl<double, decltype(op)::value>(d, static_cast<const double*>(a), static_cast<const double*>(b),
-                                               static_cast<double*>(dst));
+      binary_impl<double, OP>(d, static_cast<const double*>(a), static_cast<const double*>(b),
+                              static_cast<double*>(dst));
   });
 }
 

@@ -49,22 +49,25 @@ Geom geom(const ConvDesc& d) {
                                         : memory::dims{d.K, d.C, d.R, d.S};
   const tag wtag = d.groups > 1 ? tag::goihw : tag::oihw;
   const tag act = d.nhwc ? tag::nhwc : tag::nchw;
-  g.src = memory::desc(src, dt::f32, act);
-  g.dst = memory::desc(dst, dt::f32, act);
-  g.wei = memory::desc(wei, dt::f32, wtag);
+  // bfloat16 problems (AVX512_BF16 / AMX) keep activations and weights in bfloat16 and the bias in
+  // float32 (ConvDesc's contract), accumulating in float32 inside oneDNN.
+  const dt t = d.dtype == DType::bfloat16 ? dt::bf16 : dt::f32;
+  g.src = memory::desc(src, t, act);
+  g.dst = memory::desc(dst, t, act);
+  g.wei = memory::desc(wei, t, wtag);
   g.bias = memory::desc({d.K}, dt::f32, tag::x);
   // Channels-last activations are taken as they are (oneDNN's brgconv kernels run NHWC at the
   // speed of its blocked ones, without the reorders in and out); NCHW ones are reordered to the
   // blocked layout the primitive prefers, unless KILN_ONEDNN_CONV_LAYOUT=plain.
   const bool plain = plain_layout();
-  g.src_any = plain || d.nhwc ? g.src : memory::desc(src, dt::f32, tag::any);
-  g.dst_any = plain || d.nhwc ? g.dst : memory::desc(dst, dt::f32, tag::any);
-  g.wei_any = plain ? g.wei : memory::desc(wei, dt::f32, tag::any);
+  g.src_any = plain || d.nhwc ? g.src : memory::desc(src, t, tag::any);
+  g.dst_any = plain || d.nhwc ? g.dst : memory::desc(dst, t, tag::any);
+  g.wei_any = plain ? g.wei : memory::desc(wei, t, tag::any);
   return g;
 }
 
 bool basic_ok(const ConvDesc& d) {
-  return d.dtype == DType::float32 && d.N > 0 && d.C > 0 && d.K > 0 && d.H > 0 && d.W > 0 && d.P > 0 && d.Q > 0 &&
+  return (d.dtype == DType::float32 || d.dtype == DType::bfloat16) && d.N > 0 && d.C > 0 && d.K > 0 && d.H > 0 && d.W > 0 && d.P > 0 && d.Q > 0 &&
          d.R > 0 && d.S > 0 && d.groups > 0 && d.C % d.groups == 0 && d.K % d.groups == 0 && d.stride_h > 0 &&
          d.stride_w > 0 && d.dilation_h > 0 && d.dilation_w > 0 && d.pad_h >= 0 && d.pad_w >= 0;
 }

@@ -34,7 +34,9 @@ std::shared_ptr<const BnEntry> bn_entry(const BatchNormDesc& d) {
   return cached<BnEntry>(cache_key("batch_norm", bn_key(d)), [&] {
     BnEntry e;
     try {
-      e.data = memory::desc({d.N, d.C, d.S, 1}, dt::f32, d.nhwc ? tag::nhwc : tag::nchw);
+      // bfloat16 data keep float32 scale, shift and statistics (BatchNormDesc's contract).
+      e.data = memory::desc({d.N, d.C, d.S, 1}, d.dtype == DType::bfloat16 ? dt::bf16 : dt::f32,
+                            d.nhwc ? tag::nhwc : tag::nchw);
       e.stat = memory::desc({d.C}, dt::f32, tag::x);
       flags f = flags::use_scale | flags::use_shift;
       if (!d.training) f = f | flags::use_global_stats;
@@ -114,7 +116,8 @@ const SoftmaxEntry& softmax_require(const SoftmaxDesc& d, const char* op) {
 }  // namespace
 
 bool supports_batch_norm(const BatchNormDesc& d) {
-  return d.dtype == DType::float32 && d.N > 0 && d.C > 0 && d.S > 0 && d.eps > 0 && bn_entry(d)->ok;
+  return (d.dtype == DType::float32 || d.dtype == DType::bfloat16) && d.N > 0 && d.C > 0 && d.S > 0 && d.eps > 0 &&
+         bn_entry(d)->ok;
 }
 
 void batch_norm_fwd(const BatchNormDesc& d, const void* src, const void* wei, const void* bias, void* running_mean,
