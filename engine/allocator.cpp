@@ -33,6 +33,18 @@ struct CpuAllocator::Impl {
     free_blocks.clear();
     cached_bytes = 0;
   }
+  // Frees cached blocks, largest first, until `reserved + need` fits the limit (or none is left).
+  void release_for(size_t need) {
+    for (auto it = free_blocks.rbegin(); it != free_blocks.rend() && st.reserved + int64_t(need) > cache_limit; ++it) {
+      auto& blocks = it->second;
+      while (!blocks.empty() && st.reserved + int64_t(need) > cache_limit) {
+        std::free(blocks.back());
+        blocks.pop_back();
+        st.reserved -= int64_t(it->first);
+        cached_bytes -= int64_t(it->first);
+      }
+    }
+  }
 };
 
 CpuAllocator::CpuAllocator() : impl_(new Impl) {
@@ -42,7 +54,7 @@ CpuAllocator::CpuAllocator() : impl_(new Impl) {
     impl_->cache_limit = int64_t(std::atoll(mb)) << 20;
   } else {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    impl_->cache_limit = pages > 0 && page > 0 ? int64_t(pages) * page / 4 : int64_t(4) << 30;
+    impl_->cache_limit = pages > 0 && page > 0 ? int64_t(pages) * page / 2 : int64_t(8) << 30;
   }
 }
 
@@ -75,6 +87,8 @@ void* CpuAllocator::allocate(size_t bytes) {
     }
   }
   if (!p) {
+    // A miss: make room under the limit from blocks of other sizes before asking the system.
+    if (impl_->caching) impl_->release_for(size);
     p = std::aligned_alloc(kAlign, size);
     if (!p) {  // free the cache and retry once
       impl_->release_all();
@@ -95,7 +109,7 @@ void CpuAllocator::deallocate(void* p, size_t bytes) {
   size_t size = round_size(bytes);
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->st.current -= int64_t(size);
-  if (impl_->caching && impl_->cached_bytes + int64_t(size) <= impl_->cache_limit) {
+  if (impl_->caching && impl_->st.reserved <= impl_->cache_limit) {
     impl_->free_blocks[size].push_back(p);
     impl_->cached_bytes += int64_t(size);
   } else {

@@ -151,17 +151,24 @@ TEST_CASE("printing") {
   CHECK(s.find("Tensor[2, 2] float32 cpu") != std::string::npos);
 }
 
-TEST_CASE("allocator: the cache keeps at most its limit of free bytes") {
+TEST_CASE("allocator: held bytes (in use + cached) stay within the limit; a miss frees other sizes") {
   auto& alloc = CpuAllocator::instance();
   const int64_t saved = alloc.cache_limit();
   alloc.empty_cache();
-  alloc.set_cache_limit(int64_t(6) << 20);
+  const int64_t base = alloc.stats().reserved;  // live tensors of the process
+  alloc.set_cache_limit(base + (int64_t(6) << 20));
   {
     Tensor a = empty({1 << 20});  // 4 MiB
     Tensor b = empty({1 << 20});
   }
-  CHECK(alloc.cached_bytes() <= int64_t(6) << 20);
-  CHECK(alloc.cached_bytes() >= int64_t(4) << 20);  // one of the two blocks is kept
+  CHECK(alloc.cached_bytes() == int64_t(4) << 20);  // one of the two blocks is kept
+  {
+    Tensor c = empty({1 << 19});  // 2 MiB: fits beside the cached 4 MiB
+    CHECK(alloc.cached_bytes() == int64_t(4) << 20);
+    Tensor d = empty({3 << 18});  // 3 MiB: the cached 4 MiB block is given back first
+    CHECK(alloc.cached_bytes() == 0);
+    CHECK(alloc.stats().reserved <= base + (int64_t(6) << 20));
+  }
   alloc.set_cache_limit(saved);
   CHECK(alloc.cache_limit() == saved);
 }
