@@ -17,6 +17,8 @@ class Conv2d : public Module {
   Conv2d(int64_t in_channels, int64_t out_channels, ConvHW kernel_size, ConvHW stride = 1, ConvHW padding = 0,
          ConvHW dilation = 1, int64_t groups = 1, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)) as one fused convolution (ops::conv2d_relu).
+  Tensor forward_relu(const Tensor& x);
   std::string repr() const override;
 
   Tensor weight() { return param("weight"); }

@@ -1,5 +1,11 @@
 #include "layers/module.h"
 
+#include <cstring>
+
+#include <cstdlib>
+
+#include <atomic>
+
 #include <functional>
 #include <optional>
 #include <set>
@@ -7,14 +13,20 @@
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
 #include "engine/profiler.h"
+#include "layers/activation.h"
+#include "layers/conv.h"
 
 namespace kiln {
 
 Tensor Module::operator()(const Tensor& x) {
+  return call_as([&] { return forward(x); });
+}
+
+Tensor Module::call_as(const std::function<Tensor()>& f) {
   BackendGuard guard(backend_);
   std::optional<profiler::ProfileScope> scope;
   if (profiler::enabled()) scope.emplace(path_.empty() ? repr() : path_, repr());
-  return forward(x);
+  return f();
 }
 
 void Module::assign_paths(const std::string& prefix) {
@@ -170,9 +182,40 @@ Sequential& Sequential::add(const std::string& name, ModulePtr m) {
   return *this;
 }
 
+namespace {
+std::atomic<int> g_fusion{-1};  // -1: not read from KILN_FUSE yet
+}  // namespace
+
+void Sequential::set_fusion(bool on) { g_fusion = on ? 1 : 0; }
+
+bool Sequential::fusion() {
+  int f = g_fusion.load();
+  if (f < 0) {
+    const char* e = std::getenv("KILN_FUSE");
+    f = e && std::strcmp(e, "0") == 0 ? 0 : 1;
+    g_fusion = f;
+  }
+  return f == 1;
+}
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (auto& [n, c] : children()) y = (*c)(y);
+  const auto& cs = children();
+  const bool fuse = fusion();
+  for (size_t i = 0; i < cs.size(); ++i) {
+    Module& c = *cs[i].second;
+    if (fuse && i + 1 < cs.size()) {
+      auto* conv = dynamic_cast<Conv2d*>(&c);
+      if (conv && dynamic_cast<ReLU*>(cs[i + 1].second.get())) {
+        y = conv->call_as([&] { return conv->forward_relu(y); });
+        // The ReLU ran inside the convolution; its (empty) call keeps its row in per-layer profiles.
+        y = cs[i + 1].second->call_as([&] { return y; });
+        ++i;
+        continue;
+      }
+    }
+    y = c(y);
+  }
   return y;
 }
 

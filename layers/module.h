@@ -5,6 +5,7 @@
 // ops it runs in forward. Not thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,6 +21,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // Runs forward() under this module's backend preference.
   Tensor operator()(const Tensor& x);
+  // Runs f as this module's call would: under its backend preference and profiler scope. For
+  // containers that call a fused form of a child (Sequential: Conv2d then ReLU).
+  Tensor call_as(const std::function<Tensor()>& f);
   virtual Tensor forward(const Tensor& x) = 0;
   // Layer type shown in summaries ("Conv2d(3, 64, kernel=3, stride=1)").
   virtual std::string repr() const = 0;
@@ -79,7 +83,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
 using ModulePtr = std::shared_ptr<Module>;
 
-// Runs children in order. Children are named "0", "1", ... unless named explicitly.
+// Runs children in order. Children are named "0", "1", ... unless named explicitly. A Conv2d
+// followed by a ReLU runs as one fused convolution (the ReLU a post-op of the kernel), unless
+// set_fusion(false) or KILN_FUSE=0; the ReLU child stays in the tree and the state dict.
 class Sequential : public Module {
  public:
   Sequential() = default;
@@ -89,6 +95,9 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   std::string repr() const override { return "Sequential"; }
   size_t size() const { return children().size(); }
+  // Process-wide switch of the Conv2d+ReLU fusion (default on; KILN_FUSE=0 turns it off).
+  static void set_fusion(bool on);
+  static bool fusion();
   ModulePtr operator[](size_t i) const { return children()[i].second; }
 };
 

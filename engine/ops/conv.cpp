@@ -127,9 +127,22 @@ void check_fits(const char* op, const Tensor& x, const Tensor& weight, int64_t H
 
 namespace ops {
 
+Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding,
+                   ConvHW dilation, int64_t groups, bool relu);
+
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding, ConvHW dilation,
               int64_t groups) {
-  const char* op = "conv2d";
+  return conv2d_impl(x, weight, bias, stride, padding, dilation, groups, false);
+}
+
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding,
+                   ConvHW dilation, int64_t groups) {
+  return conv2d_impl(x, weight, bias, stride, padding, dilation, groups, true);
+}
+
+Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding,
+                   ConvHW dilation, int64_t groups, bool relu) {
+  const char* op = relu ? "conv2d_relu" : "conv2d";
   check_operands(op, x, weight, bias);
   check_geometry(op, x, weight, stride, padding, dilation, groups);
   const int64_t C = x.size(1), K = weight.size(0);
@@ -163,15 +176,20 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW 
   // Half types run as they are where a kernel takes them (bfloat16 on oneDNN), else through
   // float32 copies.
   if (is_half(d.dtype) && !fwd_op().find(dev.type, d))
-    return conv2d(x.to(DType::float32), weight.to(DType::float32), to_float(bias), stride, padding, dilation, groups)
+    return conv2d_impl(x.to(DType::float32), weight.to(DType::float32), to_float(bias), stride, padding, dilation,
+                       groups, relu)
         .to(x.dtype());
+  // The post-op is the forward kernel's business; backward descriptors never carry it.
+  ConvDesc fd = d;
+  fd.relu = relu;
   Tensor xc = x.contiguous(format_of(d)).detach(), wc = weight.contiguous().detach();
   Tensor bc = bias.defined() ? (is_half(d.dtype) ? bias.to(DType::float32) : bias).contiguous().detach() : Tensor();
-  Tensor y = run_fwd(d, xc, wc, bc, dev);
-  autograd::record_fn("Conv2dBackward", {x, weight, bias}, {&y},
+  Tensor y = run_fwd(fd, xc, wc, bc, dev);
+  autograd::record_fn(relu ? "Conv2dReluBackward" : "Conv2dBackward", {x, weight, bias}, {&y},
                       [d, xc, wc, dev, need_x = x.requires_grad(), need_w = weight.requires_grad(),
-                       need_b = bias.requires_grad()](std::vector<Tensor>& g) {
+                       need_b = bias.requires_grad(), y_relu = relu ? y.detach() : Tensor()](std::vector<Tensor>& g) {
                         Tensor gy = g[0].to(d.dtype);
+                        if (y_relu.defined()) gy = binary_raw(int(BinaryOp::relu_bwd), gy, y_relu);  // y > 0 iff pre > 0
                         Tensor gx, gw, gb;
                         // A half-type pass no kernel takes runs in float32 on converted copies.
                         auto pass = [&](const auto& op, const Tensor& a, const Tensor& b, auto&& run) {

@@ -28,6 +28,10 @@ struct ConvHW {
 // P = (H + 2*padding.h - dilation.h*(R-1) - 1) / stride.h + 1 (same for Q).
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), ConvHW stride = 1,
               ConvHW padding = 0, ConvHW dilation = 1, int64_t groups = 1);
+// relu(conv2d(...)) in one kernel call: the ReLU is a post-op of the convolution (oneDNN's eltwise
+// post-op, a pass over the output on native); backward masks the gradient by the output > 0.
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), ConvHW stride = 1,
+                   ConvHW padding = 0, ConvHW dilation = 1, int64_t groups = 1);
 
 // x [N, C_in, H, W], weight [C_in, C_out/groups, R, S] (PyTorch's layout), bias [C_out] or
 // undefined -> [N, C_out, H', W'] with H' = (H-1)*stride.h - 2*padding.h + dilation.h*(R-1)

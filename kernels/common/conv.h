@@ -31,6 +31,7 @@ struct ConvDesc {
   int64_t groups = 1;
   bool has_bias = false;
   bool nhwc = false;  // activations channels-last (see above)
+  bool relu = false;  // forward only: dst = max(conv + bias, 0), ReLU fused as a post-op
 
   // Offsets of element (n, c, h, w) of src and (n, k, p, q) of dst in the descriptor's layout.
   int64_t src_at(int64_t n, int64_t c, int64_t h, int64_t w) const {

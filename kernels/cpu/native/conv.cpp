@@ -164,7 +164,7 @@ void zero(float* p, int64_t n) {
 
 bool supports_conv(const ConvDesc& d) { return d.dtype == DType::float32 && (!d.nhwc || supports_conv_nhwc(d)); }
 
-void conv2d_fwd(const ConvDesc& d, const void* src_v, const void* wei_v, const void* bias_v, void* dst_v) {
+static void conv2d_fwd_plain(const ConvDesc& d, const void* src_v, const void* wei_v, const void* bias_v, void* dst_v) {
   const float* src = static_cast<const float*>(src_v);
   const float* wei = static_cast<const float*>(wei_v);
   const float* bias = d.has_bias ? static_cast<const float*>(bias_v) : nullptr;
@@ -192,6 +192,18 @@ void conv2d_fwd(const ConvDesc& d, const void* src_v, const void* wei_v, const v
       im2col(d, gm, s, p0, p1, col);
       sgemm(false, false, gm.Kg, ncol, gm.CRS, 1.f, w, gm.CRS, col, ncol, beta, o + p0 * d.Q, gm.PQ);
     }
+  });
+}
+
+void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void* bias, void* dst) {
+  conv2d_fwd_plain(d, src, wei, bias, dst);
+  if (!d.relu) return;
+  // The fused ReLU: one pass over the output while much of it is still in cache (the op saves
+  // the separate ReLU's allocation and dispatch).
+  float* o = static_cast<float*>(dst);
+  parallel_for(0, d.dst_elems(), 65536, [&](int64_t b, int64_t e) {
+#pragma omp simd
+    for (int64_t i = b; i < e; ++i) o[i] = o[i] > 0.f ? o[i] : 0.f;
   });
 }
 

@@ -94,7 +94,13 @@ std::shared_ptr<const FwdEntry> fwd_entry(const ConvDesc& d) {
                                          g.pad_r)
                              : fwd::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                          g.src_any, g.wei_any, g.dst_any, g.strides, g.dilates, g.pad_l, g.pad_r);
-      e.pd = fwd::primitive_desc(desc, engine());
+      dnnl::primitive_attr attr;
+      if (d.relu) {  // ReLU as an eltwise post-op: applied while the output tile is in registers
+        dnnl::post_ops po;
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+        attr.set_post_ops(po);
+      }
+      e.pd = fwd::primitive_desc(desc, attr, engine());
       e.prim = fwd(e.pd);
       e.src_in = Reorder(g.src, e.pd.src_desc());
       e.wei_in = Reorder(g.wei, e.pd.weights_desc(), true);
@@ -114,10 +120,15 @@ struct BwdDataEntry : Made {
   Reorder diff_dst_in, wei_in, diff_src_out;
 };
 
+ConvDesc without_post_ops(ConvDesc d) {
+  d.relu = false;
+  return d;
+}
+
 std::shared_ptr<const BwdDataEntry> bwd_data_entry(const ConvDesc& d) {
   return cached<BwdDataEntry>(cache_key("conv_bwd_data", layout_key(d)), [&] {
     BwdDataEntry e;
-    auto hint = fwd_entry(d);
+    auto hint = fwd_entry(without_post_ops(d));
     if (!hint->ok) {
       e.why = hint->why;
       return e;
@@ -152,7 +163,7 @@ struct BwdWeightsEntry : Made {
 std::shared_ptr<const BwdWeightsEntry> bwd_weights_entry(const ConvDesc& d, bool bias) {
   return cached<BwdWeightsEntry>(cache_key(bias ? "conv_bwd_weights_bias" : "conv_bwd_weights", layout_key(d)), [&] {
     BwdWeightsEntry e;
-    auto hint = fwd_entry(d);
+    auto hint = fwd_entry(without_post_ops(d));
     if (!hint->ok) {
       e.why = hint->why;
       return e;

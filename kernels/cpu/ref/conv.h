@@ -36,7 +36,7 @@ void for_each_tap(const ConvDesc& d, F&& f) {
 }
 }  // namespace conv_detail
 
-// dst = conv(src, wei) + bias (bias may be null when !d.has_bias).
+// dst = conv(src, wei) + bias (bias may be null when !d.has_bias), then max(dst, 0) if d.relu.
 template <class T>
 void conv2d_fwd(const ConvDesc& d, const T* src, const T* wei, const T* bias, T* dst) {
   const int64_t Cg = d.C / d.groups;
@@ -49,6 +49,8 @@ void conv2d_fwd(const ConvDesc& d, const T* src, const T* wei, const T* bias, T*
     dst[d.dst_at(n, k, p, q)] +=
         src[d.src_at(n, ci, ih, iw)] * wei[((k * Cg + c) * d.R + r) * d.S + s];
   });
+  if (d.relu)
+    for (int64_t i = 0; i < d.dst_elems(); ++i) dst[i] = dst[i] > T(0) ? dst[i] : T(0);
 }
 
 // diff_src = d(dst)/d(src)^T diff_dst.
