@@ -15,6 +15,7 @@
 #include "engine/profiler.h"
 #include "layers/activation.h"
 #include "layers/conv.h"
+#include "layers/norm.h"
 
 namespace kiln {
 
@@ -205,8 +206,14 @@ Tensor Sequential::forward(const Tensor& x) {
   for (size_t i = 0; i < cs.size(); ++i) {
     Module& c = *cs[i].second;
     if (fuse && i + 1 < cs.size()) {
+      Module& next = *cs[i + 1].second;
+      if (auto* bn = dynamic_cast<BatchNorm*>(&c); bn && dynamic_cast<ReLU*>(&next)) {
+        y = bn_relu(*bn, next, y);
+        ++i;
+        continue;
+      }
       auto* conv = dynamic_cast<Conv2d*>(&c);
-      if (conv && dynamic_cast<ReLU*>(cs[i + 1].second.get())) {
+      if (conv && dynamic_cast<ReLU*>(&next)) {
         y = conv->call_as([&] { return conv->forward_relu(y); });
         // The ReLU ran inside the convolution; its (empty) call keeps its row in per-layer profiles.
         y = cs[i + 1].second->call_as([&] { return y; });

@@ -83,9 +83,10 @@ class Module : public std::enable_shared_from_this<Module> {
 
 using ModulePtr = std::shared_ptr<Module>;
 
-// Runs children in order. Children are named "0", "1", ... unless named explicitly. A Conv2d
-// followed by a ReLU runs as one fused convolution (the ReLU a post-op of the kernel), unless
-// set_fusion(false) or KILN_FUSE=0; the ReLU child stays in the tree and the state dict.
+// Runs children in order. Children are named "0", "1", ... unless named explicitly. A Conv2d or
+// a BatchNorm followed by a ReLU runs as one fused kernel call (the ReLU a post-op of the
+// convolution, or applied in batch norm's output pass), unless set_fusion(false) or KILN_FUSE=0;
+// the ReLU child stays in the tree and the state dict.
 class Sequential : public Module {
  public:
   Sequential() = default;

@@ -22,7 +22,11 @@ BatchNorm::BatchNorm(int64_t num_features, double eps, std::optional<double> mom
   }
 }
 
-Tensor BatchNorm::forward(const Tensor& x) {
+Tensor BatchNorm::forward(const Tensor& x) { return run(x, false); }
+
+Tensor BatchNorm::forward_relu(const Tensor& x) { return run(x, true); }
+
+Tensor BatchNorm::run(const Tensor& x, bool relu) {
   KILN_CHECK(x.defined(), kind(), ": undefined input");
   KILN_CHECK(accepts_dim(x.dim()), kind(), ": expected ", expected_dims(), " input, got ", shape_str(x.sizes()));
   KILN_CHECK(x.size(1) == num_features_, kind(), "(", num_features_, "): input ", shape_str(x.sizes()), " has ",
@@ -41,7 +45,15 @@ Tensor BatchNorm::forward(const Tensor& x) {
   }
   Tensor w = affine_ ? param("weight") : Tensor();
   Tensor b = affine_ ? param("bias") : Tensor();
-  return ops::batch_norm(x, w, b, rm, rv, is_training() || !track_, momentum, eps_);
+  const bool batch_stats = is_training() || !track_;
+  if (relu) return ops::batch_norm_relu(x, w, b, rm, rv, batch_stats, momentum, eps_);
+  return ops::batch_norm(x, w, b, rm, rv, batch_stats, momentum, eps_);
+}
+
+Tensor bn_relu(BatchNorm& bn, Module& relu, const Tensor& x) {
+  if (!Sequential::fusion()) return relu(bn(x));
+  Tensor y = bn.call_as([&] { return bn.forward_relu(x); });
+  return relu.call_as([&] { return y; });
 }
 
 std::string BatchNorm::repr() const {

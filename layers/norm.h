@@ -19,6 +19,8 @@ class BatchNorm : public Module {
  public:
   BatchNorm(int64_t num_features, double eps, std::optional<double> momentum, bool affine, bool track_running_stats);
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)) in one pass (ops::batch_norm_relu).
+  Tensor forward_relu(const Tensor& x);
   std::string repr() const override;
   int64_t num_features() const { return num_features_; }
 
@@ -28,11 +30,16 @@ class BatchNorm : public Module {
   virtual const char* expected_dims() const = 0;
 
  private:
+  Tensor run(const Tensor& x, bool relu);
   int64_t num_features_;
   double eps_;
   std::optional<double> momentum_;
   bool affine_, track_;
 };
+
+// relu(bn(x)) as one batch-norm pass when fusion is on (Sequential::fusion()), else the two
+// calls; the ReLU module still gets its (empty) call, so per-layer profiles keep its row.
+Tensor bn_relu(BatchNorm& bn, Module& relu, const Tensor& x);
 
 // Input [N, C] or [N, C, L].
 class BatchNorm1d : public BatchNorm {

@@ -78,7 +78,7 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Module
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = (*relu_)((*bn1_)((*conv1_)(x)));
+  Tensor out = bn_relu(dynamic_cast<BatchNorm&>(*bn1_), *relu_, (*conv1_)(x));
   out = (*bn2_)((*conv2_)(out));
   const Tensor identity = downsample_ ? (*downsample_)(x) : x;
   KILN_CHECK(identity.sizes() == out.sizes(), "BasicBlock(", in_planes_, ", ", planes_, ", stride=", stride_,
@@ -104,8 +104,8 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, Module
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = (*relu_)((*bn1_)((*conv1_)(x)));
-  out = (*relu_)((*bn2_)((*conv2_)(out)));
+  Tensor out = bn_relu(dynamic_cast<BatchNorm&>(*bn1_), *relu_, (*conv1_)(x));
+  out = bn_relu(dynamic_cast<BatchNorm&>(*bn2_), *relu_, (*conv2_)(out));
   out = (*bn3_)((*conv3_)(out));
   const Tensor identity = downsample_ ? (*downsample_)(x) : x;
   KILN_CHECK(identity.sizes() == out.sizes(), "Bottleneck(", in_planes_, ", ", planes_, ", stride=", stride_,

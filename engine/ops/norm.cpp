@@ -5,6 +5,8 @@
 
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
+#include "engine/ops/elementwise.h"
+#include "kernels/common/elementwise.h"
 #include "kernels/common/norm.h"
 #include "kernels/cpu/native/norm.h"
 #include "kernels/cpu/ref/norm.h"
@@ -87,7 +89,8 @@ Tensor softmax_impl(const Tensor& x0, int64_t dim, bool log) {
 }
 
 Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bias0, const Tensor& running_mean,
-                       const Tensor& running_var, bool training, double momentum, double eps, bool mixed);
+                       const Tensor& running_var, bool training, double momentum, double eps, bool mixed,
+                       bool relu = false);
 
 // The descriptor of batch norm over x [N, C, ...] (channels-last 4-d inputs stay so).
 BatchNormDesc bn_desc(const Tensor& x, bool training, double momentum, double eps) {
@@ -137,7 +140,8 @@ namespace {
 // The kernel call and autograd of batch_norm. mixed: x is bfloat16 and the parameters and
 // statistics float32 (their gradients are returned in the parameters' own dtypes).
 Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bias0, const Tensor& running_mean,
-                       const Tensor& running_var, bool training, double momentum, double eps, bool mixed) {
+                       const Tensor& running_var, bool training, double momentum, double eps, bool mixed,
+                       bool relu) {
   const Tensor& x0 = x;
   const DType dt = mixed ? DType::float32 : x.dtype();  // the parameters' dtype
   check_channel_tensor(weight0, "weight", x, dt, true);
@@ -154,6 +158,7 @@ Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bia
 
   // Channels-last stays channels-last: the kernels take [N, H*W, C] as they take [N, C, H*W].
   const MemoryFormat fmt = d.nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+  d.relu = relu;  // forward only
   Tensor xc = x.contiguous(fmt);
   Tensor weight = weight0.defined() ? weight0.contiguous() : weight0;
   Tensor bias = bias0.defined() ? bias0.contiguous() : bias0;
@@ -166,11 +171,16 @@ Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bia
   write_back(rm, running_mean);
   write_back(rv, running_var);
 
-  autograd::record_fn("BatchNormBackward", {x0, weight0, bias0}, {&y},
-                      [d, xc, weight, save_mean, save_invstd, need_x = x0.requires_grad(),
-                       need_w = weight0.requires_grad(), need_b = bias0.requires_grad()](std::vector<Tensor>& g) {
+  BatchNormDesc bd = d;
+  bd.relu = false;
+  autograd::record_fn(relu ? "BatchNormReluBackward" : "BatchNormBackward", {x0, weight0, bias0}, {&y},
+                      [d = bd, xc, weight, save_mean, save_invstd, need_x = x0.requires_grad(),
+                       need_w = weight0.requires_grad(), need_b = bias0.requires_grad(),
+                       y_relu = relu ? y.detach() : Tensor()](std::vector<Tensor>& g) {
                         const MemoryFormat f = d.nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous;
-                        Tensor gc = g[0].to(d.dtype).contiguous(f);
+                        Tensor g0 = g[0].to(d.dtype);
+                        if (y_relu.defined()) g0 = ops::binary_raw(int(BinaryOp::relu_bwd), g0, y_relu);
+                        Tensor gc = g0.contiguous(f);
                         const TensorOptions o = TensorOptions(d.dtype).with_device(xc.device());
                         const TensorOptions po = TensorOptions(save_mean.dtype()).with_device(xc.device());
                         Tensor gx = need_x ? empty(xc.sizes(), o, f) : Tensor();
@@ -187,6 +197,14 @@ Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bia
 }  // namespace
 
 namespace ops {
+
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, double momentum, double eps) {
+  KILN_CHECK(x.defined(), "batch_norm_relu: undefined input");
+  if (is_half(x.dtype()) || !is_floating(x.dtype()) || x.dim() < 2)  // half types: the kernels take no post-op
+    return relu(batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps));
+  return batch_norm_core(x, weight, bias, running_mean, running_var, training, momentum, eps, false, true);
+}
 
 Tensor dropout(const Tensor& x0, double p, bool training, Generator* gen) {
   KILN_CHECK(x0.defined(), "dropout: undefined tensor");

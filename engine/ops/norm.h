@@ -16,6 +16,10 @@ namespace kiln::ops {
 // stats (which must then be given). Differentiable w.r.t. x, weight and bias in both modes.
 Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(...)) with the ReLU applied in the normalisation's output pass (no separate
+// tensor or pass); backward masks the gradient by the output > 0.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 
 // Inverted dropout: zeroes each element with probability p and scales the rest by 1/(1-p).
 // The mask comes from the Philox stream of `gen` (default: the default generator), which

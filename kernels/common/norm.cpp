@@ -7,7 +7,7 @@ namespace kiln {
 std::string BatchNormDesc::str() const {
   std::ostringstream os;
   os << "batch_norm " << dtype_name(dtype) << " [N " << N << ", C " << C << ", S " << S << "] "
-     << (nhwc ? "nhwc " : "") << (training ? "train" : "eval") << " eps " << eps << " momentum " << momentum;
+     << (nhwc ? "nhwc " : "") << (relu ? "relu " : "") << (training ? "train" : "eval") << " eps " << eps << " momentum " << momentum;
   return os.str();
 }
 

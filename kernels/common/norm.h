@@ -26,6 +26,7 @@ struct BatchNormDesc {
   DType dtype = DType::float32;
   int64_t N = 1, C = 1, S = 1;
   bool nhwc = false;
+  bool relu = false;  // forward only: dst = max(batch norm, 0), the ReLU fused into the output pass
   int64_t at(int64_t n, int64_t c, int64_t s) const { return nhwc ? (n * S + s) * C + c : (n * C + c) * S + s; }
   bool training = true;
   double eps = 1e-5;

@@ -13,6 +13,7 @@
 #include "layers/activation.h"
 #include "layers/conv.h"
 #include "layers/module.h"
+#include "layers/norm.h"
 
 using namespace kiln;
 
@@ -51,4 +52,41 @@ TEST_CASE("Sequential fuses Conv2d+ReLU with the same values and gradients") {
     }
   }
   CHECK(Sequential::fusion());
+}
+
+TEST_CASE("BatchNorm2d+ReLU fusion: same values, gradients and running statistics, train and eval") {
+  for (const std::string be : {"ref", "native"}) {
+    for (bool cl : {false, true}) {
+      for (bool training : {true, false}) {
+        CAPTURE(be);
+        CAPTURE(cl);
+        CAPTURE(training);
+        const DType t = be == "ref" ? DType::float64 : DType::float32;
+        std::vector<Tensor> out, grads, stats;
+        for (bool fuse : {false, true}) {
+          manual_seed(5);
+          auto net = make<Sequential>(std::initializer_list<ModulePtr>{make<Conv2d>(3, 6, 3, 1, 1),
+                                                                       make<BatchNorm2d>(6), make<ReLU>()});
+          net->to(t);
+          net->train(training);
+          Tensor x = test::make_input({4, 3, 7, 7}, 6, t);
+          if (cl) x = x.contiguous(MemoryFormat::channels_last);
+          BackendGuard g(be);
+          Sequential::set_fusion(fuse);
+          Tensor y = (*net)(x);
+          CHECK(y.grad_fn()->name() == (fuse ? "BatchNormReluBackward" : "ReluBackward"));
+          ops::sum(ops::square(y)).backward();
+          out.push_back(y);
+          for (const auto& [n, p] : net->named_parameters()) grads.push_back(p.grad());
+          for (const auto& [n, b] : net->named_buffers()) stats.push_back(b);
+        }
+        Sequential::set_fusion(true);
+        const double tol = t == DType::float64 ? 1e-12 : 1e-5;
+        CHECK_CLOSE(out[1], out[0], tol, tol);
+        const size_t ng = grads.size() / 2, ns = stats.size() / 2;
+        for (size_t i = 0; i < ng; ++i) CHECK_CLOSE(grads[ng + i], grads[i], tol, tol);
+        for (size_t i = 0; i < ns; ++i) CHECK_CLOSE(stats[ns + i], stats[i], tol, tol);
+      }
+    }
+  }
 }

@@ -93,8 +93,16 @@ void bn_fwd_spatial(const BatchNormDesc& d, const T* src, const T* wei, const T*
       for (int64_t n = 0; n < N; ++n) {
         const T* x = src + (n * C + c) * S;
         T* y = dst + (n * C + c) * S;
+        if (d.relu) {
 #pragma omp simd
-        for (int64_t s = 0; s < S; ++s) y[s] = (x[s] - mu) * scale + shift;
+          for (int64_t s = 0; s < S; ++s) {
+            const T v = (x[s] - mu) * scale + shift;
+            y[s] = v > T(0) ? v : T(0);  // the ReLU functor's rule (NaN -> 0)
+          }
+        } else {
+#pragma omp simd
+          for (int64_t s = 0; s < S; ++s) y[s] = (x[s] - mu) * scale + shift;
+        }
       }
     }
   });
@@ -166,8 +174,16 @@ void bn_fwd_flat(const BatchNormDesc& d, const T* src, const T* wei, const T* bi
     for (int64_t n = b; n < e; ++n) {
       const T* x = src + n * C;
       T* y = dst + n * C;
+      if (d.relu) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) y[c] = (x[c] - m[c]) * sc[c] + sh[c];
+        for (int64_t c = 0; c < C; ++c) {
+          const T v = (x[c] - m[c]) * sc[c] + sh[c];
+          y[c] = v > T(0) ? v : T(0);
+        }
+      } else {
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) y[c] = (x[c] - m[c]) * sc[c] + sh[c];
+      }
     }
   });
 }

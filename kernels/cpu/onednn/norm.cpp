@@ -116,7 +116,7 @@ const SoftmaxEntry& softmax_require(const SoftmaxDesc& d, const char* op) {
 }  // namespace
 
 bool supports_batch_norm(const BatchNormDesc& d) {
-  return (d.dtype == DType::float32 || d.dtype == DType::bfloat16) && d.N > 0 && d.C > 0 && d.S > 0 && d.eps > 0 &&
+  return (d.dtype == DType::float32 || d.dtype == DType::bfloat16) && !d.relu && d.N > 0 && d.C > 0 && d.S > 0 && d.eps > 0 &&
          bn_entry(d)->ok;
 }
 

@@ -43,6 +43,7 @@ void batch_norm_fwd(const BatchNormDesc& d, const T* src, const T* wei, const T*
       for (int64_t s = 0; s < d.S; ++s) {
         const int64_t i = d.at(n, c, s);
         dst[i] = (src[i] - mean) * invstd * w + b;
+        if (d.relu && !(dst[i] > T(0))) dst[i] = T(0);
       }
   }
 }
