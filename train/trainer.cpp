@@ -160,7 +160,7 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   loader.start_epoch(0);
   metrics::RunningAverage loss;
   double top1 = 0, top5 = 0, iou = 0, dice = 0;
-  int64_t n = 0, batches = 0;
+  int64_t n = 0;
   Batch b;
   while (loader.next(b)) {
     Tensor out = (*model_)(prepare(b.input));
@@ -174,7 +174,6 @@ EvalResult Trainer::evaluate(const Dataset& data) {
       if (out.size(1) > 5) top5 += double(metrics::topk_correct(out, b.target, 5));
     }
     n += b.size;
-    ++batches;
   }
   model_->train(was_training);
   r.samples = n;

@@ -34,13 +34,6 @@ namespace {
 
 const char* kFashion = "/usr/share/datasets/fashion-mnist";
 
-fs::path fresh_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("kiln-e2e-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
 train::TrainConfig small_config(const fs::path& dir) {
   train::TrainConfig c;
   c.model_name = "mnist-cnn";
@@ -89,7 +82,8 @@ TEST_CASE("mnist-cnn learns Fashion-MNIST (subset, one epoch)") {
   REQUIRE_MESSAGE(fs::exists(kFashion), "Fashion-MNIST missing: tools/install-deps.sh --test installs it");
   Splits data = open_dataset_dir(kFashion);
   CHECK(data.name == "fashion-mnist");
-  fs::path dir = fresh_dir("learn");
+  test::TempDir dir_tmp("e2e_learn");
+  const fs::path& dir = dir_tmp.path;
   train::TrainConfig c = small_config(dir);
   c.epochs = 1;
   c.batch_size = 128;
@@ -108,13 +102,13 @@ TEST_CASE("mnist-cnn learns Fashion-MNIST (subset, one epoch)") {
   CHECK(s.val.top5 > 0.97);
   CHECK(s.train_loss < 1.3);
   CHECK(t.step_losses().front() > t.step_losses().back());
-  fs::remove_all(dir);
 }
 
 TEST_CASE("a run stopped at max_steps and resumed equals the uninterrupted run bit for bit") {
   REQUIRE(fs::exists(kFashion));
   Splits data = open_dataset_dir(kFashion);
-  fs::path full_dir = fresh_dir("full"), part_dir = fresh_dir("part");
+  test::TempDir full_tmp("e2e_full"), part_tmp("e2e_part");
+  const fs::path &full_dir = full_tmp.path, &part_dir = part_tmp.path;
 
   train::Trainer full(fresh_model(3), data, small_config(full_dir));
   full.fit();
@@ -157,14 +151,13 @@ TEST_CASE("a run stopped at max_steps and resumed equals the uninterrupted run b
   }
   CHECK(rows == 20);
   CHECK(last == 20);
-  fs::remove_all(full_dir);
-  fs::remove_all(part_dir);
 }
 
 TEST_CASE("SIGUSR1 (SLURM's warning) ends the step, writes a checkpoint and returns") {
   REQUIRE(fs::exists(kFashion));
   Splits data = open_dataset_dir(kFashion);
-  fs::path dir = fresh_dir("signal");
+  test::TempDir dir_tmp("e2e_signal");
+  const fs::path& dir = dir_tmp.path;
   train::TrainConfig c = small_config(dir);
   ModulePtr m = fresh_model(4);
   // Raise the signal from inside the 4th backward pass: the handler only sets a flag, the
@@ -187,7 +180,6 @@ TEST_CASE("SIGUSR1 (SLURM's warning) ends the step, writes a checkpoint and retu
   sigaction(SIGUSR1, nullptr, &now);
   const bool restored = now.sa_handler == SIG_DFL;
   CHECK(restored);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("TensorBoard's own reader loads the trainer's scalars and weight histograms") {
@@ -195,7 +187,8 @@ TEST_CASE("TensorBoard's own reader loads the trainer's scalars and weight histo
   int rc = std::system("'" KILN_TEST_PYTHON "' -c 'import tensorboard' >/dev/null 2>&1");
   REQUIRE_MESSAGE(rc == 0, "no tensorboard in " KILN_TEST_PYTHON " (tools/install-deps.sh --test makes it)");
   Splits data = open_dataset_dir(kFashion);
-  fs::path dir = fresh_dir("tb");
+  test::TempDir dir_tmp("e2e_tb");
+  const fs::path& dir = dir_tmp.path;
   train::TrainConfig c = small_config(dir);
   c.epochs = 1;
   c.log_every = 2;
@@ -220,7 +213,6 @@ TEST_CASE("TensorBoard's own reader loads the trainer's scalars and weight histo
   const auto& fc = h["weights/" + t.model().named_parameters().back().first];
   REQUIRE(fc.size() == 1);
   CHECK(fc[0]["num"].get<double>() == double(t.model().named_parameters().back().second.numel()));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("segmentation: a small conv net learns masks (BCE with logits, IoU and Dice)") {
@@ -239,7 +231,8 @@ TEST_CASE("segmentation: a small conv net learns masks (BCE with logits, IoU and
   manual_seed(2);
   auto net = make<Sequential>(std::initializer_list<ModulePtr>{make<Conv2d>(1, 8, 3, 1, 1), make<ReLU>(),
                                                                make<Conv2d>(8, 1, 1)});
-  fs::path dir = fresh_dir("seg");
+  test::TempDir dir_tmp("e2e_seg");
+  const fs::path& dir = dir_tmp.path;
   train::TrainConfig c;
   c.model_name = "tiny-seg";
   c.epochs = 30;
@@ -258,7 +251,6 @@ TEST_CASE("segmentation: a small conv net learns masks (BCE with logits, IoU and
   CHECK(after.iou > 0.8);
   CHECK(after.dice > 0.88);
   CHECK(after.dice >= after.iou);  // Dice = 2 IoU / (1 + IoU)
-  fs::remove_all(dir);
 }
 
 TEST_CASE("bfloat16 mixed-precision training loses little accuracy against float32") {
@@ -266,7 +258,7 @@ TEST_CASE("bfloat16 mixed-precision training loses little accuracy against float
   Splits data = open_dataset_dir(kFashion);
   double acc[2] = {0, 0}, loss[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
-    train::TrainConfig c = small_config(fresh_dir("bf16"));
+    train::TrainConfig c = small_config(fs::temp_directory_path());
     c.logdir.clear();
     c.epochs = 1;
     c.batch_size = 128;

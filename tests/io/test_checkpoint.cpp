@@ -21,16 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() / ("kiln_ckpt_" + tag + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& s) const { return (path / s).string(); }
-};
 
 Checkpoint sample(int64_t step, uint64_t seed = 1) {
   Generator gen(seed);
@@ -79,7 +69,7 @@ TEST_CASE("sha256 and md5 through libcrypto match the standard vectors") {
 }
 
 TEST_CASE("a checkpoint round-trips bit for bit") {
-  TempDir dir("roundtrip");
+  test::TempDir dir("ckpt_roundtrip");
   Checkpoint c = sample(100);
   save_checkpoint(dir / "ckpt-100", c);
   CHECK(fs::exists(dir / "ckpt-100.safetensors"));
@@ -103,7 +93,7 @@ TEST_CASE("a checkpoint round-trips bit for bit") {
 }
 
 TEST_CASE("truncated, corrupt, missing and mismatched sets throw naming the file") {
-  TempDir dir("damaged");
+  test::TempDir dir("ckpt_damaged");
   save_checkpoint(dir / "a", sample(1, 1));
   save_checkpoint(dir / "b", sample(2, 2));
 
@@ -131,7 +121,7 @@ TEST_CASE("truncated, corrupt, missing and mismatched sets throw naming the file
 }
 
 TEST_CASE("latest_checkpoint picks the highest complete step and ignores temp files") {
-  TempDir dir("latest");
+  test::TempDir dir("ckpt_latest");
   CHECK(latest_checkpoint(dir.path.string()) == "");
   CHECK(latest_checkpoint((dir.path / "missing").string()) == "");
   save_checkpoint(dir / "ckpt-000200", sample(200));
@@ -158,7 +148,7 @@ TEST_CASE("the PyPI safetensors package loads the weights bit-equal") {
     MESSAGE("skipped: no safetensors in " KILN_TEST_PYTHON " (tools/install-deps.sh --test makes it)");
     return;
   }
-  TempDir dir("python");
+  test::TempDir dir("ckpt_python");
   Checkpoint c = sample(7);
   save_checkpoint(dir / "ck", c);
   std::string cmd = "'" KILN_TEST_PYTHON "' '" KILN_SOURCE_DIR "/tests/io/dump_safetensors.py' '" +

@@ -21,18 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_dir() {
-  static struct Dir {
-    std::string path;
-    Dir() {
-      path = (fs::temp_directory_path() / ("kiln_imgfolder_" + std::to_string(::getpid()))).string();
-      fs::create_directories(path);
-    }
-    ~Dir() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } dir;
-  return dir.path;
+  static test::TempDir dir("imgfolder");
+  return dir.path.string();
 }
 
 // Pixel (y, x, c) of the test pattern.

@@ -23,18 +23,8 @@ namespace fs = std::filesystem;
 using Bytes = std::vector<uint8_t>;
 
 std::string temp_dir() {
-  static struct Dir {
-    std::string path;
-    Dir() {
-      path = (fs::temp_directory_path() / ("kiln_npz_" + std::to_string(::getpid()))).string();
-      fs::create_directories(path);
-    }
-    ~Dir() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } dir;
-  return dir.path;
+  static test::TempDir dir("npz");
+  return dir.path.string();
 }
 
 void write_file(const std::string& path, const Bytes& b) {

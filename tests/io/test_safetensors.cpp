@@ -22,22 +22,6 @@ namespace fs = std::filesystem;
 namespace {
 
 // A fresh directory per test case, removed afterwards.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static int n = 0;
-    dir = fs::temp_directory_path() / ("kiln_io_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
-  // Names in the directory, to spot leftover temp files.
-  std::vector<std::string> names() const {
-    std::vector<std::string> out;
-    for (auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
-    return out;
-  }
-};
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -71,7 +55,7 @@ void expect_load_error(const std::string& path, const std::string& what) {
 }  // namespace
 
 TEST_CASE("every dtype, a 0-d, an empty and a non-contiguous tensor round-trip bit-exactly") {
-  TempDir tmp;
+  test::TempDir tmp("safetensors");
   NamedTensors in;
   const DType dtypes[] = {DType::float32, DType::float64, DType::float16, DType::bfloat16,
                           DType::int32,   DType::int64,   DType::uint8};
@@ -117,7 +101,7 @@ TEST_CASE("every dtype, a 0-d, an empty and a non-contiguous tensor round-trip b
 }
 
 TEST_CASE("a module round trip gives identical outputs") {
-  TempDir tmp;
+  test::TempDir tmp("safetensors");
   auto build = [] {
     auto net = make<Sequential>();
     net->add(make<Conv2d>(3, 4, 3, 1, 1)).add(make<BatchNorm2d>(4)).add(make<ReLU>()).add(make<Flatten>())
@@ -151,7 +135,7 @@ TEST_CASE("a module round trip gives identical outputs") {
 }
 
 TEST_CASE("writes are atomic: a failed save leaves no temp file and names the path") {
-  TempDir tmp;
+  test::TempDir tmp("safetensors");
   // The target is a directory, so the final rename fails after the data was written.
   std::string path = tmp / "dir_in_the_way";
   fs::create_directories(path);
@@ -164,7 +148,7 @@ TEST_CASE("writes are atomic: a failed save leaves no temp file and names the pa
 }
 
 TEST_CASE("truncated and corrupt files give a kiln::Error naming what and where") {
-  TempDir tmp;
+  test::TempDir tmp("safetensors");
   std::string good = tmp / "good.safetensors";
   save_safetensors(good, {{"a", test::make_input({2, 3}, 1, DType::float32)}, {"b", arange(4, DType::int64)}});
   const std::string bytes = read_bytes(good);

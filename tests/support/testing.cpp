@@ -1,5 +1,8 @@
 #include "tests/support/testing.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <sstream>
 
@@ -7,6 +10,25 @@
 #include "engine/ops/reduce.h"
 
 namespace kiln::test {
+
+TempDir::TempDir(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  path = std::filesystem::temp_directory_path() /
+         ("kiln_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+std::vector<std::string> TempDir::names() const {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(path)) out.push_back(e.path().filename().string());
+  return out;
+}
 
 Tensor make_input(const Shape& shape, uint64_t seed, DType dtype, double lo, double hi) {
   Generator g(seed);

@@ -4,11 +4,13 @@
 //    backend, and compare outputs and input gradients;
 //  - gradcheck: analytic gradients (backward) against central finite differences, in double on
 //    the `ref` backend;
-//  - CHECK_THROWS_KILN(expr, "substring"): expr throws kiln::Error whose message has the substring.
+//  - CHECK_THROWS_KILN(expr, "substring"): expr throws kiln::Error whose message has the substring;
+//  - TempDir: a fresh directory for files a test writes, removed at scope exit.
 #pragma once
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -19,6 +21,19 @@
 #include "engine/tensor.h"
 
 namespace kiln::test {
+
+// A fresh, empty directory under the system temp dir, unique to the process and the instance
+// ("kiln_<tag>_<pid>_<n>"), removed with everything in it when the object goes.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag = "test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+  // File names in the directory (to spot leftovers).
+  std::vector<std::string> names() const;
+};
 
 // Uniform values in [lo, hi) from a fixed seed.
 Tensor make_input(const Shape& shape, uint64_t seed, DType dtype = DType::float64, double lo = -1, double hi = 1);
