@@ -7,6 +7,8 @@
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/conv.h"
+#include "engine/ops/norm.h"
 #include "engine/ops/reduce.h"
 #include "engine/random.h"
 #include "kernels/common/conv.h"
@@ -89,4 +91,12 @@ TEST_CASE("BatchNorm2d+ReLU fusion: same values, gradients and running statistic
       }
     }
   }
+}
+
+TEST_CASE("the fused ops check their arguments like the unfused ones, naming themselves") {
+  Tensor x = test::make_input({2, 3, 5, 5}, 1, DType::float32);
+  CHECK_THROWS_KILN(ops::conv2d_relu(x, test::make_input({4, 2, 3, 3}, 2, DType::float32)),
+                    "conv2d_relu: input [2, 3, 5, 5] has 3 channels but weight [4, 2, 3, 3] expects 2");
+  CHECK_THROWS_KILN(ops::batch_norm_relu(x, ones({4}), zeros({4}), Tensor(), Tensor(), true),
+                    "batch_norm: weight [4] does not match the 3 channels of input [2, 3, 5, 5]");
 }
