@@ -127,6 +127,7 @@ Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config)
   if (per_epoch < 1) per_epoch = 1;
   int64_t warmup = int64_t(std::llround(cfg_.warmup_epochs * double(per_epoch)));
   schedule_ = optim::make_schedule(cfg_.schedule, per_epoch, per_epoch * cfg_.epochs, warmup);
+  if (cfg_.compute_dtype == DType::float16) scaler_ = std::make_unique<amp::GradScaler>();
   if (cfg_.checkpoint_dir.empty()) cfg_.checkpoint_dir = cfg_.logdir;
 }
 
@@ -238,9 +239,18 @@ void Trainer::train_epoch() {
     optimizer_->zero_grad();
     Tensor out = (*model_)(prepare(b.input));
     Tensor loss = task_loss(cfg_.task, out, b.target);
-    loss.backward();
-    if (cfg_.clip_norm > 0) optim::clip_grad_norm(optimizer_->params(), cfg_.clip_norm);
-    optimizer_->step();
+    if (scaler_) {
+      // float16: backward of the scaled loss, then the true gradients before clipping.
+      scaler_->scale(loss).backward();
+      scaler_->unscale(*optimizer_);
+      if (cfg_.clip_norm > 0) optim::clip_grad_norm(optimizer_->params(), cfg_.clip_norm);
+      scaler_->step(*optimizer_);
+      scaler_->update();
+    } else {
+      loss.backward();
+      if (cfg_.clip_norm > 0) optim::clip_grad_norm(optimizer_->params(), cfg_.clip_norm);
+      optimizer_->step();
+    }
 
     float l = float(loss.item());
     KILN_CHECK(std::isfinite(l), "kiln train: the loss became ", l, " at step ", step_ + 1,
@@ -376,6 +386,7 @@ std::string Trainer::save_checkpoint() {
   j["schedule"] = cfg_.schedule;
   j["base_lr"] = cfg_.optimizer.lr;
   j["optimizer"] = json::parse(optimizer_->state_json());
+  if (scaler_) j["grad_scaler"] = json::parse(scaler_->state_json());
   // Doubles as text with 17 digits: a JSON number round trip could lose the last bit.
   j["epoch_sums"] = {fmt_double(loss_sum_), fmt_double(correct_sum_), fmt_double(seen_sum_)};
   j["rng"] = {{"seed", std::to_string(g.seed())}, {"offset", std::to_string(g.offset())}};
@@ -415,6 +426,7 @@ void Trainer::load_checkpoint(const std::string& path) {
   try {
     model_->load_state_dict(c.weights, true);
     optimizer_->load_state(j.at("optimizer").dump(), c.optimizer);
+    if (scaler_ && j.contains("grad_scaler")) scaler_->load_state(j.at("grad_scaler").dump());
     step_ = j.at("step").get<int64_t>();
     epoch_ = j.at("epoch").get<int64_t>();
     batch_in_epoch_ = j.at("batch_in_epoch").get<int64_t>();

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/amp.h"
 #include "engine/optim.h"
 #include "engine/schedule.h"
 #include "io/dataloader.h"
@@ -63,8 +64,10 @@ struct TrainConfig {
   bool epoch_lines = true;           // one summary line per epoch on stderr (also without the bar)
   Task task = Task::classification;  // segmentation: BCE with logits, IoU and Dice
   bool channels_last = true;         // 4-d inputs fed NHWC (the CPU kernels' layout without reorders)
-  DType compute_dtype = DType::float32;  // bfloat16: mixed precision (float32 master weights,
-                                         // bfloat16 activations; oneDNN's AVX512_BF16/AMX kernels)
+  DType compute_dtype = DType::float32;  // bfloat16 or float16: mixed precision (float32 master
+                                         // weights, half activations; oneDNN's AVX512_BF16/AMX
+                                         // kernels on CPUs, tensor cores on GPUs); float16 adds
+                                         // dynamic loss scaling (amp::GradScaler)
 };
 
 struct EvalResult {
@@ -122,6 +125,7 @@ class Trainer {
   std::shared_ptr<const Dataset> train_set_, val_set_, test_set_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRSchedule> schedule_;
+  std::unique_ptr<amp::GradScaler> scaler_;  // float16 only
   std::unique_ptr<State> st_;  // loader, logs, running sums
   int64_t step_ = 0;           // optimizer steps done
   int64_t epoch_ = 0;          // epoch in progress (0-based)

@@ -15,6 +15,9 @@ and, with --out, writes the same JSON as `kiln bench --out` (`kiln compare`, `ki
     GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295 \\
         /usr/bin/python3 bench/baselines/pytorch_bench.py --channels-last ...
     build/tools/kiln bench --model alexnet --vs-pytorch    # runs both variants and prints kiln/pytorch
+    # on a GPU (tools/gpu-check runs this): cuDNN benchmark mode on, timed between synchronisations
+    python3 bench/baselines/pytorch_bench.py --device cuda --model resnet50 --batch 64 --mode train
+    python3 bench/baselines/pytorch_bench.py --device cuda --amp float16 ...   # torch.autocast, as kiln --dtype float16
 """
 import argparse
 import datetime
@@ -381,37 +384,54 @@ def count_macs(net, shape):
 # ---------------------------------------------------------------------------------------------
 # Timing, as bench/harness/convnet.cpp.
 
-def run(model, batch, train, iters, warmup, channels_last):
+def run(model, batch, train, iters, warmup, channels_last, device="cpu", amp=""):
     build, shape, _, _ = NETS[model]
     torch.manual_seed(0)
     net = build()
     macs = count_macs(net, shape)
     x = torch.randn(batch, *shape)
+    cuda = device.startswith("cuda")
+    if cuda:
+        net, x = net.to(device), x.to(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    autocast_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(amp)
     if channels_last:
         net = net.to(memory_format=torch.channels_last)
         x = x.to(memory_format=torch.channels_last)
     net.train(train)
     grad_out = None
 
+    def forward():
+        if autocast_dtype is None:
+            return net(x)
+        with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=autocast_dtype):
+            return net(x)
+
     def step():
         nonlocal grad_out
         if train:
-            y = net(x)
+            y = forward()
             if grad_out is None:
                 grad_out = torch.randn_like(y)
             y.backward(grad_out)
             net.zero_grad(set_to_none=True)
         else:
             with torch.no_grad():
-                net(x)
+                forward()
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize(device)
 
     for _ in range(warmup):
         step()
+    sync()
     ms = []
     loop0 = time.perf_counter()
     for _ in range(iters):
         t0 = time.perf_counter()
         step()
+        sync()
         ms.append((time.perf_counter() - t0) * 1000)
     wall = time.perf_counter() - loop0
     med = statistics.median(ms)
@@ -419,7 +439,7 @@ def run(model, batch, train, iters, warmup, channels_last):
     return {
         "ms": ms, "ms_min": min(ms), "ms_median": med, "ms_max": max(ms),
         "ms_mean": statistics.fmean(ms), "images_per_s": batch * 1000.0 / med, "wall_s": wall,
-        "peak_bytes": None, "parameters": count_params(net), "gflop_per_iter": gflop,
+        "peak_bytes": torch.cuda.max_memory_allocated(device) if cuda else None, "parameters": count_params(net), "gflop_per_iter": gflop,
         "gflops": gflop / (med * 1e-3),
     }
 
@@ -465,6 +485,9 @@ def main():
     p.add_argument("--channels-last", action="store_true", help="NHWC memory format for net and input")
     p.add_argument("--backend-name", default="",
                    help="backend field of the results (default pytorch, or pytorch-cl with --channels-last)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (cuDNN benchmark mode on, as kiln's)")
+    p.add_argument("--amp", default="", choices=["", "float16", "bfloat16"],
+                   help="mixed precision by torch.autocast (kiln: --dtype float16|bfloat16)")
     p.add_argument("--out", default="", help="write the JSON of kiln bench --out")
     p.add_argument("--list", action="store_true", help="print every net's parameter count and check it")
     a = p.parse_args()
@@ -473,7 +496,14 @@ def main():
 
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
+    if a.device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            sys.exit("pytorch_bench: --device cuda but torch sees no CUDA device")
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = False  # float32 results, as kiln's default
+        torch.backends.cudnn.allow_tf32 = False
     backend = a.backend_name or ("pytorch-cl" if a.channels_last else "pytorch")
+    dtype = a.amp or "float32"
     if a.runs:
         runs = []
         for item in a.runs.split(","):
@@ -491,17 +521,18 @@ def main():
     machine = {
         "framework": "pytorch", "version": torch.__version__, "hostname": socket.gethostname(),
         "cpu": cpu_model(), "cores": os.cpu_count(), "threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(a.device) if a.device.startswith("cuda") else "",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     print(f"{'model':<12} {'device':<6} {'backend':<10} {'batch':>6} {'mode':<8} {'thr':>3} "
           f"{'ms min':>9} {'ms median':>9} {'ms max':>9} {'images/s':>10} {'GFLOP/s':>8}", flush=True)
     results = []
     for model, batch, mode in runs:
-        r = run(model, batch, mode == "train", a.iters, a.warmup, a.channels_last)
-        print(f"{model:<12} {'cpu':<6} {backend:<10} {batch:>6} {mode:<8} {a.threads:>3} "
+        r = run(model, batch, mode == "train", a.iters, a.warmup, a.channels_last, a.device, a.amp)
+        print(f"{model:<12} {a.device:<6} {backend:<10} {batch:>6} {mode:<8} {a.threads:>3} "
               f"{r['ms_min']:9.2f} {r['ms_median']:9.2f} {r['ms_max']:9.2f} {r['images_per_s']:10.1f} "
               f"{r['gflops']:8.1f}", flush=True)
-        results.append({"model": model, "device": "cpu", "backend": backend, "dtype": "float32",
+        results.append({"model": model, "device": a.device, "backend": backend, "dtype": dtype,
                         "batch": batch, "mode": mode, "iters": a.iters, "warmup": a.warmup,
                         "threads": a.threads, "loss": "random_grad", **r})
     if a.out:

@@ -253,11 +253,12 @@ TEST_CASE("segmentation: a small conv net learns masks (BCE with logits, IoU and
   CHECK(after.dice >= after.iou);  // Dice = 2 IoU / (1 + IoU)
 }
 
-TEST_CASE("bfloat16 mixed-precision training loses little accuracy against float32") {
+TEST_CASE("bfloat16 and float16 mixed-precision training lose little accuracy against float32") {
   REQUIRE(fs::exists(kFashion));
   Splits data = open_dataset_dir(kFashion);
-  double acc[2] = {0, 0}, loss[2] = {0, 0};
-  for (int i = 0; i < 2; ++i) {
+  const DType dtypes[3] = {DType::float32, DType::bfloat16, DType::float16};
+  double acc[3] = {0, 0, 0}, loss[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
     train::TrainConfig c = small_config(fs::temp_directory_path());
     c.logdir.clear();
     c.epochs = 1;
@@ -267,14 +268,18 @@ TEST_CASE("bfloat16 mixed-precision training loses little accuracy against float
     c.schedule = "constant";
     c.warmup_epochs = 0;
     c.epoch_lines = false;
-    c.compute_dtype = i == 0 ? DType::float32 : DType::bfloat16;
+    c.compute_dtype = dtypes[i];
     train::Trainer t(fresh_model(11), data, c);
     t.fit();
     acc[i] = t.history()[0].val.top1;
     loss[i] = t.history()[0].val.loss;
   }
-  MESSAGE("float32 top-1 ", acc[0], " loss ", loss[0], "; bfloat16 top-1 ", acc[1], " loss ", loss[1]);
+  MESSAGE("float32 top-1 ", acc[0], " loss ", loss[0], "; bfloat16 top-1 ", acc[1], " loss ", loss[1],
+          "; float16 (loss scaling) top-1 ", acc[2], " loss ", loss[2]);
   CHECK(acc[0] > 0.72);
-  CHECK(std::abs(acc[1] - acc[0]) < 0.03);
-  CHECK(std::abs(loss[1] - loss[0]) < 0.08);
+  for (int i = 1; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(acc[i] - acc[0]) < 0.03);
+    CHECK(std::abs(loss[i] - loss[0]) < 0.08);
+  }
 }

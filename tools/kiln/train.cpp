@@ -1,6 +1,6 @@
 // `kiln train` and `kiln eval`: train a zoo model on a data set, or evaluate a checkpoint.
-//   kiln train --model mnist-cnn --data fashion-mnist --epochs 2 --batch 128 --optimizer adam --lr 1e-3 \
-//              --logdir runs/fmnist --checkpoint-every 200
+//   kiln train --model mnist-cnn --data fashion-mnist --epochs 2 --batch 128 --optimizer adam --lr 1e-3
+//              --logdir runs/fmnist --checkpoint-every 200   (one command line)
 //   kiln train ... --resume latest        (continues the run in --logdir bit for bit)
 //   kiln eval --checkpoint runs/fmnist/ckpt-00000938 --data fashion-mnist
 // --data takes a catalogue name (found under KILN_DATA or /usr/share/datasets, see `kiln data`),
@@ -107,8 +107,9 @@ int run_train(const TrainOptions& o) {
   c.task = pick_task(o.task, data);
   KILN_CHECK(o.layout == "nhwc" || o.layout == "nchw", "--layout: 'nhwc' or 'nchw', not '", o.layout, "'");
   c.channels_last = o.layout == "nhwc";
-  KILN_CHECK(o.dtype == "float32" || o.dtype == "bfloat16", "--dtype: 'float32' or 'bfloat16', not '", o.dtype, "'");
-  c.compute_dtype = o.dtype == "bfloat16" ? DType::bfloat16 : DType::float32;
+  KILN_CHECK(o.dtype == "float32" || o.dtype == "bfloat16" || o.dtype == "float16",
+             "--dtype: 'float32', 'bfloat16' or 'float16', not '", o.dtype, "'");
+  c.compute_dtype = o.dtype == "bfloat16" ? DType::bfloat16 : o.dtype == "float16" ? DType::float16 : DType::float32;
 
   manual_seed(o.seed);  // the weights' initialisation
   ModulePtr model = build_model(o.model, data, c.task);
@@ -208,7 +209,7 @@ Command add_train(CLI::App& app) {
   sub->add_option("--resume", o->resume, "'latest' (newest in the checkpoint dir) or a checkpoint path");
   sub->add_flag("--quiet", o->quiet, "no progress bar (epoch lines stay)");
   sub->add_option("--layout", o->layout, "activations: nhwc (channels-last) or nchw")->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "float32, or bfloat16 (mixed precision, float32 master weights)")
+  sub->add_option("--dtype", o->dtype, "float32, or bfloat16/float16 (mixed precision, float32 master weights; float16 with dynamic loss scaling)")
       ->capture_default_str();
   return Command{sub, [o] { return run_train(*o); }};
 }
