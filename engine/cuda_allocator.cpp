@@ -338,10 +338,21 @@ struct PinnedAllocator::Impl {
   std::unique_ptr<CudaAllocatorBackend> backend;
   CachingAllocatorOptions options;
   mutable std::mutex mu;
-  std::unordered_map<void*, HostBlock> blocks;
+  std::map<void*, HostBlock, std::less<>> blocks;  // ordered: interior pointers find their block
   std::map<size_t, std::vector<void*>> free_lists;  // by size class
   std::deque<std::pair<void*, void*>> events;       // (event, buffer)
   MemoryStats stats;
+
+  // The live block holding `p` (its start or any byte inside), or end().
+  std::map<void*, HostBlock, std::less<>>::iterator containing(const void* p) {
+    auto it = blocks.upper_bound(const_cast<void*>(p));
+    if (it == blocks.begin()) return blocks.end();
+    --it;
+    const char* base = static_cast<const char*>(it->first);
+    const char* q = static_cast<const char*>(p);
+    if (!it->second.allocated || q >= base + it->second.size) return blocks.end();
+    return it;
+  }
 
   static size_t size_class(size_t bytes) {
     size_t s = 512;
@@ -460,13 +471,17 @@ void PinnedAllocator::record_event(void* p, int device, Stream stream) {
   if (!p) return;
   std::lock_guard<std::mutex> lock(impl_->mu);
   Impl& m = *impl_;
-  auto it = m.blocks.find(p);
-  KILN_CHECK(it != m.blocks.end() && it->second.allocated, "PinnedAllocator::record_event: pointer ", p,
-             " is not a live pinned allocation");
+  auto it = m.containing(p);
+  KILN_CHECK(it != m.blocks.end(), "PinnedAllocator::record_event: pointer ", p, " is not in a live pinned allocation");
   void* ev = m.backend->create_event(device);
   m.backend->record_event(ev, stream);
-  m.events.emplace_back(ev, p);
+  m.events.emplace_back(ev, it->first);
   it->second.event_count += 1;
+}
+
+bool PinnedAllocator::is_pinned(const void* p) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->containing(p) != impl_->blocks.end();
 }
 
 MemoryStats PinnedAllocator::stats() const {

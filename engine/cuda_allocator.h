@@ -103,8 +103,11 @@ class PinnedAllocator {
 
   void* allocate(size_t bytes);
   void free(void* p);
-  // The buffer `p` is read or written by work queued on `stream` of `device`.
+  // The buffer holding `p` (its start or any byte inside) is read or written by work queued on
+  // `stream` of `device`: it is not reused before that work is done.
   void record_event(void* p, int device, Stream stream);
+  // True when `p` points into a live buffer of this allocator.
+  bool is_pinned(const void* p) const;
   MemoryStats stats() const;
   void empty_cache();
 

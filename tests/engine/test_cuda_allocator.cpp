@@ -349,9 +349,19 @@ TEST_CASE("pinned allocator: size classes, reuse only after the copy's event") {
   CHECK(fake->host_mallocs == 2);
   CHECK(pinned.stats().peak == 2048);
   CHECK_THROWS_KILN(pinned.free(reinterpret_cast<void*>(0x42)), "not a live pinned allocation");
-  pinned.free(c);
+  // Interior pointers (a tensor's data at an offset) find their buffer.
+  CHECK(pinned.is_pinned(static_cast<char*>(c) + 1000));
+  CHECK_FALSE(pinned.is_pinned(static_cast<char*>(c) + 1024));
+  CHECK_FALSE(pinned.is_pinned(&fake));
+  pinned.record_event(static_cast<char*>(d) + 10, 0, stream(2));
   pinned.free(d);
+  CHECK_FALSE(pinned.is_pinned(d));
+  void* e = pinned.allocate(1024);
+  CHECK(e != d);  // held for stream 2's copy
+  fake->complete();
+  pinned.free(e);
+  pinned.free(c);
   pinned.empty_cache();
-  CHECK(fake->host_frees == 2);
+  CHECK(fake->host_frees == 3);
   CHECK(pinned.stats().reserved == 0);
 }

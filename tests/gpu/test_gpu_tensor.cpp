@@ -6,6 +6,7 @@
 
 #include "engine/autograd.h"
 #include "engine/cuda_allocator.h"
+#include "engine/cuda_copy.h"
 #include "engine/cuda_runtime.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
@@ -101,6 +102,25 @@ TEST_CASE("gpu: copies under a non-default stream") {
   }
   CHECK(cuda::current_stream() == nullptr);
   s.synchronize();
+  CHECK(d.to_vector() == h.to_vector());
+}
+
+TEST_CASE("gpu: pinned tensors copy asynchronously; record_stream across streams") {
+  Tensor h = values({64, 1024}, DType::float32);
+  Tensor p = cuda::pin_memory(h);
+  CHECK(cuda::is_pinned(p));
+  CHECK_FALSE(cuda::is_pinned(h));
+  CHECK(cuda::is_pinned(p.slice(0, 3, 5)));
+  cuda::CudaStream side;
+  Tensor d;
+  {
+    cuda::StreamGuard g(side);
+    d = p.to(kGpu);  // the prefetch: queued on the side stream
+  }
+  cuda::CudaEvent copied;
+  copied.record(side.stream());
+  copied.wait();  // the default stream waits for the copy
+  cuda::record_stream(d, nullptr);
   CHECK(d.to_vector() == h.to_vector());
 }
 
