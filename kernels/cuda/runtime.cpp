@@ -2,7 +2,6 @@
 // Tested on a device by tests/gpu (ctest -L gpu).
 #include "kernels/cuda/runtime.h"
 
-#include <mutex>
 #include <utility>
 #include <vector>
 
