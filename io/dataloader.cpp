@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/cuda_copy.h"
 #include "kernels/common/parallel.h"
 
 namespace kiln {
@@ -175,7 +176,12 @@ Batch DataLoader::load_batch(const std::vector<int64_t>& order, int64_t epoch, i
     }
     indices.push_back(idx);
   }
-  return collate(examples, indices);
+  Batch batch = collate(examples, indices);
+  if (opts_.pin_memory) {
+    batch.input = cuda::pin_memory(batch.input);
+    if (batch.target.defined()) batch.target = cuda::pin_memory(batch.target);
+  }
+  return batch;
 }
 
 void DataLoader::worker_loop() {

@@ -34,6 +34,8 @@ struct DataLoaderOptions {
   uint64_t seed = 0;
   int rank = 0;
   int world_size = 1;
+  bool pin_memory = false;  // batches in page-locked host memory (CUDA builds): their copy to a GPU
+                            // is asynchronous, so the next batch loads while the device computes
 };
 
 // The sample order of one rank for one epoch (before batching): a pure function of its

@@ -22,6 +22,7 @@
 #include "engine/schedule.h"
 #include "io/checkpoint.h"
 #include "io/csv_log.h"
+#include "engine/cuda_runtime.h"
 #include "io/dataloader.h"
 #include "io/progress.h"
 #include "io/tfevents.h"
@@ -122,6 +123,10 @@ Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config)
   if (data_.test) test_set_ = first_n(data_.test, cfg_.limit_test);
   if (!val_set_) val_set_ = test_set_;
 
+  if (cfg_.device.is_cuda()) {
+    cuda::check_device(cfg_.device);
+    model_->to(cfg_.device);  // before the optimizer takes the parameters
+  }
   optimizer_ = optim::make_optimizer(cfg_.optimizer, model_->named_parameters());
   int64_t per_epoch = cfg_.batch_size > 0 ? (train_set_->size() + cfg_.batch_size - 1) / cfg_.batch_size : 1;
   if (per_epoch < 1) per_epoch = 1;
@@ -140,6 +145,7 @@ DataLoaderOptions Trainer::loader_options(bool shuffle) const {
   lo.drop_last = false;
   lo.workers = cfg_.workers;
   lo.seed = cfg_.seed;
+  lo.pin_memory = cfg_.device.is_cuda();
   return lo;
 }
 
@@ -147,8 +153,10 @@ Tensor Trainer::prepare(const Tensor& input) const {
   Tensor x = input;
   if (cfg_.channels_last && x.dim() == 4) x = x.contiguous(MemoryFormat::channels_last);
   if (cfg_.compute_dtype != DType::float32 && x.is_floating_point()) x = x.to(cfg_.compute_dtype);
-  return x;
+  return on_device(x);
 }
+
+Tensor Trainer::on_device(const Tensor& t) const { return t.device() == cfg_.device ? t : t.to(cfg_.device); }
 
 EvalResult Trainer::evaluate(const Dataset& data) {
   EvalResult r;
@@ -165,6 +173,7 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   Batch b;
   while (loader.next(b)) {
     Tensor out = (*model_)(prepare(b.input));
+    b.target = on_device(b.target);
     loss.add(task_loss(cfg_.task, out, b.target).item(), double(b.size));
     if (cfg_.task == Task::segmentation) {
       auto s = metrics::binary_segmentation_scores(out, b.target);
@@ -238,6 +247,7 @@ void Trainer::train_epoch() {
     optimizer_->set_lr(lr);
     optimizer_->zero_grad();
     Tensor out = (*model_)(prepare(b.input));
+    b.target = on_device(b.target);
     Tensor loss = task_loss(cfg_.task, out, b.target);
     if (scaler_) {
       // float16: backward of the scaled loss, then the true gradients before clipping.

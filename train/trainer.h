@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "engine/amp.h"
+#include "engine/device.h"
 #include "engine/optim.h"
 #include "engine/schedule.h"
 #include "io/dataloader.h"
@@ -64,6 +65,8 @@ struct TrainConfig {
   bool epoch_lines = true;           // one summary line per epoch on stderr (also without the bar)
   Task task = Task::classification;  // segmentation: BCE with logits, IoU and Dice
   bool channels_last = true;         // 4-d inputs fed NHWC (the CPU kernels' layout without reorders)
+  Device device;                     // where the model, its optimizer state and each batch live; on
+                                     // CUDA the loader hands out pinned batches so the copy is async
   DType compute_dtype = DType::float32;  // bfloat16 or float16: mixed precision (float32 master
                                          // weights, half activations; oneDNN's AVX512_BF16/AMX
                                          // kernels on CPUs, tensor cores on GPUs); float16 adds
@@ -117,6 +120,7 @@ class Trainer {
   void log_epoch(const EpochSummary& s);
   void prune_checkpoints();
   Tensor prepare(const Tensor& input) const;
+  Tensor on_device(const Tensor& t) const;
   DataLoaderOptions loader_options(bool shuffle) const;
 
   ModulePtr model_;

@@ -99,7 +99,9 @@ Results run_pytorch_baseline(const std::string& python, const std::string& scrip
   cmd += shell_quoted(python) + " " + shell_quoted(script) + " --runs " + shell_quoted(runs) +
          " --iters " + std::to_string(specs.front().iters) + " --warmup " + std::to_string(specs.front().warmup) +
          " --threads " + std::to_string(threads) + " --backend-name " + variant.backend +
-         (variant.channels_last ? " --channels-last" : "") + " --out " + shell_quoted(out) + " 1>&2";
+         (variant.channels_last ? " --channels-last" : "") + " --device " + shell_quoted(specs.front().device) +
+         (specs.front().dtype != "float32" ? " --amp " + specs.front().dtype : std::string()) + " --out " +
+         shell_quoted(out) + " 1>&2";
   const int rc = run_shell(cmd);
   if (rc != 0) {
     std::remove(out.c_str());

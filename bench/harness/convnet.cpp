@@ -12,6 +12,8 @@
 #include "bench/harness/flops.h"
 #include "engine/allocator.h"
 #include "engine/autograd.h"
+#include "engine/cuda_allocator.h"
+#include "engine/cuda_runtime.h"
 #include "engine/dispatch.h"
 #include "engine/ops/loss.h"
 #include "engine/profiler.h"
@@ -50,7 +52,7 @@ Tensor random_labels(const Tensor& logits) {
   std::uniform_int_distribution<int64_t> pick(0, classes - 1);
   std::vector<double> v(size_t(shape_numel(shape)));
   for (double& e : v) e = double(pick(rng));
-  return from_vector(v, shape, DType::int64);
+  return from_vector(v, shape, DType::int64).to(logits.device());
 }
 
 // Fraction of positions (rows of [N, C], pixels of [N, C, H, W]) whose label has the top-1 / a
@@ -130,10 +132,9 @@ const char* kiln_version() { return KILN_VERSION_STRING; }
 void validate(const RunSpec& spec) {
   nets::find(spec.model);  // lists the known names when unknown
   const Device device(spec.device);
-  KILN_CHECK(device.is_cpu(), "--device ", spec.device,
-             ": this build of kiln has no CUDA backend; kiln bench runs on the CPU (--device cpu)");
-  KILN_CHECK(spec.dtype == "float32" || spec.dtype == "bfloat16", "--dtype ", spec.dtype,
-             ": kiln bench times float32 or bfloat16 (mixed precision: float32 weights, bfloat16 activations)");
+  if (device.is_cuda()) cuda::check_device(device);  // "built without CUDA", "no CUDA device", "no device N"
+  KILN_CHECK(spec.dtype == "float32" || spec.dtype == "bfloat16" || spec.dtype == "float16", "--dtype ", spec.dtype,
+             ": kiln bench times float32, or bfloat16/float16 (mixed precision: float32 weights, half activations)");
   if (spec.backend != "auto") {
     const std::vector<std::string> known = known_backends();
     std::string list;
@@ -152,10 +153,13 @@ RunResult run(const RunSpec& spec, RunObserver* observer) {
   // Each run starts from an empty allocator cache, so one net's blocks neither serve nor
   // inflate the next one's (a sweep over many nets would otherwise hold the sum of their peaks).
   CpuAllocator::instance().empty_cache();
-  ModulePtr net = info.build(nets::NetOptions{});
+  const Device device(spec.device);
+  ModulePtr net = info.build(nets::NetOptions{});  // built on the CPU (the same initial weights), then moved
+  if (device.is_cuda()) net->to(device);
   RunResult r = run(*net, info.input, spec, observer);
   net.reset();
   CpuAllocator::instance().empty_cache();
+  if (device.is_cuda()) cuda::CudaCachingAllocator::instance().empty_cache();
   return r;
 }
 
@@ -170,13 +174,26 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
   Shape shape = sample;
   shape.insert(shape.begin(), spec.batch);
   Generator gen(1234);
+  const Device device(spec.device);
+  const bool cuda = device.is_cuda();
+  const bool half = spec.dtype != "float32";
   Tensor x = randn(shape, {}, &gen);
   KILN_CHECK(spec.layout == "auto" || spec.layout == "nhwc" || spec.layout == "nchw", "--layout: 'auto', 'nhwc' or ",
              "'nchw', not '", spec.layout, "'");
-  if (x.dim() == 4 && spec.layout != "nchw") x = x.contiguous(MemoryFormat::channels_last);
-  // bfloat16: the input and so every activation in bfloat16; the weights stay float32 masters
-  // that Conv2d casts per step (Linear computes in float32), as PyTorch's CPU autocast does.
+  // auto: channels-last on CPUs (the layout oneDNN and the native kernels take without
+  // reorders) and for half types on GPUs (tensor-core convolutions in cuDNN are NHWC); float32
+  // on GPUs stays NCHW, cuDNN's fastest float32 layout.
+  const bool nhwc = spec.layout == "nhwc" || (spec.layout == "auto" && (!cuda || half));
+  if (x.dim() == 4 && nhwc) x = x.contiguous(MemoryFormat::channels_last);
+  // Half types: the input and so every activation in bfloat16/float16; the weights stay float32
+  // masters that Conv2d casts per step (Linear computes in float32), as PyTorch's autocast does.
   if (spec.dtype == "bfloat16") x = x.to(DType::bfloat16);
+  if (spec.dtype == "float16") x = x.to(DType::float16);
+  if (cuda) x = x.to(device);
+  // Device work is asynchronous: each timed step ends when the device is done.
+  auto sync = [&] {
+    if (cuda) cuda::synchronize();
+  };
   net.train(spec.train);
   Tensor grad_out, labels;
   if (observer) observer->begin(spec, net, sample);
@@ -191,7 +208,7 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
         info.loss = loss.item();
       } else {
         if (!grad_out.defined())
-          grad_out = randn(y.sizes(), {}, &gen).to(y.dtype()).contiguous(y.suggest_memory_format());
+          grad_out = randn(y.sizes(), {}, &gen).to(y.dtype()).contiguous(y.suggest_memory_format()).to(y.device());
         y.backward(grad_out);
       }
       net.zero_grad();
@@ -210,6 +227,7 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
     StepInfo ignored;
     step(ignored);
   }
+  sync();
   if (observer) observer->warmup_done(spec);
 
   RunResult r;
@@ -220,19 +238,22 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
   {
     ProfilerSession profiling(spec.layers);
     CpuAllocator::instance().reset_peak();
+    if (cuda) cuda::CudaCachingAllocator::instance().reset_peak(device.index);
     const auto loop0 = Clock::now();
     for (int i = 0; i < spec.iters; ++i) {
       StepInfo info;
       info.step = i;
       const auto t0 = Clock::now();
       step(info);
+      sync();
       info.ms = ms_since(t0);
       r.ms.push_back(info.ms);
       if (spec.loss) r.losses.push_back(info.loss);
       if (observer) observer->step(spec, info, r.ms);
     }
     r.wall_s = ms_since(loop0) * 1e-3;
-    r.peak_bytes = CpuAllocator::instance().stats().peak;
+    r.peak_bytes = cuda ? cuda::CudaCachingAllocator::instance().stats(device.index).peak
+                        : CpuAllocator::instance().stats().peak;
     if (spec.layers) {
       profiler::enable(false);
       rows = profiler::rows();

@@ -170,12 +170,12 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--batch", o->batches,
                   "comma-separated batch sizes (default: each model's convnet-benchmarks / tf_cnn_benchmarks batch)");
   sub->add_option("--mode", o->modes, "forward, train, or both")->capture_default_str();
-  sub->add_option("--device", o->device, "cpu (cuda:N needs a CUDA build)")->capture_default_str();
+  sub->add_option("--device", o->device, "cpu or cuda[:N]")->capture_default_str();
   sub->add_option("--backend", o->backend, "auto, native, ref (a comma list is a preference order)")
       ->capture_default_str();
   sub->add_option("--layout", o->layout, "activations: nhwc (channels-last), nchw, auto (nhwc on CPUs)")
       ->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "float32, or bfloat16 (float32 weights, bfloat16 activations through oneDNN)")
+  sub->add_option("--dtype", o->dtype, "float32, or bfloat16/float16 (mixed precision: float32 weights, half activations; oneDNN's bf16 kernels on CPUs, tensor cores on GPUs)")
       ->capture_default_str();
   o->iters_opt = sub->add_option("--iters", o->iters, "timed iterations (--tf-compat: 100)")
                      ->capture_default_str()

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "engine/cuda_runtime.h"
 #include "engine/device.h"
 #include "engine/dispatch.h"
 #include "engine/error.h"
@@ -49,8 +50,8 @@ Splits open_data(const std::string& spec) {
 }
 
 void apply_runtime(const TrainOptions& o) {
-  KILN_CHECK(Device(o.device).is_cpu(), "--device ", o.device,
-             ": this build of kiln has no CUDA backend; kiln train runs on the CPU (--device cpu)");
+  const Device device(o.device);
+  if (device.is_cuda()) cuda::check_device(device);  // "built without CUDA", "no CUDA device", "no device N"
   if (o.threads > 0) set_num_threads(o.threads);
   if (o.backend != "auto") set_backend_preference(o.backend);
 }
@@ -110,6 +111,7 @@ int run_train(const TrainOptions& o) {
   KILN_CHECK(o.dtype == "float32" || o.dtype == "bfloat16" || o.dtype == "float16",
              "--dtype: 'float32', 'bfloat16' or 'float16', not '", o.dtype, "'");
   c.compute_dtype = o.dtype == "bfloat16" ? DType::bfloat16 : o.dtype == "float16" ? DType::float16 : DType::float32;
+  c.device = Device(o.device);
 
   manual_seed(o.seed);  // the weights' initialisation
   ModulePtr model = build_model(o.model, data, c.task);
@@ -152,6 +154,7 @@ int run_eval(const TrainOptions& o) {
   c.workers = o.workers;
   c.limit_test = o.limit_test;
   c.progress = false;
+  c.device = Device(o.device);
   c.task = pick_task(o.task, data);
   ModulePtr net = build_model(model, data, c.task);
   net->load_state_dict(ck.weights, true);
@@ -169,7 +172,7 @@ int run_eval(const TrainOptions& o) {
 void add_common(CLI::App* sub, TrainOptions* o) {
   sub->add_option("--data", o->data, "data set name, directory, .npz file or synthetic:CxHxW:CLASSES:N");
   sub->add_option("--batch", o->batch, "batch size")->capture_default_str();
-  sub->add_option("--device", o->device, "cpu (cuda:N needs a CUDA build)")->capture_default_str();
+  sub->add_option("--device", o->device, "cpu or cuda[:N]")->capture_default_str();
   sub->add_option("--backend", o->backend, "auto, native, onednn, ref (a comma list is a preference order)")
       ->capture_default_str();
   sub->add_option("--threads", o->threads, "threads inside ops (0: KILN_NUM_THREADS or all cores)");
