@@ -7,7 +7,7 @@
 // between kiln's NCHW/OIHW and oneDNN's blocked layouts (weights separately).
 // The registration order in engine/ops/*.cpp follows these figures.
 //   cmake --build build --target bench_backends && build/bench/bench_backends
-//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --only conv|gemm|other
+//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --only conv|gemm|linear|other
 //            [problem ...] (conv problems, e.g. mb16ic64ih56oc64oh56kh3ph1; replaces the lists)
 #include <algorithm>
 #include <chrono>
@@ -22,6 +22,7 @@
 #include "kernels/common/conv.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/common/gemm.h"
+#include "kernels/common/linear.h"
 #include "kernels/common/norm.h"
 #include "kernels/common/parallel.h"
 #include "kernels/common/pool.h"
@@ -46,9 +47,15 @@ std::vector<float> buffer(int64_t n, uint64_t seed, float lo = -1.f, float hi = 
 }
 
 struct Timing {
-  double ms = 1e300;                             // best of the timed runs
+  double ms = 1e300;                             // median of the timed runs
+  std::vector<double> runs;
   double reorder_ms = 0, weight_reorder_ms = 0;  // onednn only: mean per timed run
 };
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 1e300 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
 
 double run_ms(const std::function<void()>& f) {
   auto t0 = std::chrono::steady_clock::now();
@@ -76,20 +83,22 @@ void row(const std::string& what, const char* pass, double work, const char* uni
   for (int r = 0; r < g_reps; ++r) {
     {
       BackendGuard g("native", true);
-      n.ms = std::min(n.ms, run_ms(f));
+      n.runs.push_back(run_ms(f));
     }
     if (!have) continue;
     BackendGuard g("onednn", true);
 #ifdef KILN_HAVE_ONEDNN
     const onednn::Stats s0 = onednn::stats();
 #endif
-    o.ms = std::min(o.ms, run_ms(f));
+    o.runs.push_back(run_ms(f));
 #ifdef KILN_HAVE_ONEDNN
     const onednn::Stats s1 = onednn::stats();
     o.reorder_ms += (s1.reorder_seconds - s0.reorder_seconds) * 1e3 / g_reps;
     o.weight_reorder_ms += (s1.weight_reorder_seconds - s0.weight_reorder_seconds) * 1e3 / g_reps;
 #endif
   }
+  n.ms = median(n.runs);
+  if (have) o.ms = median(o.runs);
   std::printf("%-36s %-6s %9.2f %8.1f", what.c_str(), pass, n.ms, work / n.ms * 1e-6);
   if (have) {
     std::printf(" %9.2f %8.1f %6.2f", o.ms, work / o.ms * 1e-6, n.ms / o.ms);
@@ -142,6 +151,23 @@ void bench_linear(const std::string& name, int64_t mb, int64_t in, int64_t out) 
       "GF/s", [&] { gemm(cpu, bd, dy.data(), w.data(), dx.data()); }, false);
   row(name + " TN m" + std::to_string(out) + "n" + std::to_string(in) + "k" + std::to_string(mb), "bwd_w", flops,
       "GF/s", [&] { gemm(cpu, bw, dy.data(), x.data(), dw.data()); }, false);
+}
+
+// The inner-product op family (Linear: forward with bias, backward-data, backward-weights + bias).
+void bench_ip(const std::string& name, int64_t mb, int64_t in, int64_t out) {
+  auto& fwd = KILN_OP("linear_fwd", LinearDesc, const void*, const void*, const void*, void*);
+  auto& bwd_d = KILN_OP("linear_bwd_data", LinearDesc, const void*, const void*, void*);
+  auto& bwd_w = KILN_OP("linear_bwd_weights", LinearDesc, const void*, const void*, void*, void*);
+  LinearDesc d;
+  d.n = mb, d.ic = in, d.oc = out, d.has_bias = true;
+  std::vector<float> x = buffer(mb * in, 1), w = buffer(out * in, 2), b = buffer(out, 4), y(static_cast<size_t>(mb * out)),
+                     dy = buffer(mb * out, 3), dx(static_cast<size_t>(mb * in)), dw(static_cast<size_t>(out * in)), db(static_cast<size_t>(out));
+  const double flops = 2.0 * double(mb) * double(in) * double(out);
+  const auto cpu = DeviceType::cpu;
+  const std::string what = name + " n" + std::to_string(mb) + "ic" + std::to_string(in) + "oc" + std::to_string(out);
+  row(what, "fwd", flops, "GF/s", [&] { fwd(cpu, d, x.data(), w.data(), b.data(), y.data()); }, false);
+  row(what, "bwd_d", flops, "GF/s", [&] { bwd_d(cpu, d, dy.data(), w.data(), dx.data()); }, false);
+  row(what, "bwd_w", flops, "GF/s", [&] { bwd_w(cpu, d, x.data(), dy.data(), dw.data(), db.data()); }, false);
 }
 
 void bench_other(int64_t mb) {
@@ -248,7 +274,7 @@ int main(int argc, char** argv) {
     else if (a == "--mb" && i + 1 < argc) mb = std::max(1, std::atoi(argv[++i]));
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_backends [--mb N] [--reps N] [--threads T] [--only conv|gemm|other] [problem ...]\n");
+      std::printf("usage: bench_backends [--mb N] [--reps N] [--threads T] [--only conv|gemm|linear|other] [problem ...]\n");
       return 0;
     } else problems.push_back(a);
   }
@@ -277,7 +303,7 @@ int main(int argc, char** argv) {
         {"resnet50 res5 1x1 reduce", m + "ic2048ih7oc512oh7kh1ph0"},
     };
   }
-  std::printf("bench_backends: %d threads, best of %d, batch %lld; n/o = native_ms / onednn_ms (>1: onednn faster)",
+  std::printf("bench_backends: %d threads, median of %d, batch %lld; n/o = native_ms / onednn_ms (>1: onednn faster)",
               num_threads(), g_reps, (long long)mb);
 #ifdef KILN_HAVE_ONEDNN
   std::printf("; oneDNN %s; reord = onednn ms/call reordering to/from its layouts, w_reord = weights' part",
@@ -298,6 +324,14 @@ int main(int argc, char** argv) {
       bench_linear("alexnet fc7", mb, 4096, 4096);
       bench_linear("alexnet fc8", mb, 4096, 1000);
       bench_linear("resnet50 fc", mb, 2048, 1000);
+    }
+    if ((only.empty() || only == "linear") && problems.empty()) {
+      header("inner product, linear_* ops (rate: GFLOP/s)");
+      bench_ip("alexnet fc6", mb, 9216, 4096);
+      bench_ip("alexnet fc7", mb, 4096, 4096);
+      bench_ip("alexnet fc8", mb, 4096, 1000);
+      bench_ip("vgg fc6", mb, 25088, 4096);
+      bench_ip("googlenet fc", mb, 1024, 1000);
     }
     if ((only.empty() || only == "other") && problems.empty()) bench_other(mb);
   } catch (const std::exception& e) {
