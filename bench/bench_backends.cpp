@@ -7,7 +7,7 @@
 // between kiln's NCHW/OIHW and oneDNN's blocked layouts (weights separately).
 // The registration order in engine/ops/*.cpp follows these figures.
 //   cmake --build build --target bench_backends && build/bench/bench_backends
-//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --only conv|gemm|linear|other
+//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --only conv|gemm|matmul|linear|other
 //            [problem ...] (conv problems, e.g. mb16ic64ih56oc64oh56kh3ph1; replaces the lists)
 #include <algorithm>
 #include <chrono>
@@ -26,8 +26,11 @@
 #include "kernels/common/norm.h"
 #include "kernels/common/parallel.h"
 #include "kernels/common/pool.h"
+#include "kernels/cpu/native/gemm.h"
 #ifdef KILN_HAVE_ONEDNN
 #include "kernels/cpu/onednn/common.h"
+#include "kernels/cpu/onednn/gemm.h"
+#include "kernels/cpu/onednn/matmul.h"
 #endif
 
 using namespace kiln;
@@ -170,6 +173,32 @@ void bench_ip(const std::string& name, int64_t mb, int64_t in, int64_t out) {
   row(what, "bwd_w", flops, "GF/s", [&] { bwd_w(cpu, d, x.data(), dy.data(), dw.data(), db.data()); }, false);
 }
 
+#ifdef KILN_HAVE_ONEDNN
+// Batched products: native's gemm, dnnl_sgemm per product and one oneDNN matmul primitive for
+// the batch, called directly (all three are "gemm" candidates), interleaved, medians.
+void bench_batched(int64_t batch, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  GemmDesc d;
+  d.trans_a = ta, d.trans_b = tb, d.m = m, d.n = n, d.k = k, d.batch = batch;
+  d.lda = ta ? m : k, d.ldb = tb ? k : n, d.ldc = n;
+  d.stride_a = m * k, d.stride_b = k * n, d.stride_c = m * n;
+  std::vector<float> a = buffer(batch * m * k, 1), b = buffer(batch * k * n, 2), c(static_cast<size_t>(batch * m * n));
+  const std::function<void()> fs[3] = {[&] { native::gemm(d, a.data(), b.data(), c.data()); },
+                                       [&] { onednn::gemm(d, a.data(), b.data(), c.data()); },
+                                       [&] { onednn::matmul(d, a.data(), b.data(), c.data()); }};
+  std::vector<double> runs[3];
+  for (auto& f : fs) f();
+  for (int r = 0; r < g_reps; ++r)
+    for (int i = 0; i < 3; ++i) runs[i].push_back(run_ms(fs[i]));
+  const double flops = 2.0 * double(batch * m) * double(n) * double(k), t0 = median(runs[0]), t1 = median(runs[1]),
+               t2 = median(runs[2]);
+  std::printf("b%lld %s%s m%lldn%lldk%lld  native %8.3f ms %6.1f GF/s  sgemm %8.3f ms %6.1f  matmul %8.3f ms %6.1f"
+              "  sgemm/matmul %5.2f native/matmul %5.2f\n",
+              (long long)batch, ta ? "T" : "N", tb ? "T" : "N", (long long)m, (long long)n, (long long)k, t0,
+              flops / t0 * 1e-6, t1, flops / t1 * 1e-6, t2, flops / t2 * 1e-6, t1 / t2, t0 / t2);
+  std::fflush(stdout);
+}
+#endif
+
 void bench_other(int64_t mb) {
   const auto cpu = DeviceType::cpu;
   header("other ops (rate: GB/s of the minimum traffic, 4 bytes per element read or written)");
@@ -274,7 +303,7 @@ int main(int argc, char** argv) {
     else if (a == "--mb" && i + 1 < argc) mb = std::max(1, std::atoi(argv[++i]));
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_backends [--mb N] [--reps N] [--threads T] [--only conv|gemm|linear|other] [problem ...]\n");
+      std::printf("usage: bench_backends [--mb N] [--reps N] [--threads T] [--only conv|gemm|matmul|linear|other] [problem ...]\n");
       return 0;
     } else problems.push_back(a);
   }
@@ -325,6 +354,15 @@ int main(int argc, char** argv) {
       bench_linear("alexnet fc8", mb, 4096, 1000);
       bench_linear("resnet50 fc", mb, 2048, 1000);
     }
+#ifdef KILN_HAVE_ONEDNN
+    if ((only.empty() || only == "matmul") && problems.empty()) {
+      std::printf("\n# batched gemm: native vs dnnl_sgemm per product vs one oneDNN matmul\n");
+      for (auto [bt, m, n, k] : std::vector<std::array<int64_t, 4>>{
+               {mb, 64, 64, 64}, {mb * 8, 49, 49, 64}, {mb * 8, 197, 197, 64}, {mb, 256, 256, 256}, {mb, 512, 512, 512}})
+        for (auto [ta, tb] : std::vector<std::pair<bool, bool>>{{false, false}, {false, true}, {true, false}})
+          bench_batched(bt, m, n, k, ta, tb);
+    }
+#endif
     if ((only.empty() || only == "linear") && problems.empty()) {
       header("inner product, linear_* ops (rate: GFLOP/s)");
       bench_ip("alexnet fc6", mb, 9216, 4096);
