@@ -7,7 +7,7 @@
 // between kiln's NCHW/OIHW and oneDNN's blocked layouts (weights separately).
 // The registration order in engine/ops/*.cpp follows these figures.
 //   cmake --build build --target bench_backends && build/bench/bench_backends
-//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --only conv|gemm|matmul|linear|other
+//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --only conv|gemm|matmul|linear|concat|other
 //            [problem ...] (conv problems, e.g. mb16ic64ih56oc64oh56kh3ph1; replaces the lists)
 #include <algorithm>
 #include <chrono>
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/dispatch.h"
+#include "kernels/common/concat.h"
 #include "kernels/common/conv.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/common/gemm.h"
@@ -199,6 +200,48 @@ void bench_batched(int64_t batch, int64_t m, int64_t n, int64_t k, bool ta, bool
 }
 #endif
 
+// GoogLeNet's inception outputs (4 branches cat on the channels), NCHW (outer = batch) and
+// channels-last (outer = batch * H * W, inner = 1); and n-ary sums of ResNet-50 activations.
+void bench_concat_sum(int64_t mb) {
+  const auto cpu = DeviceType::cpu;
+  header("concat and sum (rate: GB/s, 4 bytes per element read or written)");
+  auto& cc = KILN_OP("concat", ConcatDesc, const void* const*, void*);
+  auto& sm = KILN_OP("sum", SumDesc, const void* const*, void*);
+  struct Inc {
+    const char* name;
+    int64_t hw;
+    std::vector<int64_t> c;
+  };
+  for (const Inc& inc : std::vector<Inc>{{"inception3a", 28, {64, 128, 32, 32}},
+                                         {"inception4e", 14, {256, 320, 128, 128}},
+                                         {"inception5b", 7, {384, 384, 128, 128}}})
+    for (bool nhwc : {false, true}) {
+      ConcatDesc d;
+      d.sizes = inc.c;
+      d.outer = nhwc ? mb * inc.hw * inc.hw : mb;
+      d.inner = nhwc ? 1 : inc.hw * inc.hw;
+      std::vector<std::vector<float>> ins;
+      std::vector<const void*> ptrs;
+      for (int64_t c : inc.c) ins.push_back(buffer(d.outer * c * d.inner, 1));
+      for (auto& v : ins) ptrs.push_back(v.data());
+      std::vector<float> out(static_cast<size_t>(d.outer * d.total() * d.inner));
+      row(std::string(inc.name) + (nhwc ? " nhwc " : " nchw ") + std::to_string(d.total()) + "x" +
+              std::to_string(inc.hw),
+          "fwd", 8.0 * double(out.size()), "GB/s", [&] { cc(cpu, d, ptrs.data(), out.data()); }, false);
+    }
+  for (auto [k, c, h] : std::vector<std::array<int64_t, 3>>{{2, 256, 56}, {2, 1024, 14}, {3, 256, 56}, {4, 512, 28}}) {
+    SumDesc d;
+    d.inputs = k, d.n = mb * c * h * h;
+    std::vector<std::vector<float>> ins;
+    std::vector<const void*> ptrs;
+    for (int64_t i = 0; i < k; ++i) ins.push_back(buffer(d.n, uint64_t(i) + 1));
+    for (auto& v : ins) ptrs.push_back(v.data());
+    std::vector<float> out(static_cast<size_t>(d.n));
+    row("sum" + std::to_string(k) + " " + std::to_string(c) + "x" + std::to_string(h), "fwd",
+        4.0 * double(k + 1) * double(d.n), "GB/s", [&] { sm(cpu, d, ptrs.data(), out.data()); }, false);
+  }
+}
+
 void bench_other(int64_t mb) {
   const auto cpu = DeviceType::cpu;
   header("other ops (rate: GB/s of the minimum traffic, 4 bytes per element read or written)");
@@ -303,7 +346,7 @@ int main(int argc, char** argv) {
     else if (a == "--mb" && i + 1 < argc) mb = std::max(1, std::atoi(argv[++i]));
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_backends [--mb N] [--reps N] [--threads T] [--only conv|gemm|matmul|linear|other] [problem ...]\n");
+      std::printf("usage: bench_backends [--mb N] [--reps N] [--threads T] [--only conv|gemm|matmul|linear|concat|other] [problem ...]\n");
       return 0;
     } else problems.push_back(a);
   }
@@ -371,6 +414,7 @@ int main(int argc, char** argv) {
       bench_ip("vgg fc6", mb, 25088, 4096);
       bench_ip("googlenet fc", mb, 1024, 1000);
     }
+    if ((only.empty() || only == "concat") && problems.empty()) bench_concat_sum(mb);
     if ((only.empty() || only == "other") && problems.empty()) bench_other(mb);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_backends: %s\n", e.what());
