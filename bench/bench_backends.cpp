@@ -7,13 +7,14 @@
 // between kiln's NCHW/OIHW and oneDNN's blocked layouts (weights separately).
 // The registration order in engine/ops/*.cpp follows these figures.
 //   cmake --build build --target bench_backends && build/bench/bench_backends
-//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --only conv|gemm|matmul|linear|concat|other
+//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --cpu-time (see run_ms)  --only conv|gemm|matmul|linear|concat|other
 //            [problem ...] (conv problems, e.g. mb16ic64ih56oc64oh56kh3ph1; replaces the lists)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <vector>
@@ -61,7 +62,23 @@ double median(std::vector<double> v) {
   return v.empty() ? 1e300 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+// --cpu-time: process CPU time instead of wall time. With --threads 1 it counts the work alone,
+// not the time spent waiting for a core while other jobs load the machine (OpenMP does not
+// spin with one thread); with more threads it would count spinning too.
+bool g_cpu_time = false;
+
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+}
+
 double run_ms(const std::function<void()>& f) {
+  if (g_cpu_time) {
+    const double c0 = cpu_ms();
+    f();
+    return cpu_ms() - c0;
+  }
   auto t0 = std::chrono::steady_clock::now();
   f();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -345,8 +362,9 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && i + 1 < argc) set_num_threads(std::atoi(argv[++i]));
     else if (a == "--mb" && i + 1 < argc) mb = std::max(1, std::atoi(argv[++i]));
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--cpu-time") g_cpu_time = true;
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_backends [--mb N] [--reps N] [--threads T] [--only conv|gemm|matmul|linear|concat|other] [problem ...]\n");
+      std::printf("usage: bench_backends [--mb N] [--reps N] [--threads T] [--cpu-time] [--only conv|gemm|matmul|linear|concat|other] [problem ...]\n");
       return 0;
     } else problems.push_back(a);
   }
@@ -375,8 +393,8 @@ int main(int argc, char** argv) {
         {"resnet50 res5 1x1 reduce", m + "ic2048ih7oc512oh7kh1ph0"},
     };
   }
-  std::printf("bench_backends: %d threads, median of %d, batch %lld; n/o = native_ms / onednn_ms (>1: onednn faster)",
-              num_threads(), g_reps, (long long)mb);
+  std::printf("bench_backends: %d threads, median of %d (%s), batch %lld; n/o = native_ms / onednn_ms (>1: onednn faster)",
+              num_threads(), g_reps, g_cpu_time ? "cpu time" : "wall time", (long long)mb);
 #ifdef KILN_HAVE_ONEDNN
   std::printf("; oneDNN %s; reord = onednn ms/call reordering to/from its layouts, w_reord = weights' part",
               onednn::version());

@@ -44,26 +44,35 @@ constexpr int64_t kParts = 16;  // fixed slices of the NHWC weight-gradient redu
 
 // --- NCHW ---
 
+// The valid output ranges of every tap, computed once per call.
+struct Taps {
+  std::vector<int64_t> p0, p1, q0, q1;  // per r (p) and per s (q)
+  explicit Taps(const ConvDesc& d) : p0(size_t(d.R)), p1(size_t(d.R)), q0(size_t(d.S)), q1(size_t(d.S)) {
+    for (int64_t r = 0; r < d.R; ++r) valid(d.H, d.P, d.stride_h, d.pad_h, r * d.dilation_h, p0[size_t(r)], p1[size_t(r)]);
+    for (int64_t s = 0; s < d.S; ++s) valid(d.W, d.Q, d.stride_w, d.pad_w, s * d.dilation_w, q0[size_t(s)], q1[size_t(s)]);
+  }
+};
+
 void fwd_nchw(const ConvDesc& d, const float* src, const float* wei, const float* bias, float* dst) {
   const int64_t M = d.K / d.C, HW = d.H * d.W, PQ = d.P * d.Q, RS = d.R * d.S;
+  const Taps tp(d);
   parallel_for(0, d.N * d.K, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, PQ * RS)), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t n = t / d.K, k = t % d.K, c = k / M;
       const float* s = src + (n * d.C + c) * HW;
       const float* w = wei + k * RS;
       float* o = dst + t * PQ;
-      std::fill(o, o + PQ, bias ? bias[k] : 0.f);
-      for (int64_t r = 0; r < d.R; ++r) {
-        int64_t p0, p1;
-        valid(d.H, d.P, d.stride_h, d.pad_h, r * d.dilation_h, p0, p1);
-        for (int64_t sx = 0; sx < d.S; ++sx) {
-          int64_t q0, q1;
-          valid(d.W, d.Q, d.stride_w, d.pad_w, sx * d.dilation_w, q0, q1);
-          const float wv = w[r * d.S + sx];
-          const int64_t off = sx * d.dilation_w - d.pad_w;
-          for (int64_t p = p0; p < p1; ++p) {
-            const float* srow = s + (p * d.stride_h - d.pad_h + r * d.dilation_h) * d.W + off;
-            float* orow = o + p * d.Q;
+      // Row by row, all taps on a row while it is in L1 (a whole plane is not).
+      for (int64_t p = 0; p < d.P; ++p) {
+        float* orow = o + p * d.Q;
+        std::fill(orow, orow + d.Q, bias ? bias[k] : 0.f);
+        for (int64_t r = 0; r < d.R; ++r) {
+          if (p < tp.p0[size_t(r)] || p >= tp.p1[size_t(r)]) continue;
+          const float* srow0 = s + (p * d.stride_h - d.pad_h + r * d.dilation_h) * d.W;
+          for (int64_t sx = 0; sx < d.S; ++sx) {
+            const int64_t q0 = tp.q0[size_t(sx)], q1 = tp.q1[size_t(sx)];
+            const float wv = w[r * d.S + sx];
+            const float* srow = srow0 + sx * d.dilation_w - d.pad_w;
             if (d.stride_w == 1) {
 #pragma omp simd
               for (int64_t q = q0; q < q1; ++q) orow[q] += wv * srow[q];
@@ -79,7 +88,9 @@ void fwd_nchw(const ConvDesc& d, const float* src, const float* wei, const float
 
 void bwd_data_nchw(const ConvDesc& d, const float* diff_dst, const float* wei, float* diff_src) {
   const int64_t M = d.K / d.C, HW = d.H * d.W, PQ = d.P * d.Q, RS = d.R * d.S;
-  // One input plane per task: every output channel of its group scatters into it alone.
+  const Taps tp(d);
+  // One input plane per task: every output channel of its group scatters into it alone, output
+  // row by output row (the R input rows it touches stay in L1).
   parallel_for(0, d.N * d.C, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, M * PQ * RS)), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t n = t / d.C, c = t % d.C;
@@ -89,17 +100,15 @@ void bwd_data_nchw(const ConvDesc& d, const float* diff_dst, const float* wei, f
         const int64_t k = c * M + m;
         const float* dd = diff_dst + (n * d.K + k) * PQ;
         const float* w = wei + k * RS;
-        for (int64_t r = 0; r < d.R; ++r) {
-          int64_t p0, p1;
-          valid(d.H, d.P, d.stride_h, d.pad_h, r * d.dilation_h, p0, p1);
-          for (int64_t sx = 0; sx < d.S; ++sx) {
-            int64_t q0, q1;
-            valid(d.W, d.Q, d.stride_w, d.pad_w, sx * d.dilation_w, q0, q1);
-            const float wv = w[r * d.S + sx];
-            const int64_t off = sx * d.dilation_w - d.pad_w;
-            for (int64_t p = p0; p < p1; ++p) {
-              float* srow = ds + (p * d.stride_h - d.pad_h + r * d.dilation_h) * d.W + off;
-              const float* drow = dd + p * d.Q;
+        for (int64_t p = 0; p < d.P; ++p) {
+          const float* drow = dd + p * d.Q;
+          for (int64_t r = 0; r < d.R; ++r) {
+            if (p < tp.p0[size_t(r)] || p >= tp.p1[size_t(r)]) continue;
+            float* srow0 = ds + (p * d.stride_h - d.pad_h + r * d.dilation_h) * d.W;
+            for (int64_t sx = 0; sx < d.S; ++sx) {
+              const int64_t q0 = tp.q0[size_t(sx)], q1 = tp.q1[size_t(sx)];
+              const float wv = w[r * d.S + sx];
+              float* srow = srow0 + sx * d.dilation_w - d.pad_w;
               if (d.stride_w == 1) {
 #pragma omp simd
                 for (int64_t q = q0; q < q1; ++q) srow[q] += wv * drow[q];
@@ -116,49 +125,54 @@ void bwd_data_nchw(const ConvDesc& d, const float* diff_dst, const float* wei, f
 
 void bwd_weights_nchw(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei, float* diff_bias) {
   const int64_t M = d.K / d.C, HW = d.H * d.W, PQ = d.P * d.Q, RS = d.R * d.S;
-  // One output channel per task, images in order: deterministic for any thread count.
+  const Taps tp(d);
+  // One output channel per task, images in order: deterministic for any thread count. Per
+  // image, every tap's sum runs over the rows in one sweep (float), added into double across
+  // images (N*P*Q terms of either sign).
   parallel_for(0, d.K, 1, [&](int64_t b, int64_t e) {
+    std::vector<double> acc(static_cast<size_t>(RS));
+    std::vector<float> part(static_cast<size_t>(RS));
     for (int64_t k = b; k < e; ++k) {
       const int64_t c = k / M;
       if (diff_bias) {
-        double acc = 0;  // N*P*Q terms of either sign
+        double a = 0;
         for (int64_t n = 0; n < d.N; ++n) {
           const float* dd = diff_dst + (n * d.K + k) * PQ;
           float t = 0;
 #pragma omp simd reduction(+ : t)
           for (int64_t i = 0; i < PQ; ++i) t += dd[i];
-          acc += t;
+          a += t;
         }
-        diff_bias[k] = float(acc);
+        diff_bias[k] = float(a);
       }
       if (!diff_wei) continue;
-      for (int64_t r = 0; r < d.R; ++r) {
-        int64_t p0, p1;
-        valid(d.H, d.P, d.stride_h, d.pad_h, r * d.dilation_h, p0, p1);
-        for (int64_t sx = 0; sx < d.S; ++sx) {
-          int64_t q0, q1;
-          valid(d.W, d.Q, d.stride_w, d.pad_w, sx * d.dilation_w, q0, q1);
-          const int64_t off = sx * d.dilation_w - d.pad_w;
-          double acc = 0;
-          for (int64_t n = 0; n < d.N; ++n) {
-            const float* s = src + (n * d.C + c) * HW;
-            const float* dd = diff_dst + (n * d.K + k) * PQ;
-            float t = 0;
-            for (int64_t p = p0; p < p1; ++p) {
-              const float* srow = s + (p * d.stride_h - d.pad_h + r * d.dilation_h) * d.W + off;
-              const float* drow = dd + p * d.Q;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t n = 0; n < d.N; ++n) {
+        const float* s = src + (n * d.C + c) * HW;
+        const float* dd = diff_dst + (n * d.K + k) * PQ;
+        std::fill(part.begin(), part.end(), 0.f);
+        for (int64_t p = 0; p < d.P; ++p) {
+          const float* drow = dd + p * d.Q;
+          for (int64_t r = 0; r < d.R; ++r) {
+            if (p < tp.p0[size_t(r)] || p >= tp.p1[size_t(r)]) continue;
+            const float* srow0 = s + (p * d.stride_h - d.pad_h + r * d.dilation_h) * d.W;
+            for (int64_t sx = 0; sx < d.S; ++sx) {
+              const int64_t q0 = tp.q0[size_t(sx)], q1 = tp.q1[size_t(sx)];
+              const float* srow = srow0 + sx * d.dilation_w - d.pad_w;
+              float t = 0;
               if (d.stride_w == 1) {
 #pragma omp simd reduction(+ : t)
                 for (int64_t q = q0; q < q1; ++q) t += drow[q] * srow[q];
               } else {
                 for (int64_t q = q0; q < q1; ++q) t += drow[q] * srow[q * d.stride_w];
               }
+              part[size_t(r * d.S + sx)] += t;
             }
-            acc += t;
           }
-          diff_wei[k * RS + r * d.S + sx] = float(acc);
         }
+        for (int64_t i = 0; i < RS; ++i) acc[size_t(i)] += part[size_t(i)];
       }
+      for (int64_t i = 0; i < RS; ++i) diff_wei[k * RS + i] = float(acc[size_t(i)]);
     }
   });
 }
