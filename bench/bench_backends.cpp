@@ -7,7 +7,7 @@
 // between kiln's NCHW/OIHW and oneDNN's blocked layouts (weights separately).
 // The registration order in engine/ops/*.cpp follows these figures.
 //   cmake --build build --target bench_backends && build/bench/bench_backends
-//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --cpu-time (see run_ms)  --only conv|gemm|matmul|linear|concat|other
+//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --cpu-time (see run_ms)  --nhwc  --only conv|gemm|matmul|linear|concat|other
 //            [problem ...] (conv problems, e.g. mb16ic64ih56oc64oh56kh3ph1; replaces the lists)
 #include <algorithm>
 #include <chrono>
@@ -66,6 +66,7 @@ double median(std::vector<double> v) {
 // not the time spent waiting for a core while other jobs load the machine (OpenMP does not
 // spin with one thread); with more threads it would count spinning too.
 bool g_cpu_time = false;
+bool g_nhwc = false;  // --nhwc: convolutions on channels-last activations
 
 double cpu_ms() {
   timespec ts{};
@@ -138,6 +139,7 @@ void header(const char* title) {
 
 void bench_conv(const std::string& p) {
   ConvDesc d = parse_conv_problem(p, DType::float32, /*has_bias=*/true);
+  d.nhwc = g_nhwc;
   std::vector<float> src = buffer(d.src_elems(), 1), wei = buffer(d.wei_elems(), 2), bias = buffer(d.K, 3),
                      dst(static_cast<size_t>(d.dst_elems())), diff_dst = buffer(d.dst_elems(), 4), diff_src(static_cast<size_t>(d.src_elems())),
                      diff_wei(static_cast<size_t>(d.wei_elems())), diff_bias(static_cast<size_t>(d.K));
@@ -363,8 +365,9 @@ int main(int argc, char** argv) {
     else if (a == "--mb" && i + 1 < argc) mb = std::max(1, std::atoi(argv[++i]));
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--cpu-time") g_cpu_time = true;
+    else if (a == "--nhwc") g_nhwc = true;
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_backends [--mb N] [--reps N] [--threads T] [--cpu-time] [--only conv|gemm|matmul|linear|concat|other] [problem ...]\n");
+      std::printf("usage: bench_backends [--mb N] [--reps N] [--threads T] [--cpu-time] [--nhwc] [--only conv|gemm|matmul|linear|concat|other] [problem ...]\n");
       return 0;
     } else problems.push_back(a);
   }

@@ -10,7 +10,8 @@
 //         pixel (no races, no atomics).
 // Backward-weights (and the bias gradient) sums over the batch in a fixed order: NCHW by output
 // channel; NHWC in kParts fixed slices of the (image, row) pairs reduced in slice order. Results
-// do not depend on the thread count.
+// do not depend on the thread count. The loops live in conv_depthwise_kernels.inc, compiled here
+// for the baseline ISA and in conv_depthwise_avx512.cpp for AVX-512 (picked by CPUID).
 //   Test: ctest --test-dir build -R "test_conv_depthwise|conv"    Bench: build/bench/bench_conv
 #include <algorithm>
 #include <cstdlib>
@@ -20,9 +21,18 @@
 #include "kernels/common/error.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/conv.h"
+#include "kernels/cpu/native/conv_depthwise_internal.h"
+#include "kernels/cpu/native/cpu_features.h"
 
 namespace kiln::native {
+
+namespace dw_base {
+#include "kernels/cpu/native/conv_depthwise_kernels.inc"
+}  // namespace dw_base
+
 namespace {
+
+constexpr int64_t kParts = 16;  // fixed slices of the NHWC weight-gradient reduction
 
 // Output positions q whose input position q*stride - pad + offset lies in [0, in): [lo, hi).
 void valid(int64_t in, int64_t out, int64_t stride, int64_t pad, int64_t offset, int64_t& lo, int64_t& hi) {
@@ -31,275 +41,29 @@ void valid(int64_t in, int64_t out, int64_t stride, int64_t pad, int64_t offset,
   hi = std::max(lo, std::min(out, first_at_least(in + pad - offset)));
 }
 
-// Weights [K, R*S] -> [R*S, K] (the NHWC loops run over channels).
-std::vector<float> transpose_weights(const ConvDesc& d, const float* wei) {
-  const int64_t RS = d.R * d.S;
-  std::vector<float> t(static_cast<size_t>(RS * d.K));
-  for (int64_t k = 0; k < d.K; ++k)
-    for (int64_t i = 0; i < RS; ++i) t[size_t(i * d.K + k)] = wei[k * RS + i];
-  return t;
-}
-
-constexpr int64_t kParts = 16;  // fixed slices of the NHWC weight-gradient reduction
-
-// --- NCHW ---
-
-// The valid output ranges of every tap, computed once per call.
-struct Taps {
-  std::vector<int64_t> p0, p1, q0, q1;  // per r (p) and per s (q)
-  explicit Taps(const ConvDesc& d) : p0(size_t(d.R)), p1(size_t(d.R)), q0(size_t(d.S)), q1(size_t(d.S)) {
+// Owns what a DwPlan points to.
+struct Plan {
+  std::vector<int64_t> p0, p1, q0, q1;
+  std::vector<float> wt, partial, part;
+  std::vector<double> acc;
+  DwPlan pl{};
+  Plan(const ConvDesc& d, const float* wei, bool transposed_weights)
+      : p0(size_t(d.R)), p1(size_t(d.R)), q0(size_t(d.S)), q1(size_t(d.S)) {
     for (int64_t r = 0; r < d.R; ++r) valid(d.H, d.P, d.stride_h, d.pad_h, r * d.dilation_h, p0[size_t(r)], p1[size_t(r)]);
     for (int64_t s = 0; s < d.S; ++s) valid(d.W, d.Q, d.stride_w, d.pad_w, s * d.dilation_w, q0[size_t(s)], q1[size_t(s)]);
+    if (transposed_weights && wei) {  // [K, R*S] -> [R*S, K]
+      const int64_t RS = d.R * d.S;
+      wt.resize(size_t(RS * d.K));
+      for (int64_t k = 0; k < d.K; ++k)
+        for (int64_t i = 0; i < RS; ++i) wt[size_t(i * d.K + k)] = wei[k * RS + i];
+    }
+    pl.p0 = p0.data(), pl.p1 = p1.data(), pl.q0 = q0.data(), pl.q1 = q1.data(), pl.wt = wt.data();
   }
 };
 
-void fwd_nchw(const ConvDesc& d, const float* src, const float* wei, const float* bias, float* dst) {
-  const int64_t M = d.K / d.C, HW = d.H * d.W, PQ = d.P * d.Q, RS = d.R * d.S;
-  const Taps tp(d);
-  parallel_for(0, d.N * d.K, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, PQ * RS)), [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t n = t / d.K, k = t % d.K, c = k / M;
-      const float* s = src + (n * d.C + c) * HW;
-      const float* w = wei + k * RS;
-      float* o = dst + t * PQ;
-      // Row by row, all taps on a row while it is in L1 (a whole plane is not).
-      for (int64_t p = 0; p < d.P; ++p) {
-        float* orow = o + p * d.Q;
-        std::fill(orow, orow + d.Q, bias ? bias[k] : 0.f);
-        for (int64_t r = 0; r < d.R; ++r) {
-          if (p < tp.p0[size_t(r)] || p >= tp.p1[size_t(r)]) continue;
-          const float* srow0 = s + (p * d.stride_h - d.pad_h + r * d.dilation_h) * d.W;
-          for (int64_t sx = 0; sx < d.S; ++sx) {
-            const int64_t q0 = tp.q0[size_t(sx)], q1 = tp.q1[size_t(sx)];
-            const float wv = w[r * d.S + sx];
-            const float* srow = srow0 + sx * d.dilation_w - d.pad_w;
-            if (d.stride_w == 1) {
-#pragma omp simd
-              for (int64_t q = q0; q < q1; ++q) orow[q] += wv * srow[q];
-            } else {
-              for (int64_t q = q0; q < q1; ++q) orow[q] += wv * srow[q * d.stride_w];
-            }
-          }
-        }
-      }
-    }
-  });
-}
-
-void bwd_data_nchw(const ConvDesc& d, const float* diff_dst, const float* wei, float* diff_src) {
-  const int64_t M = d.K / d.C, HW = d.H * d.W, PQ = d.P * d.Q, RS = d.R * d.S;
-  const Taps tp(d);
-  // One input plane per task: every output channel of its group scatters into it alone, output
-  // row by output row (the R input rows it touches stay in L1).
-  parallel_for(0, d.N * d.C, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, M * PQ * RS)), [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t n = t / d.C, c = t % d.C;
-      float* ds = diff_src + t * HW;
-      std::fill(ds, ds + HW, 0.f);
-      for (int64_t m = 0; m < M; ++m) {
-        const int64_t k = c * M + m;
-        const float* dd = diff_dst + (n * d.K + k) * PQ;
-        const float* w = wei + k * RS;
-        for (int64_t p = 0; p < d.P; ++p) {
-          const float* drow = dd + p * d.Q;
-          for (int64_t r = 0; r < d.R; ++r) {
-            if (p < tp.p0[size_t(r)] || p >= tp.p1[size_t(r)]) continue;
-            float* srow0 = ds + (p * d.stride_h - d.pad_h + r * d.dilation_h) * d.W;
-            for (int64_t sx = 0; sx < d.S; ++sx) {
-              const int64_t q0 = tp.q0[size_t(sx)], q1 = tp.q1[size_t(sx)];
-              const float wv = w[r * d.S + sx];
-              float* srow = srow0 + sx * d.dilation_w - d.pad_w;
-              if (d.stride_w == 1) {
-#pragma omp simd
-                for (int64_t q = q0; q < q1; ++q) srow[q] += wv * drow[q];
-              } else {
-                for (int64_t q = q0; q < q1; ++q) srow[q * d.stride_w] += wv * drow[q];
-              }
-            }
-          }
-        }
-      }
-    }
-  });
-}
-
-void bwd_weights_nchw(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei, float* diff_bias) {
-  const int64_t M = d.K / d.C, HW = d.H * d.W, PQ = d.P * d.Q, RS = d.R * d.S;
-  const Taps tp(d);
-  // One output channel per task, images in order: deterministic for any thread count. Per
-  // image, every tap's sum runs over the rows in one sweep (float), added into double across
-  // images (N*P*Q terms of either sign).
-  parallel_for(0, d.K, 1, [&](int64_t b, int64_t e) {
-    std::vector<double> acc(static_cast<size_t>(RS));
-    std::vector<float> part(static_cast<size_t>(RS));
-    for (int64_t k = b; k < e; ++k) {
-      const int64_t c = k / M;
-      if (diff_bias) {
-        double a = 0;
-        for (int64_t n = 0; n < d.N; ++n) {
-          const float* dd = diff_dst + (n * d.K + k) * PQ;
-          float t = 0;
-#pragma omp simd reduction(+ : t)
-          for (int64_t i = 0; i < PQ; ++i) t += dd[i];
-          a += t;
-        }
-        diff_bias[k] = float(a);
-      }
-      if (!diff_wei) continue;
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t n = 0; n < d.N; ++n) {
-        const float* s = src + (n * d.C + c) * HW;
-        const float* dd = diff_dst + (n * d.K + k) * PQ;
-        std::fill(part.begin(), part.end(), 0.f);
-        for (int64_t p = 0; p < d.P; ++p) {
-          const float* drow = dd + p * d.Q;
-          for (int64_t r = 0; r < d.R; ++r) {
-            if (p < tp.p0[size_t(r)] || p >= tp.p1[size_t(r)]) continue;
-            const float* srow0 = s + (p * d.stride_h - d.pad_h + r * d.dilation_h) * d.W;
-            for (int64_t sx = 0; sx < d.S; ++sx) {
-              const int64_t q0 = tp.q0[size_t(sx)], q1 = tp.q1[size_t(sx)];
-              const float* srow = srow0 + sx * d.dilation_w - d.pad_w;
-              float t = 0;
-              if (d.stride_w == 1) {
-#pragma omp simd reduction(+ : t)
-                for (int64_t q = q0; q < q1; ++q) t += drow[q] * srow[q];
-              } else {
-                for (int64_t q = q0; q < q1; ++q) t += drow[q] * srow[q * d.stride_w];
-              }
-              part[size_t(r * d.S + sx)] += t;
-            }
-          }
-        }
-        for (int64_t i = 0; i < RS; ++i) acc[size_t(i)] += part[size_t(i)];
-      }
-      for (int64_t i = 0; i < RS; ++i) diff_wei[k * RS + i] = float(acc[size_t(i)]);
-    }
-  });
-}
-
-// --- NHWC ---
-
-void fwd_nhwc(const ConvDesc& d, const float* src, const float* wei, const float* bias, float* dst) {
-  const int64_t M = d.K / d.C, K = d.K, C = d.C;
-  const std::vector<float> wt = transpose_weights(d, wei);
-  parallel_for(0, d.N * d.P, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, d.Q * K * d.R * d.S)),
-               [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t n = t / d.P, p = t % d.P;
-      float* orow = dst + t * d.Q * K;
-      for (int64_t q = 0; q < d.Q; ++q) {
-        float* o = orow + q * K;
-        if (bias) std::memcpy(o, bias, sizeof(float) * size_t(K));
-        else std::fill(o, o + K, 0.f);
-        for (int64_t r = 0; r < d.R; ++r) {
-          const int64_t h = p * d.stride_h - d.pad_h + r * d.dilation_h;
-          if (h < 0 || h >= d.H) continue;
-          for (int64_t sx = 0; sx < d.S; ++sx) {
-            const int64_t w = q * d.stride_w - d.pad_w + sx * d.dilation_w;
-            if (w < 0 || w >= d.W) continue;
-            const float* s = src + ((n * d.H + h) * d.W + w) * C;
-            const float* wv = wt.data() + (r * d.S + sx) * K;
-            if (M == 1) {
-#pragma omp simd
-              for (int64_t k = 0; k < K; ++k) o[k] += wv[k] * s[k];
-            } else {
-              for (int64_t c = 0; c < C; ++c)
-                for (int64_t m = 0; m < M; ++m) o[c * M + m] += wv[c * M + m] * s[c];
-            }
-          }
-        }
-      }
-    }
-  });
-}
-
-void bwd_data_nhwc(const ConvDesc& d, const float* diff_dst, const float* wei, float* diff_src) {
-  const int64_t M = d.K / d.C, K = d.K, C = d.C;
-  const std::vector<float> wt = transpose_weights(d, wei);
-  // Gather: input pixel (h, w) receives from outputs p with p*stride_h - pad_h + r*dilation_h == h.
-  parallel_for(0, d.N * d.H, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, d.W * K * d.R * d.S)),
-               [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t n = t / d.H, h = t % d.H;
-      float* srow = diff_src + t * d.W * C;
-      for (int64_t w = 0; w < d.W; ++w) {
-        float* ds = srow + w * C;
-        std::fill(ds, ds + C, 0.f);
-        for (int64_t r = 0; r < d.R; ++r) {
-          const int64_t ph = h + d.pad_h - r * d.dilation_h;
-          if (ph < 0 || ph % d.stride_h) continue;
-          const int64_t p = ph / d.stride_h;
-          if (p >= d.P) continue;
-          for (int64_t sx = 0; sx < d.S; ++sx) {
-            const int64_t qw = w + d.pad_w - sx * d.dilation_w;
-            if (qw < 0 || qw % d.stride_w) continue;
-            const int64_t q = qw / d.stride_w;
-            if (q >= d.Q) continue;
-            const float* dd = diff_dst + ((n * d.P + p) * d.Q + q) * K;
-            const float* wv = wt.data() + (r * d.S + sx) * K;
-            if (M == 1) {
-#pragma omp simd
-              for (int64_t c = 0; c < C; ++c) ds[c] += wv[c] * dd[c];
-            } else {
-              for (int64_t c = 0; c < C; ++c) {
-                float a = 0;
-                for (int64_t m = 0; m < M; ++m) a += wv[c * M + m] * dd[c * M + m];
-                ds[c] += a;
-              }
-            }
-          }
-        }
-      }
-    }
-  });
-}
-
-void bwd_weights_nhwc(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei, float* diff_bias) {
-  const int64_t M = d.K / d.C, K = d.K, C = d.C, RS = d.R * d.S;
-  const int64_t rows = d.N * d.P, parts = std::max<int64_t>(1, std::min(kParts, rows));
-  // Per slice: [R*S + 1, K] (the weight gradient transposed, then the bias gradient).
-  std::vector<float> partial(static_cast<size_t>(parts * (RS + 1) * K), 0.f);
-  parallel_for(0, parts, 1, [&](int64_t b, int64_t e) {
-    for (int64_t part = b; part < e; ++part) {
-      float* acc = partial.data() + part * (RS + 1) * K;
-      for (int64_t t = part * rows / parts; t < (part + 1) * rows / parts; ++t) {
-        const int64_t n = t / d.P, p = t % d.P;
-        for (int64_t q = 0; q < d.Q; ++q) {
-          const float* dd = diff_dst + (t * d.Q + q) * K;
-          float* ab = acc + RS * K;
-#pragma omp simd
-          for (int64_t k = 0; k < K; ++k) ab[k] += dd[k];
-          if (!diff_wei) continue;
-          for (int64_t r = 0; r < d.R; ++r) {
-            const int64_t h = p * d.stride_h - d.pad_h + r * d.dilation_h;
-            if (h < 0 || h >= d.H) continue;
-            for (int64_t sx = 0; sx < d.S; ++sx) {
-              const int64_t w = q * d.stride_w - d.pad_w + sx * d.dilation_w;
-              if (w < 0 || w >= d.W) continue;
-              const float* s = src + ((n * d.H + h) * d.W + w) * C;
-              float* a = acc + (r * d.S + sx) * K;
-              if (M == 1) {
-#pragma omp simd
-                for (int64_t k = 0; k < K; ++k) a[k] += dd[k] * s[k];
-              } else {
-                for (int64_t c = 0; c < C; ++c)
-                  for (int64_t m = 0; m < M; ++m) a[c * M + m] += dd[c * M + m] * s[c];
-              }
-            }
-          }
-        }
-      }
-    }
-  });
-  // Slices added in order: the same bits for any thread count.
-  for (int64_t part = 1; part < parts; ++part) {
-    const float* src_p = partial.data() + part * (RS + 1) * K;
-    for (int64_t i = 0; i < (RS + 1) * K; ++i) partial[size_t(i)] += src_p[i];
-  }
-  if (diff_wei)
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t i = 0; i < RS; ++i) diff_wei[k * RS + i] = partial[size_t(i * K + k)];
-  if (diff_bias) std::memcpy(diff_bias, partial.data() + RS * K, sizeof(float) * size_t(K));
+bool use_avx512() {
+  static const bool v = has_avx512_core();
+  return v;
 }
 
 }  // namespace
@@ -316,23 +80,47 @@ bool is_depthwise(const ConvDesc& d) {
 void conv2d_fwd_depthwise(const ConvDesc& d, const float* src, const float* wei, const float* bias, float* dst) {
   KILN_CHECK(is_depthwise(d), "conv2d_fwd (native depthwise): not depthwise: ", d.str());
   if (d.N * d.K * d.P * d.Q == 0) return;
-  if (d.nhwc) fwd_nhwc(d, src, wei, bias, dst);
-  else fwd_nchw(d, src, wei, bias, dst);
+  const Plan p(d, wei, d.nhwc);
+  if (d.nhwc) (use_avx512() ? dw_avx512::fwd_nhwc : dw_base::fwd_nhwc)(d, p.pl, src, bias, dst);
+  else (use_avx512() ? dw_avx512::fwd_nchw : dw_base::fwd_nchw)(d, p.pl, src, wei, bias, dst);
 }
 
 void conv2d_bwd_data_depthwise(const ConvDesc& d, const float* diff_dst, const float* wei, float* diff_src) {
   KILN_CHECK(is_depthwise(d), "conv2d_bwd_data (native depthwise): not depthwise: ", d.str());
   if (d.N * d.C * d.H * d.W == 0) return;
-  if (d.nhwc) bwd_data_nhwc(d, diff_dst, wei, diff_src);
-  else bwd_data_nchw(d, diff_dst, wei, diff_src);
+  const Plan p(d, wei, d.nhwc);
+  if (d.nhwc) (use_avx512() ? dw_avx512::bwd_data_nhwc : dw_base::bwd_data_nhwc)(d, p.pl, diff_dst, diff_src);
+  else (use_avx512() ? dw_avx512::bwd_data_nchw : dw_base::bwd_data_nchw)(d, p.pl, diff_dst, wei, diff_src);
 }
 
 void conv2d_bwd_weights_depthwise(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei,
                                   float* diff_bias) {
   KILN_CHECK(is_depthwise(d), "conv2d_bwd_weights (native depthwise): not depthwise: ", d.str());
   if (!diff_wei && !diff_bias) return;
-  if (d.nhwc) bwd_weights_nhwc(d, src, diff_dst, diff_wei, diff_bias);
-  else bwd_weights_nchw(d, src, diff_dst, diff_wei, diff_bias);
+  const int64_t RS = d.R * d.S, K = d.K;
+  Plan p(d, nullptr, false);
+  if (!d.nhwc) {
+    p.acc.resize(size_t(K * RS));
+    p.part.resize(size_t(K * RS * d.Q));
+    p.pl.acc = p.acc.data(), p.pl.part = p.part.data();
+    (use_avx512() ? dw_avx512::bwd_weights_nchw : dw_base::bwd_weights_nchw)(d, p.pl, src, diff_dst, diff_wei,
+                                                                             diff_bias);
+    return;
+  }
+  const int64_t parts = std::max<int64_t>(1, std::min(kParts, d.N * d.P));
+  p.partial.assign(size_t(parts * (RS + 1) * K), 0.f);
+  p.pl.partial = p.partial.data(), p.pl.parts = parts;
+  (use_avx512() ? dw_avx512::bwd_weights_nhwc : dw_base::bwd_weights_nhwc)(d, p.pl, src, diff_dst);
+  // Slices added in order: the same bits for any thread count.
+  float* total = p.partial.data();
+  for (int64_t part = 1; part < parts; ++part) {
+    const float* sl = total + part * (RS + 1) * K;
+    for (int64_t i = 0; i < (RS + 1) * K; ++i) total[i] += sl[i];
+  }
+  if (diff_wei)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t i = 0; i < RS; ++i) diff_wei[k * RS + i] = total[i * K + k];
+  if (diff_bias) std::memcpy(diff_bias, total + RS * K, sizeof(float) * size_t(K));
 }
 
 }  // namespace kiln::native
