@@ -1,13 +1,16 @@
 // Backend comparison: the same kernels timed on `native` and on `onednn` (each pinned with a
 // strict backend preference), on the layers of ResNet-50 and AlexNet given as benchdnn-style
-// problem strings, plus the GEMMs of their classifiers and the other ops oneDNN implements
-// (average pooling, LRN, batch norm, softmax, eltwise). Prints ms and GFLOP/s (GB/s of the
-// minimum traffic for the memory-bound ops) per backend and the ratio native_ms / onednn_ms
-// (> 1: oneDNN is faster), and for convolutions the part of oneDNN's time spent reordering
-// between kiln's NCHW/OIHW and oneDNN's blocked layouts (weights separately).
+// problem strings, plus the GEMMs of their classifiers, the inner-product ops of the AlexNet,
+// VGG and GoogLeNet classifiers, batched GEMMs (native, dnnl_sgemm per product, oneDNN matmul),
+// GoogLeNet's inception concats and n-ary sums, and the other ops oneDNN implements (average
+// pooling, LRN, batch norm, softmax, eltwise). Prints ms (median of interleaved runs) and
+// GFLOP/s (GB/s of the minimum traffic for the memory-bound ops) per backend and the ratio
+// native_ms / onednn_ms (> 1: oneDNN is faster), and for convolutions the part of oneDNN's time
+// spent reordering between kiln's NCHW/OIHW and oneDNN's blocked layouts (weights separately).
 // The registration order in engine/ops/*.cpp follows these figures.
 //   cmake --build build --target bench_backends && build/bench/bench_backends
-//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --cpu-time (see run_ms)  --nhwc  --only conv|gemm|matmul|linear|concat|other
+//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --cpu-time (see run_ms)
+//            --nhwc (channels-last convolutions)  --only conv|gemm|matmul|linear|concat|other
 //            [problem ...] (conv problems, e.g. mb16ic64ih56oc64oh56kh3ph1; replaces the lists)
 #include <algorithm>
 #include <chrono>
