@@ -299,10 +299,12 @@ void register_linalg_kernels(Registry& r) {
   t.add("onednn", cpu, onednn::supports_gemm, onednn::gemm);
 #endif
 
-  // Inner product: native first. oneDNN's inner_product on plain nc/oi layouts runs at 0.3-1.1x
-  // native forward (median 0.7), 0.8-2.8x backward-data, 0.5-1.2x backward-weights at the
-  // AlexNet/VGG/GoogLeNet classifier shapes, batch 16 and 64 (bench_backends --only linear,
-  // interleaved, medians of 7, 2 threads); it wins only some backward-data shapes.
+  // Inner product: native first. oneDNN's inner_product on plain nc/oi layouts, as a fraction of
+  // native's speed at the AlexNet/VGG/GoogLeNet classifier shapes, batch 16 and 64
+  // (bench_backends --only linear, interleaved, medians): 2 threads, wall time: forward
+  // 0.57-0.89, backward-data 0.76-1.33, backward-weights 0.51-1.16; 1 thread, CPU time (the
+  // machine was loaded): forward 0.72-1.04, backward-data 0.82-1.34, backward-weights 0.57-1.16
+  // (oneDNN ahead only at batch 16 backward-weights and a few backward-data shapes).
   auto& lf = r.op<LinearDesc, const void*, const void*, const void*, void*>("linear_fwd");
   auto& ld = r.op<LinearDesc, const void*, const void*, void*>("linear_bwd_data");
   auto& lw = r.op<LinearDesc, const void*, const void*, void*, void*>("linear_bwd_weights");
