@@ -1,32 +1,41 @@
 // Backend comparison: the same kernels timed on `native` and on `onednn` (each pinned with a
 // strict backend preference), on the layers of ResNet-50 and AlexNet given as benchdnn-style
-// problem strings, plus the GEMMs of their classifiers and the other ops oneDNN implements
-// (average pooling, LRN, batch norm, softmax, eltwise). Prints ms and GFLOP/s (GB/s of the
-// minimum traffic for the memory-bound ops) per backend and the ratio native_ms / onednn_ms
-// (> 1: oneDNN is faster), and for convolutions the part of oneDNN's time spent reordering
-// between kiln's NCHW/OIHW and oneDNN's blocked layouts (weights separately).
+// problem strings, plus the GEMMs of their classifiers, the inner-product ops of the AlexNet,
+// VGG and GoogLeNet classifiers, batched GEMMs (native, dnnl_sgemm per product, oneDNN matmul),
+// GoogLeNet's inception concats and n-ary sums, and the other ops oneDNN implements (average
+// pooling, LRN, batch norm, softmax, eltwise). Prints ms (median of interleaved runs) and
+// GFLOP/s (GB/s of the minimum traffic for the memory-bound ops) per backend and the ratio
+// native_ms / onednn_ms (> 1: oneDNN is faster), and for convolutions the part of oneDNN's time
+// spent reordering between kiln's NCHW/OIHW and oneDNN's blocked layouts (weights separately).
 // The registration order in engine/ops/*.cpp follows these figures.
 //   cmake --build build --target bench_backends && build/bench/bench_backends
-//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --only conv|gemm|other
+//   options: --mb N (batch, default 16)  --reps N (default 5)  --threads T  --cpu-time (see run_ms)
+//            --nhwc (channels-last convolutions)  --only conv|gemm|matmul|linear|concat|other
 //            [problem ...] (conv problems, e.g. mb16ic64ih56oc64oh56kh3ph1; replaces the lists)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "engine/dispatch.h"
+#include "kernels/common/concat.h"
 #include "kernels/common/conv.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/common/gemm.h"
+#include "kernels/common/linear.h"
 #include "kernels/common/norm.h"
 #include "kernels/common/parallel.h"
 #include "kernels/common/pool.h"
+#include "kernels/cpu/native/gemm.h"
 #ifdef KILN_HAVE_ONEDNN
 #include "kernels/cpu/onednn/common.h"
+#include "kernels/cpu/onednn/gemm.h"
+#include "kernels/cpu/onednn/matmul.h"
 #endif
 
 using namespace kiln;
@@ -46,11 +55,34 @@ std::vector<float> buffer(int64_t n, uint64_t seed, float lo = -1.f, float hi = 
 }
 
 struct Timing {
-  double ms = 1e300;                             // best of the timed runs
+  double ms = 1e300;                             // median of the timed runs
+  std::vector<double> runs;
   double reorder_ms = 0, weight_reorder_ms = 0;  // onednn only: mean per timed run
 };
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 1e300 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// --cpu-time: process CPU time instead of wall time. With --threads 1 it counts the work alone,
+// not the time spent waiting for a core while other jobs load the machine (OpenMP does not
+// spin with one thread); with more threads it would count spinning too.
+bool g_cpu_time = false;
+bool g_nhwc = false;  // --nhwc: convolutions on channels-last activations
+
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+}
+
 double run_ms(const std::function<void()>& f) {
+  if (g_cpu_time) {
+    const double c0 = cpu_ms();
+    f();
+    return cpu_ms() - c0;
+  }
   auto t0 = std::chrono::steady_clock::now();
   f();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -76,20 +108,22 @@ void row(const std::string& what, const char* pass, double work, const char* uni
   for (int r = 0; r < g_reps; ++r) {
     {
       BackendGuard g("native", true);
-      n.ms = std::min(n.ms, run_ms(f));
+      n.runs.push_back(run_ms(f));
     }
     if (!have) continue;
     BackendGuard g("onednn", true);
 #ifdef KILN_HAVE_ONEDNN
     const onednn::Stats s0 = onednn::stats();
 #endif
-    o.ms = std::min(o.ms, run_ms(f));
+    o.runs.push_back(run_ms(f));
 #ifdef KILN_HAVE_ONEDNN
     const onednn::Stats s1 = onednn::stats();
     o.reorder_ms += (s1.reorder_seconds - s0.reorder_seconds) * 1e3 / g_reps;
     o.weight_reorder_ms += (s1.weight_reorder_seconds - s0.weight_reorder_seconds) * 1e3 / g_reps;
 #endif
   }
+  n.ms = median(n.runs);
+  if (have) o.ms = median(o.runs);
   std::printf("%-36s %-6s %9.2f %8.1f", what.c_str(), pass, n.ms, work / n.ms * 1e-6);
   if (have) {
     std::printf(" %9.2f %8.1f %6.2f", o.ms, work / o.ms * 1e-6, n.ms / o.ms);
@@ -108,6 +142,7 @@ void header(const char* title) {
 
 void bench_conv(const std::string& p) {
   ConvDesc d = parse_conv_problem(p, DType::float32, /*has_bias=*/true);
+  d.nhwc = g_nhwc;
   std::vector<float> src = buffer(d.src_elems(), 1), wei = buffer(d.wei_elems(), 2), bias = buffer(d.K, 3),
                      dst(static_cast<size_t>(d.dst_elems())), diff_dst = buffer(d.dst_elems(), 4), diff_src(static_cast<size_t>(d.src_elems())),
                      diff_wei(static_cast<size_t>(d.wei_elems())), diff_bias(static_cast<size_t>(d.K));
@@ -142,6 +177,91 @@ void bench_linear(const std::string& name, int64_t mb, int64_t in, int64_t out) 
       "GF/s", [&] { gemm(cpu, bd, dy.data(), w.data(), dx.data()); }, false);
   row(name + " TN m" + std::to_string(out) + "n" + std::to_string(in) + "k" + std::to_string(mb), "bwd_w", flops,
       "GF/s", [&] { gemm(cpu, bw, dy.data(), x.data(), dw.data()); }, false);
+}
+
+// The inner-product op family (Linear: forward with bias, backward-data, backward-weights + bias).
+void bench_ip(const std::string& name, int64_t mb, int64_t in, int64_t out) {
+  auto& fwd = KILN_OP("linear_fwd", LinearDesc, const void*, const void*, const void*, void*);
+  auto& bwd_d = KILN_OP("linear_bwd_data", LinearDesc, const void*, const void*, void*);
+  auto& bwd_w = KILN_OP("linear_bwd_weights", LinearDesc, const void*, const void*, void*, void*);
+  LinearDesc d;
+  d.n = mb, d.ic = in, d.oc = out, d.has_bias = true;
+  std::vector<float> x = buffer(mb * in, 1), w = buffer(out * in, 2), b = buffer(out, 4), y(static_cast<size_t>(mb * out)),
+                     dy = buffer(mb * out, 3), dx(static_cast<size_t>(mb * in)), dw(static_cast<size_t>(out * in)), db(static_cast<size_t>(out));
+  const double flops = 2.0 * double(mb) * double(in) * double(out);
+  const auto cpu = DeviceType::cpu;
+  const std::string what = name + " n" + std::to_string(mb) + "ic" + std::to_string(in) + "oc" + std::to_string(out);
+  row(what, "fwd", flops, "GF/s", [&] { fwd(cpu, d, x.data(), w.data(), b.data(), y.data()); }, false);
+  row(what, "bwd_d", flops, "GF/s", [&] { bwd_d(cpu, d, dy.data(), w.data(), dx.data()); }, false);
+  row(what, "bwd_w", flops, "GF/s", [&] { bwd_w(cpu, d, x.data(), dy.data(), dw.data(), db.data()); }, false);
+}
+
+#ifdef KILN_HAVE_ONEDNN
+// Batched products: native's gemm, dnnl_sgemm per product and one oneDNN matmul primitive for
+// the batch, called directly (all three are "gemm" candidates), interleaved, medians.
+void bench_batched(int64_t batch, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  GemmDesc d;
+  d.trans_a = ta, d.trans_b = tb, d.m = m, d.n = n, d.k = k, d.batch = batch;
+  d.lda = ta ? m : k, d.ldb = tb ? k : n, d.ldc = n;
+  d.stride_a = m * k, d.stride_b = k * n, d.stride_c = m * n;
+  std::vector<float> a = buffer(batch * m * k, 1), b = buffer(batch * k * n, 2), c(static_cast<size_t>(batch * m * n));
+  const std::function<void()> fs[3] = {[&] { native::gemm(d, a.data(), b.data(), c.data()); },
+                                       [&] { onednn::gemm(d, a.data(), b.data(), c.data()); },
+                                       [&] { onednn::matmul(d, a.data(), b.data(), c.data()); }};
+  std::vector<double> runs[3];
+  for (auto& f : fs) f();
+  for (int r = 0; r < g_reps; ++r)
+    for (int i = 0; i < 3; ++i) runs[i].push_back(run_ms(fs[i]));
+  const double flops = 2.0 * double(batch * m) * double(n) * double(k), t0 = median(runs[0]), t1 = median(runs[1]),
+               t2 = median(runs[2]);
+  std::printf("b%lld %s%s m%lldn%lldk%lld  native %8.3f ms %6.1f GF/s  sgemm %8.3f ms %6.1f  matmul %8.3f ms %6.1f"
+              "  sgemm/matmul %5.2f native/matmul %5.2f\n",
+              (long long)batch, ta ? "T" : "N", tb ? "T" : "N", (long long)m, (long long)n, (long long)k, t0,
+              flops / t0 * 1e-6, t1, flops / t1 * 1e-6, t2, flops / t2 * 1e-6, t1 / t2, t0 / t2);
+  std::fflush(stdout);
+}
+#endif
+
+// GoogLeNet's inception outputs (4 branches cat on the channels), NCHW (outer = batch) and
+// channels-last (outer = batch * H * W, inner = 1); and n-ary sums of ResNet-50 activations.
+void bench_concat_sum(int64_t mb) {
+  const auto cpu = DeviceType::cpu;
+  header("concat and sum (rate: GB/s, 4 bytes per element read or written)");
+  auto& cc = KILN_OP("concat", ConcatDesc, const void* const*, void*);
+  auto& sm = KILN_OP("sum", SumDesc, const void* const*, void*);
+  struct Inc {
+    const char* name;
+    int64_t hw;
+    std::vector<int64_t> c;
+  };
+  for (const Inc& inc : std::vector<Inc>{{"inception3a", 28, {64, 128, 32, 32}},
+                                         {"inception4e", 14, {256, 320, 128, 128}},
+                                         {"inception5b", 7, {384, 384, 128, 128}}})
+    for (bool nhwc : {false, true}) {
+      ConcatDesc d;
+      d.sizes = inc.c;
+      d.outer = nhwc ? mb * inc.hw * inc.hw : mb;
+      d.inner = nhwc ? 1 : inc.hw * inc.hw;
+      std::vector<std::vector<float>> ins;
+      std::vector<const void*> ptrs;
+      for (int64_t c : inc.c) ins.push_back(buffer(d.outer * c * d.inner, 1));
+      for (auto& v : ins) ptrs.push_back(v.data());
+      std::vector<float> out(static_cast<size_t>(d.outer * d.total() * d.inner));
+      row(std::string(inc.name) + (nhwc ? " nhwc " : " nchw ") + std::to_string(d.total()) + "x" +
+              std::to_string(inc.hw),
+          "fwd", 8.0 * double(out.size()), "GB/s", [&] { cc(cpu, d, ptrs.data(), out.data()); }, false);
+    }
+  for (auto [k, c, h] : std::vector<std::array<int64_t, 3>>{{2, 256, 56}, {2, 1024, 14}, {3, 256, 56}, {4, 512, 28}}) {
+    SumDesc d;
+    d.inputs = k, d.n = mb * c * h * h;
+    std::vector<std::vector<float>> ins;
+    std::vector<const void*> ptrs;
+    for (int64_t i = 0; i < k; ++i) ins.push_back(buffer(d.n, uint64_t(i) + 1));
+    for (auto& v : ins) ptrs.push_back(v.data());
+    std::vector<float> out(static_cast<size_t>(d.n));
+    row("sum" + std::to_string(k) + " " + std::to_string(c) + "x" + std::to_string(h), "fwd",
+        4.0 * double(k + 1) * double(d.n), "GB/s", [&] { sm(cpu, d, ptrs.data(), out.data()); }, false);
+  }
 }
 
 void bench_other(int64_t mb) {
@@ -247,8 +367,10 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && i + 1 < argc) set_num_threads(std::atoi(argv[++i]));
     else if (a == "--mb" && i + 1 < argc) mb = std::max(1, std::atoi(argv[++i]));
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--cpu-time") g_cpu_time = true;
+    else if (a == "--nhwc") g_nhwc = true;
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_backends [--mb N] [--reps N] [--threads T] [--only conv|gemm|other] [problem ...]\n");
+      std::printf("usage: bench_backends [--mb N] [--reps N] [--threads T] [--cpu-time] [--nhwc] [--only conv|gemm|matmul|linear|concat|other] [problem ...]\n");
       return 0;
     } else problems.push_back(a);
   }
@@ -277,8 +399,8 @@ int main(int argc, char** argv) {
         {"resnet50 res5 1x1 reduce", m + "ic2048ih7oc512oh7kh1ph0"},
     };
   }
-  std::printf("bench_backends: %d threads, best of %d, batch %lld; n/o = native_ms / onednn_ms (>1: onednn faster)",
-              num_threads(), g_reps, (long long)mb);
+  std::printf("bench_backends: %d threads, median of %d (%s), batch %lld; n/o = native_ms / onednn_ms (>1: onednn faster)",
+              num_threads(), g_reps, g_cpu_time ? "cpu time" : "wall time", (long long)mb);
 #ifdef KILN_HAVE_ONEDNN
   std::printf("; oneDNN %s; reord = onednn ms/call reordering to/from its layouts, w_reord = weights' part",
               onednn::version());
@@ -299,6 +421,24 @@ int main(int argc, char** argv) {
       bench_linear("alexnet fc8", mb, 4096, 1000);
       bench_linear("resnet50 fc", mb, 2048, 1000);
     }
+#ifdef KILN_HAVE_ONEDNN
+    if ((only.empty() || only == "matmul") && problems.empty()) {
+      std::printf("\n# batched gemm: native vs dnnl_sgemm per product vs one oneDNN matmul\n");
+      for (auto [bt, m, n, k] : std::vector<std::array<int64_t, 4>>{
+               {mb, 64, 64, 64}, {mb * 8, 49, 49, 64}, {mb * 8, 197, 197, 64}, {mb, 256, 256, 256}, {mb, 512, 512, 512}})
+        for (auto [ta, tb] : std::vector<std::pair<bool, bool>>{{false, false}, {false, true}, {true, false}})
+          bench_batched(bt, m, n, k, ta, tb);
+    }
+#endif
+    if ((only.empty() || only == "linear") && problems.empty()) {
+      header("inner product, linear_* ops (rate: GFLOP/s)");
+      bench_ip("alexnet fc6", mb, 9216, 4096);
+      bench_ip("alexnet fc7", mb, 4096, 4096);
+      bench_ip("alexnet fc8", mb, 4096, 1000);
+      bench_ip("vgg fc6", mb, 25088, 4096);
+      bench_ip("googlenet fc", mb, 1024, 1000);
+    }
+    if ((only.empty() || only == "concat") && problems.empty()) bench_concat_sum(mb);
     if ((only.empty() || only == "other") && problems.empty()) bench_other(mb);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_backends: %s\n", e.what());

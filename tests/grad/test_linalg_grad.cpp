@@ -4,6 +4,7 @@
 //   ctest --test-dir build -R grad.test_linalg_grad
 #include "tests/support/testing.h"
 
+#include "engine/dispatch.h"
 #include "engine/ops/linalg.h"
 #include "engine/ops/reduce.h"
 
@@ -117,4 +118,16 @@ TEST_CASE("matmul gradients by hand") {
   ops::sum(ops::matmul(a, b)).backward();
   CHECK(a.grad().to_vector() == std::vector<double>{0, 2, 3.5, 0, 2, 3.5});
   CHECK(b.grad().to_vector() == std::vector<double>{5, 5, 7, 7, 9, 9});
+}
+
+TEST_CASE("linear: finite differences through each backend's linear ops (ref, native)") {
+  // CHECK_GRAD runs in float64: the ref and native inner products both serve it.
+  for (const char* backend : {"ref", "native"}) {
+    CAPTURE(backend);
+    BackendGuard g(backend, true);
+    Tensor x = req(make_input({4, 2, 5}, 31)), w = req(make_input({3, 5}, 32)), b = req(make_input({3}, 33));
+    CHECK_GRAD(kLinear, (std::vector<Tensor>{x, w, b}));
+    CHECK_GRAD(kLinearNoBias, (std::vector<Tensor>{x, w}));
+    CHECK_GRAD(kLinear, (std::vector<Tensor>{x.detach(), w, b}));
+  }
 }

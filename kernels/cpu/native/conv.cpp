@@ -162,13 +162,16 @@ void zero(float* p, int64_t n) {
 
 }  // namespace
 
-bool supports_conv(const ConvDesc& d) { return d.dtype == DType::float32 && (!d.nhwc || supports_conv_nhwc(d)); }
+bool supports_conv(const ConvDesc& d) {
+  return d.dtype == DType::float32 && (!d.nhwc || supports_conv_nhwc(d) || is_depthwise(d));
+}
 
 static void conv2d_fwd_plain(const ConvDesc& d, const void* src_v, const void* wei_v, const void* bias_v, void* dst_v) {
   const float* src = static_cast<const float*>(src_v);
   const float* wei = static_cast<const float*>(wei_v);
   const float* bias = d.has_bias ? static_cast<const float*>(bias_v) : nullptr;
   float* dst = static_cast<float*>(dst_v);
+  if (is_depthwise(d)) return conv2d_fwd_depthwise(d, src, wei, bias, dst);
   if (d.nhwc) return conv2d_fwd_nhwc(d, src, wei, bias, dst);
   const Geom gm(d);
   const int64_t items = d.N * gm.G;
@@ -211,6 +214,7 @@ void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst_v, const void* wei_
   const float* diff_dst = static_cast<const float*>(diff_dst_v);
   const float* wei = static_cast<const float*>(wei_v);
   float* diff_src = static_cast<float*>(diff_src_v);
+  if (is_depthwise(d)) return conv2d_bwd_data_depthwise(d, diff_dst, wei, diff_src);
   if (d.nhwc) return conv2d_bwd_data_nhwc(d, diff_dst, wei, diff_src);
   const Geom gm(d);
   const int64_t items = d.N * gm.G;
@@ -241,6 +245,7 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src_v, const void* diff_d
   const float* diff_dst = static_cast<const float*>(diff_dst_v);
   float* diff_wei = static_cast<float*>(diff_wei_v);
   float* diff_bias = static_cast<float*>(diff_bias_v);
+  if (is_depthwise(d)) return conv2d_bwd_weights_depthwise(d, src, diff_dst, diff_wei, diff_bias);
   if (d.nhwc) return conv2d_bwd_weights_nhwc(d, src, diff_dst, diff_wei, diff_bias);
   const Geom gm(d);
 

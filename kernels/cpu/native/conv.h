@@ -28,4 +28,13 @@ void conv2d_bwd_data_nhwc(const ConvDesc& d, const float* diff_dst, const float*
 void conv2d_bwd_weights_nhwc(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei,
                              float* diff_bias);
 
+// Depthwise (groups == C > 1, K a multiple of C), conv_depthwise.cpp: direct loops, NCHW and
+// NHWC, no im2col. The entry points above call them first when is_depthwise(d) (which
+// KILN_CONV_DEPTHWISE=0 turns off, for comparisons: NHWC depthwise then is not supported).
+bool is_depthwise(const ConvDesc& d);
+void conv2d_fwd_depthwise(const ConvDesc& d, const float* src, const float* wei, const float* bias, float* dst);
+void conv2d_bwd_data_depthwise(const ConvDesc& d, const float* diff_dst, const float* wei, float* diff_src);
+void conv2d_bwd_weights_depthwise(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei,
+                                  float* diff_bias);
+
 }  // namespace kiln::native

@@ -1,8 +1,9 @@
 // kiln's oneDNN backend ("onednn"), the light public part: counters that say what the backend
 // did (tests check that a kernel really ran on oneDNN and that primitives are cached; the bench
 // reads the reorder time). The kernels themselves are declared per op family in conv.h, gemm.h,
-// pool.h, norm.h and elementwise.h next to this file, with the same signatures as the native
-// kernels of kernels/cpu/native/. Only built when CMake found oneDNN (KILN_HAVE_ONEDNN).
+// matmul.h, linear.h (inner product), concat.h (concat and sum), pool.h, norm.h and
+// elementwise.h next to this file, with the same signatures as the native kernels of
+// kernels/cpu/native/. Only built when CMake found oneDNN (KILN_HAVE_ONEDNN).
 //
 // Primitives are created once per (kind, descriptor str(), thread count) and kept in a
 // process-wide, thread-safe cache; they run on the caller's plain NCHW / row-major buffers, with
