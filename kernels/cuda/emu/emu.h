@@ -43,6 +43,19 @@ struct dim3 {
   constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}  // NOLINT: as CUDA's
 };
 
+// The vector types kernels load and store through (16- and 8-byte aligned, as on a GPU).
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(8) float2 {
+  float x, y;
+};
+struct alignas(16) double2 {
+  double x, y;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
+
 constexpr int warpSize = 32;
 
 // The built-in variables: set by the scheduler at every switch into a thread (one OS thread
