@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "kernels/common/error.h"
-#include "kernels/cuda/launch.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define KILN_EMU_ASAN 1
@@ -68,6 +67,10 @@ kiln_emu_switch:
 )");
 #endif
 
+// Bounds of the section static shared memory lives in (KILN_SHARED), from the linker.
+extern "C" unsigned char __start_kiln_emu_shared[] __attribute__((weak));
+extern "C" unsigned char __stop_kiln_emu_shared[] __attribute__((weak));
+
 namespace kiln::cuda {
 inline namespace emu {
 
@@ -75,8 +78,6 @@ __thread uint3 threadIdx;
 __thread uint3 blockIdx;
 __thread uint3 blockDim;
 __thread uint3 gridDim;
-
-Stream current_stream() { return nullptr; }
 
 namespace detail {
 namespace {
@@ -300,7 +301,11 @@ void finish_collective(Fiber** lanes, unsigned mask) {
 
 void run_block(Scheduler& s, Grid& g, const uint3& bid, size_t nthreads) {
   blockIdx = bid;
-  if (g.shared) std::memset(g.shared, 0xff, g.shmem);  // NaN-filled: reads before writes show up
+  // Shared memory starts NaN-filled (0xff bytes), so reads before writes show up.
+  if (g.shared) std::memset(g.shared, 0xff, g.shmem);
+  unsigned char* const shared_begin = __start_kiln_emu_shared;
+  unsigned char* const shared_end = __stop_kiln_emu_shared;
+  if (shared_begin && shared_end > shared_begin) std::memset(shared_begin, 0xff, size_t(shared_end - shared_begin));
   for (size_t i = 0; i < nthreads; ++i) s.pool[i]->state = State::ready;
   for (;;) {
     for (size_t i = 0; i < nthreads; ++i) {

@@ -24,7 +24,7 @@
 #define __global__
 #define __device__
 #define __host__
-#define __shared__ static
+#define __shared__ static __attribute__((section("kiln_emu_shared")))
 #define __constant__ static
 #define __launch_bounds__(...)
 #define __forceinline__ inline __attribute__((always_inline))
