@@ -286,7 +286,7 @@ void finish_collective(Fiber** lanes, unsigned mask) {
       case WarpOp::shfl_idx: src = seg + ((f->arg % w + w) % w); break;
       case WarpOp::shfl_up: src = (l - seg) >= f->arg ? l - f->arg : l; break;
       case WarpOp::shfl_down: src = (l - seg) + f->arg < w ? l + f->arg : l; break;
-      case WarpOp::shfl_xor: src = l ^ f->arg; if (src >= seg + w || src < 0 || src > 31) src = l; break;
+      case WarpOp::shfl_xor: src = l ^ f->arg; if (src < seg || src >= seg + w) src = l; break;
       case WarpOp::ballot: f->result = ballot; break;
       case WarpOp::any: f->result = ballot != 0; break;
       case WarpOp::all: f->result = (ballot & mask) == mask; break;

@@ -7,6 +7,8 @@
 // load-then-use code with a missing barrier, thread 0 uses what the other threads have not yet
 // written and the result comes out wrong. Barrier divergence and warp collectives whose lanes
 // do not all arrive are reported as kiln::Error naming the kernel, block and thread.
+// One OS thread runs a grid; launches on several OS threads at once are fine unless they share a
+// kernel with static shared memory (one copy per process, as KILN_SHARED is a static).
 // Emulated device memory is host memory: built with AddressSanitizer, the kernels' out-of-bounds
 // accesses are caught (tests/emu/planted_oob.cpp). Test: ctest --test-dir build -L emu
 #pragma once
@@ -210,6 +212,7 @@ inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }
 inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
 inline long min(long a, long b) { return a < b ? a : b; }
+inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
 inline float min(float a, float b) { return std::fmin(a, b); }
 inline double min(double a, double b) { return std::fmin(a, b); }
 inline int max(int a, int b) { return a > b ? a : b; }
@@ -217,6 +220,7 @@ inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
 inline long long max(long long a, long long b) { return a > b ? a : b; }
 inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
 inline long max(long a, long b) { return a > b ? a : b; }
+inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
 inline float max(float a, float b) { return std::fmax(a, b); }
 inline double max(double a, double b) { return std::fmax(a, b); }
 
