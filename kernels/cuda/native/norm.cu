@@ -1,0 +1,383 @@
+// kiln's own CUDA batch norm, dropout and softmax (declared in norm.h). Design notes:
+//  - batch norm: one kernel family for both layouts. A block owns kCols channels and kRows
+//    threads walk the N*S "rows" of those channels: NCHW uses (1 x 256) blocks, one channel
+//    each, threads along the contiguous spatial axis; NHWC uses (32 x 8) blocks whose lanes
+//    read 32 adjacent channels of a row (coalesced). Statistics are two passes (mean, then the
+//    squares about it) summed in double per thread and combined by a fixed shared-memory tree:
+//    deterministic, no atomics. Forward writes save_mean/save_invstd there and normalises in a
+//    grid-wide elementwise pass; backward reduces and writes dx in the same block.
+//  - dropout: a thread per Philox counter (4 elements), the CPU native kernel's exact integer
+//    test (bits >> 8) >= ceil(p 2^24), so the mask is the CPU's bit for bit.
+//  - softmax: inner == 1 is a warp per row (shuffle reductions); else a thread per (outer,
+//    inner) column walking dim with stride inner, so neighbouring threads read neighbouring
+//    addresses.
+// Test (emulated): ctest --test-dir build -R emu
+#include "kernels/cuda/native/norm.h"
+
+#include <cmath>
+
+#include "kernels/common/philox.h"
+
+KILN_CUDA_NAMESPACE_BEGIN
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarp = 32;
+
+KILN_DEVICE inline float dexp(float x) { return expf(x); }
+KILN_DEVICE inline double dexp(double x) { return exp(x); }
+KILN_DEVICE inline float dlog(float x) { return logf(x); }
+KILN_DEVICE inline double dlog(double x) { return log(x); }
+
+int64_t grid_for(int64_t n, int64_t per_block = kThreads) {
+  const int64_t b = (n + per_block - 1) / per_block;
+  return b < 1 ? 1 : (b > 65535 ? 65535 : b);
+}
+
+// ---------------------------------------------------------------- batch norm
+template <class T>
+struct BnArgs {
+  int64_t N, C, S;
+  bool training, relu;
+  double eps, momentum;
+  const T *src, *wei, *bias, *diff_dst, *save_mean_in, *save_invstd_in;
+  T *running_mean, *running_var, *dst, *save_mean, *save_invstd, *diff_src, *diff_wei, *diff_bias;
+};
+
+// Block shape: kCols channels x kRows row-walkers (kCols * kRows == kThreads, kRows a power of 2).
+template <bool kNhwc>
+struct BnShape {
+  static constexpr int kCols = kNhwc ? 32 : 1;
+  static constexpr int kRows = kThreads / kCols;
+};
+
+template <bool kNhwc, class T>
+KILN_DEVICE inline int64_t bn_at(const BnArgs<T>& a, int64_t r, int64_t c) {
+  if (kNhwc) return r * a.C + c;
+  const int64_t n = r / a.S;
+  return (n * a.C + c) * a.S + (r - n * a.S);
+}
+
+// Sum of v over the kRows walkers of each column; every thread of the column gets the total.
+template <bool kNhwc>
+KILN_DEVICE inline double bn_column_sum(double v, double* red) {
+  constexpr int kCols = BnShape<kNhwc>::kCols, kRows = BnShape<kNhwc>::kRows;
+  const int x = threadIdx.x, y = threadIdx.y;
+  red[y * kCols + x] = v;
+  __syncthreads();
+  for (int s = kRows / 2; s > 0; s >>= 1) {
+    if (y < s) red[y * kCols + x] += red[(y + s) * kCols + x];
+    __syncthreads();
+  }
+  const double total = red[x];
+  __syncthreads();  // red is reused by the next sum
+  return total;
+}
+
+template <bool kNhwc, class T>
+KILN_GLOBAL void bn_stats_kernel(BnArgs<T> a) {
+  constexpr int kCols = BnShape<kNhwc>::kCols, kRows = BnShape<kNhwc>::kRows;
+  KILN_SHARED double red[kThreads];
+  const int64_t c = int64_t(blockIdx.x) * kCols + threadIdx.x;
+  const bool live = c < a.C;  // dead lanes still join every __syncthreads
+  const int64_t m = a.N * a.S;
+  double mean = 0, var = 0, unbiased = 0;
+  if (a.training) {
+    double s1 = 0;
+    if (live)
+      for (int64_t r = threadIdx.y; r < m; r += kRows) s1 += double(a.src[bn_at<kNhwc>(a, r, c)]);
+    mean = bn_column_sum<kNhwc>(s1, red) / double(m);
+    double q = 0;
+    if (live)
+      for (int64_t r = threadIdx.y; r < m; r += kRows) {
+        const double v = double(a.src[bn_at<kNhwc>(a, r, c)]) - mean;
+        q += v * v;
+      }
+    q = bn_column_sum<kNhwc>(q, red);
+    var = q / double(m);
+    unbiased = m > 1 ? q / double(m - 1) : var;
+  }
+  if (!live || threadIdx.y != 0) return;
+  if (a.training) {  // running statistics exactly as kernels/cpu/native/norm.cpp updates them
+    if (a.running_mean)
+      a.running_mean[c] = T((1 - a.momentum) * double(a.running_mean[c]) + a.momentum * mean);
+    if (a.running_var && m > 1)
+      a.running_var[c] = T((1 - a.momentum) * double(a.running_var[c]) + a.momentum * unbiased);
+  } else {
+    mean = double(a.running_mean[c]);
+    var = double(a.running_var[c]);
+  }
+  a.save_mean[c] = T(mean);
+  a.save_invstd[c] = T(1.0 / sqrt(var + a.eps));
+}
+
+// y = (x - mu) * scale + shift, the CPU's order (subtracting the mean first stays exact for
+// data far from zero), then the fused ReLU (NaN -> 0, the ReLU functor's rule).
+template <bool kNhwc, class T>
+KILN_GLOBAL void bn_apply_kernel(BnArgs<T> a) {
+  const int64_t total = a.N * a.C * a.S;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = kNhwc ? i % a.C : (i / a.S) % a.C;
+    const T scale = T((a.wei ? double(a.wei[c]) : 1.0) * double(a.save_invstd[c]));
+    const T shift = a.bias ? a.bias[c] : T(0);
+    const T v = (a.src[i] - a.save_mean[c]) * scale + shift;
+    a.dst[i] = a.relu ? (v > T(0) ? v : T(0)) : v;
+  }
+}
+
+// dx = a (dy - mean(dy) - xhat mean(dy xhat)) in training, a dy in eval, a = w invstd;
+// dw = sum(dy xhat), db = sum(dy).
+template <bool kNhwc, class T>
+KILN_GLOBAL void bn_bwd_kernel(BnArgs<T> a) {
+  constexpr int kCols = BnShape<kNhwc>::kCols, kRows = BnShape<kNhwc>::kRows;
+  KILN_SHARED double red[kThreads];
+  const int64_t c = int64_t(blockIdx.x) * kCols + threadIdx.x;
+  const bool live = c < a.C;
+  const int64_t m = a.N * a.S;
+  const double mean = live ? double(a.save_mean_in[c]) : 0.0, invstd = live ? double(a.save_invstd_in[c]) : 0.0;
+  double sdy = 0, sdyx = 0;
+  if (a.training || a.diff_wei || a.diff_bias) {
+    if (live)
+      for (int64_t r = threadIdx.y; r < m; r += kRows) {
+        const int64_t i = bn_at<kNhwc>(a, r, c);
+        const double g = double(a.diff_dst[i]);
+        sdy += g;
+        sdyx += g * (double(a.src[i]) - mean);
+      }
+    sdy = bn_column_sum<kNhwc>(sdy, red);
+    sdyx = bn_column_sum<kNhwc>(sdyx, red) * invstd;
+  }
+  if (!live) return;
+  if (threadIdx.y == 0) {
+    if (a.diff_wei) a.diff_wei[c] = T(sdyx);
+    if (a.diff_bias) a.diff_bias[c] = T(sdy);
+  }
+  if (!a.diff_src) return;
+  const T k = T((a.wei ? double(a.wei[c]) : 1.0) * invstd);
+  const T mdy = a.training ? T(sdy / double(m)) : T(0), kx = a.training ? T(invstd * sdyx / double(m)) : T(0);
+  const T mu = T(mean);
+  for (int64_t r = threadIdx.y; r < m; r += kRows) {
+    const int64_t i = bn_at<kNhwc>(a, r, c);
+    a.diff_src[i] = a.training ? k * (a.diff_dst[i] - mdy - (a.src[i] - mu) * kx) : k * a.diff_dst[i];
+  }
+}
+
+template <bool kNhwc, class T>
+void bn_launch_fwd(const BnArgs<T>& a) {
+  constexpr int kCols = BnShape<kNhwc>::kCols, kRows = BnShape<kNhwc>::kRows;
+  launch(bn_stats_kernel<kNhwc, T>, dim3(unsigned((a.C + kCols - 1) / kCols)), dim3(kCols, kRows), 0,
+         current_stream(), a);
+  launch(bn_apply_kernel<kNhwc, T>, dim3(unsigned(grid_for(a.N * a.C * a.S))), dim3(kThreads), 0, current_stream(),
+         a);
+}
+
+template <bool kNhwc, class T>
+void bn_launch_bwd(const BnArgs<T>& a) {
+  constexpr int kCols = BnShape<kNhwc>::kCols, kRows = BnShape<kNhwc>::kRows;
+  launch(bn_bwd_kernel<kNhwc, T>, dim3(unsigned((a.C + kCols - 1) / kCols)), dim3(kCols, kRows), 0,
+         current_stream(), a);
+}
+
+// ---------------------------------------------------------------- dropout
+template <class T>
+KILN_GLOBAL void dropout_fwd_kernel(int64_t n, uint64_t seed, uint64_t offset, uint32_t thr, T scale, const T* src,
+                                    T* dst, uint8_t* mask) {
+  const int64_t groups = (n + 3) / 4;
+  for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += int64_t(gridDim.x) * blockDim.x) {
+    const Philox4x32 r = philox4x32(seed, offset + uint64_t(g));  // elements 4g .. 4g+3
+    for (int l = 0; l < 4; ++l) {
+      const int64_t i = 4 * g + l;
+      if (i >= n) break;
+      const uint32_t keep = (r.v[l] >> 8) >= thr ? 1u : 0u;
+      mask[i] = uint8_t(keep);
+      dst[i] = src[i] * (T(int32_t(keep)) * scale);  // x * mask * scale (inf * 0 = NaN, as PyTorch)
+    }
+  }
+}
+
+template <class T>
+KILN_GLOBAL void dropout_bwd_kernel(int64_t n, T scale, const T* dy, const uint8_t* mask, T* dx) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dx[i] = dy[i] * (mask[i] ? scale : T(0));
+}
+
+// ---------------------------------------------------------------- softmax
+template <class T>
+KILN_DEVICE inline T warp_max(T v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) {
+    const T u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = u > v ? u : v;
+  }
+  return v;
+}
+
+template <class T>
+KILN_DEVICE inline T warp_sum(T v) {  // butterfly: every lane ends with the same bits
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <class T>
+KILN_GLOBAL void softmax_fwd_rows_kernel(int64_t rows, int64_t D, bool log_out, const T* src, T* dst) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
+  for (int64_t o = int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; o < rows; o += warps) {
+    const T* x = src + o * D;
+    T* y = dst + o * D;
+    T mx = x[0];
+    for (int64_t k = lane; k < D; k += kWarp) mx = x[k] > mx ? x[k] : mx;
+    mx = warp_max(mx);
+    T sum = 0;
+    for (int64_t k = lane; k < D; k += kWarp) sum += dexp(x[k] - mx);
+    sum = warp_sum(sum);
+    if (log_out) {
+      const T lse = mx + dlog(sum);
+      for (int64_t k = lane; k < D; k += kWarp) y[k] = x[k] - lse;
+    } else {
+      const T inv = T(1) / sum;
+      for (int64_t k = lane; k < D; k += kWarp) y[k] = dexp(x[k] - mx) * inv;
+    }
+  }
+}
+
+template <class T>
+KILN_GLOBAL void softmax_bwd_rows_kernel(int64_t rows, int64_t D, bool log_out, const T* y, const T* dy, T* dx) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
+  for (int64_t o = int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; o < rows; o += warps) {
+    const T* yr = y + o * D;
+    const T* g = dy + o * D;
+    T* out = dx + o * D;
+    T acc = 0;
+    for (int64_t k = lane; k < D; k += kWarp) acc += log_out ? g[k] : g[k] * yr[k];
+    acc = warp_sum(acc);
+    for (int64_t k = lane; k < D; k += kWarp) out[k] = log_out ? g[k] - dexp(yr[k]) * acc : yr[k] * (g[k] - acc);
+  }
+}
+
+template <class T>
+KILN_GLOBAL void softmax_fwd_cols_kernel(int64_t outer, int64_t D, int64_t I, bool log_out, const T* src, T* dst) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < outer * I; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = (t / I) * D * I + t % I;
+    const T* x = src + base;
+    T* y = dst + base;
+    T mx = x[0];
+    for (int64_t k = 1; k < D; ++k) mx = x[k * I] > mx ? x[k * I] : mx;
+    T sum = 0;
+    for (int64_t k = 0; k < D; ++k) sum += dexp(x[k * I] - mx);
+    if (log_out) {
+      const T lse = mx + dlog(sum);
+      for (int64_t k = 0; k < D; ++k) y[k * I] = x[k * I] - lse;
+    } else {
+      const T inv = T(1) / sum;
+      for (int64_t k = 0; k < D; ++k) y[k * I] = dexp(x[k * I] - mx) * inv;
+    }
+  }
+}
+
+template <class T>
+KILN_GLOBAL void softmax_bwd_cols_kernel(int64_t outer, int64_t D, int64_t I, bool log_out, const T* y, const T* dy,
+                                         T* dx) {
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < outer * I; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = (t / I) * D * I + t % I;
+    T acc = 0;
+    for (int64_t k = 0; k < D; ++k) acc += log_out ? dy[base + k * I] : dy[base + k * I] * y[base + k * I];
+    for (int64_t k = 0; k < D; ++k) {
+      const int64_t j = base + k * I;
+      dx[j] = log_out ? dy[j] - dexp(y[j]) * acc : y[j] * (dy[j] - acc);
+    }
+  }
+}
+
+bool float_or_double(DType t) { return t == DType::float32 || t == DType::float64; }
+
+}  // namespace
+
+bool supports_batch_norm(const BatchNormDesc& d) { return float_or_double(d.dtype); }
+
+void batch_norm_fwd(const BatchNormDesc& d, const void* src, const void* wei, const void* bias, void* running_mean,
+                    void* running_var, void* dst, void* save_mean, void* save_invstd) {
+  if (d.N * d.C * d.S == 0) return;
+  visit_float(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    BnArgs<T> a{};
+    a.N = d.N, a.C = d.C, a.S = d.S, a.training = d.training, a.relu = d.relu, a.eps = d.eps, a.momentum = d.momentum;
+    a.src = static_cast<const T*>(src), a.wei = static_cast<const T*>(wei), a.bias = static_cast<const T*>(bias);
+    a.running_mean = static_cast<T*>(running_mean), a.running_var = static_cast<T*>(running_var);
+    a.dst = static_cast<T*>(dst), a.save_mean = static_cast<T*>(save_mean);
+    a.save_invstd = static_cast<T*>(save_invstd);
+    if (d.nhwc) bn_launch_fwd<true>(a); else bn_launch_fwd<false>(a);
+  });
+}
+
+void batch_norm_bwd(const BatchNormDesc& d, const void* src, const void* diff_dst, const void* wei,
+                    const void* save_mean, const void* save_invstd, void* diff_src, void* diff_wei, void* diff_bias) {
+  if (d.N * d.C * d.S == 0) return;
+  visit_float(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    BnArgs<T> a{};
+    a.N = d.N, a.C = d.C, a.S = d.S, a.training = d.training, a.eps = d.eps;
+    a.src = static_cast<const T*>(src), a.diff_dst = static_cast<const T*>(diff_dst);
+    a.wei = static_cast<const T*>(wei), a.save_mean_in = static_cast<const T*>(save_mean);
+    a.save_invstd_in = static_cast<const T*>(save_invstd), a.diff_src = static_cast<T*>(diff_src);
+    a.diff_wei = static_cast<T*>(diff_wei), a.diff_bias = static_cast<T*>(diff_bias);
+    if (d.nhwc) bn_launch_bwd<true>(a); else bn_launch_bwd<false>(a);
+  });
+}
+
+bool supports_dropout(const DropoutDesc& d) { return float_or_double(d.dtype); }
+
+void dropout_fwd(const DropoutDesc& d, const void* src, void* dst, uint8_t* mask) {
+  if (d.n == 0) return;
+  // uniform >= p  <=>  (bits >> 8) >= ceil(p 2^24): exact, the CPU native kernel's test.
+  const uint32_t thr = uint32_t(std::ceil(d.p * 16777216.0));
+  visit_float(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    launch(dropout_fwd_kernel<T>, dim3(unsigned(grid_for((d.n + 3) / 4))), dim3(kThreads), 0, current_stream(), d.n,
+           d.seed, d.offset, thr, T(d.scale()), static_cast<const T*>(src), static_cast<T*>(dst), mask);
+  });
+}
+
+void dropout_bwd(const DropoutDesc& d, const void* diff_dst, const uint8_t* mask, void* diff_src) {
+  if (d.n == 0) return;
+  visit_float(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    launch(dropout_bwd_kernel<T>, dim3(unsigned(grid_for(d.n))), dim3(kThreads), 0, current_stream(), d.n,
+           T(d.scale()), static_cast<const T*>(diff_dst), mask, static_cast<T*>(diff_src));
+  });
+}
+
+bool supports_softmax(const SoftmaxDesc& d) { return float_or_double(d.dtype) && d.dim > 0; }
+
+void softmax_fwd(const SoftmaxDesc& d, const void* src, void* dst) {
+  if (d.outer * d.inner == 0) return;
+  visit_float(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(src);
+    T* y = static_cast<T*>(dst);
+    if (d.inner == 1)
+      launch(softmax_fwd_rows_kernel<T>, dim3(unsigned(grid_for(d.outer, kThreads / kWarp))), dim3(kThreads), 0,
+             current_stream(), d.outer, d.dim, d.log, x, y);
+    else
+      launch(softmax_fwd_cols_kernel<T>, dim3(unsigned(grid_for(d.outer * d.inner))), dim3(kThreads), 0,
+             current_stream(), d.outer, d.dim, d.inner, d.log, x, y);
+  });
+}
+
+void softmax_bwd(const SoftmaxDesc& d, const void* dst, const void* diff_dst, void* diff_src) {
+  if (d.outer * d.inner == 0) return;
+  visit_float(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* y = static_cast<const T*>(dst);
+    const T* g = static_cast<const T*>(diff_dst);
+    T* dx = static_cast<T*>(diff_src);
+    if (d.inner == 1)
+      launch(softmax_bwd_rows_kernel<T>, dim3(unsigned(grid_for(d.outer, kThreads / kWarp))), dim3(kThreads), 0,
+             current_stream(), d.outer, d.dim, d.log, y, g, dx);
+    else
+      launch(softmax_bwd_cols_kernel<T>, dim3(unsigned(grid_for(d.outer * d.inner))), dim3(kThreads), 0,
+             current_stream(), d.outer, d.dim, d.inner, d.log, y, g, dx);
+  });
+}
+
+KILN_CUDA_NAMESPACE_END
