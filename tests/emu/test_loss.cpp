@@ -57,6 +57,7 @@ TEST_CASE("emu cross_entropy and nll fwd/bwd against ref") {
     for (Reduction r : kReductions)
       for (double eps : {0.0, 0.1})
         for (bool all_ignored : {false, true}) {
+          if (all_ignored && (eps != 0 || sh[1] == 1000)) continue;  // the 0/0 rule once per shape is enough
           ClassLossDesc d;
           d.dtype = DType::float64, d.N = sh[0], d.C = sh[1], d.S = sh[2], d.reduction = r;
           d.label_smoothing = eps, d.ignore_index = -100;

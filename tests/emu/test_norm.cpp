@@ -94,6 +94,8 @@ TEST_CASE("emu batch_norm fwd/bwd against ref (NCHW, NHWC, flat, eval, relu, aff
       {3, 5, 99, false, true, false, true}, {3, 5, 99, true, true, false, true}, {3, 5, 99, false, true, true, true},
       {3, 5, 99, true, false, true, true},  {3, 5, 99, false, false, false, false}, {7, 33, 1, false, true, false, true},
       {1, 37, 3, true, true, true, false},  {2, 3, 1, true, true, false, true},     {1, 5, 1, false, true, false, true},
+      // several row chunks per channel (16384 elements per block: NCHW 16384 rows, NHWC 512)
+      {2, 2, 8200, false, true, false, true}, {2, 5, 300, true, true, true, true},
   };
   for (const BnCase& k : cases) {
     CAPTURE(k.N);

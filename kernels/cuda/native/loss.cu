@@ -6,8 +6,8 @@
 //    threads (warps) take samples in a fixed order and accumulate in double, then a fixed
 //    shared-memory tree: the same bits every run, no atomics. The number of counted targets is
 //    summed the same way.
-//  - backward is elementwise over the logits; for mean each block first counts the targets that
-//    are not ignore_index (cheap for classification's N*S; a separate pass would need scratch).
+//  - backward is elementwise over the logits; for mean one block first counts the targets that
+//    are not ignore_index into scratch.
 // Test (emulated): ctest --test-dir build -R emu
 #include "kernels/cuda/native/loss.h"
 
@@ -142,12 +142,19 @@ KILN_GLOBAL void nll_fwd_kernel(ClassArgs a, bool reduced, const T* src, const i
 }
 
 // g_i for sample i: diff_dst[i] (none), diff_dst[0] (sum), diff_dst[0] / count (mean); 0 when ignored.
+// One block counts the targets that are not ignore_index (for mean's divisor).
+KILN_GLOBAL void count_targets_kernel(int64_t m, int64_t ignore, const int64_t* target, double* count) {
+  KILN_SHARED double red[kReduceThreads];
+  const double k = block_count(target, m, ignore, red);
+  if (threadIdx.x == 0) *count = k;
+}
+
 template <bool kNll, class T>
-KILN_GLOBAL void class_bwd_kernel(ClassArgs a, const T* src, const int64_t* target, const T* lse, const T* dy, T* dx) {
-  KILN_SHARED double red[kThreads];
+KILN_GLOBAL void class_bwd_kernel(ClassArgs a, const T* src, const int64_t* target, const T* lse, const T* dy,
+                                  const double* count, T* dx) {
   const int64_t m = a.N * a.S, total = m * a.C;
   T scalar = T(0);
-  if (a.reduction == Reduction::mean) scalar = T(double(dy[0]) / block_count(target, m, a.ignore, red));
+  if (a.reduction == Reduction::mean) scalar = T(double(dy[0]) / *count);
   if (a.reduction == Reduction::sum) scalar = dy[0];
   const T eps = T(a.eps), off = T(a.eps / double(a.C));
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < total; j += int64_t(gridDim.x) * blockDim.x) {
@@ -160,6 +167,21 @@ KILN_GLOBAL void class_bwd_kernel(ClassArgs a, const T* src, const int64_t* targ
       dx[j] = g * (p - (c == t ? T(1) - eps : T(0)) - off);
     }
   }
+}
+
+// Launches class_bwd_kernel, with the target count in scratch first for mean.
+template <bool kNll, class T>
+void class_bwd(const ClassLossDesc& d, const T* src, const int64_t* target, const T* lse, const T* dy, T* dx) {
+  const int64_t m = d.N * d.S, total = m * d.C;
+  if (total == 0) return;
+  const bool mean = d.reduction == Reduction::mean;
+  Scratch count(mean ? sizeof(double) : 0, current_stream());
+  if (mean)
+    launch(count_targets_kernel, dim3(1), dim3(kReduceThreads), 0, current_stream(), m, d.ignore_index, target,
+           count.as<double>());
+  launch(class_bwd_kernel<kNll, T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(),
+         ClassArgs{d.N, d.C, d.S, d.ignore_index, d.label_smoothing, d.reduction}, src, target, lse, dy,
+         static_cast<const double*>(count.as<double>()), dx);
 }
 
 // ---------------------------------------------------------------- point losses
@@ -243,13 +265,10 @@ void cross_entropy_fwd(const ClassLossDesc& d, const void* src, const int64_t* t
 
 void cross_entropy_bwd(const ClassLossDesc& d, const void* src, const int64_t* target, const void* save_lse,
                        const void* diff_dst, void* diff_src) {
-  const int64_t total = d.N * d.S * d.C;
-  if (total == 0) return;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(class_bwd_kernel<false, T>, dim3(unsigned(grid_for(total, kThreads, 1024))), dim3(kThreads), 0,
-           current_stream(), class_args(d), static_cast<const T*>(src), target, static_cast<const T*>(save_lse),
-           static_cast<const T*>(diff_dst), static_cast<T*>(diff_src));
+    class_bwd<false>(d, static_cast<const T*>(src), target, static_cast<const T*>(save_lse),
+                     static_cast<const T*>(diff_dst), static_cast<T*>(diff_src));
   });
 }
 
@@ -264,13 +283,10 @@ void nll_fwd(const ClassLossDesc& d, const void* src, const int64_t* target, voi
 }
 
 void nll_bwd(const ClassLossDesc& d, const int64_t* target, const void* diff_dst, void* diff_src) {
-  const int64_t total = d.N * d.S * d.C;
-  if (total == 0) return;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(class_bwd_kernel<true, T>, dim3(unsigned(grid_for(total, kThreads, 1024))), dim3(kThreads), 0,
-           current_stream(), class_args(d), static_cast<const T*>(nullptr), target, static_cast<const T*>(nullptr),
-           static_cast<const T*>(diff_dst), static_cast<T*>(diff_src));
+    class_bwd<true>(d, static_cast<const T*>(nullptr), target, static_cast<const T*>(nullptr),
+                    static_cast<const T*>(diff_dst), static_cast<T*>(diff_src));
   });
 }
 

@@ -1,11 +1,13 @@
 // kiln's own CUDA batch norm, dropout and softmax (declared in norm.h). Design notes:
 //  - batch norm: one kernel family for both layouts. A block owns kCols channels and kRows
-//    threads walk the N*S "rows" of those channels: NCHW uses (1 x 256) blocks, one channel
-//    each, threads along the contiguous spatial axis; NHWC uses (32 x 8) blocks whose lanes
-//    read 32 adjacent channels of a row (coalesced). Statistics are two passes (mean, then the
-//    squares about it) summed in double per thread and combined by a fixed shared-memory tree:
-//    deterministic, no atomics. Forward writes save_mean/save_invstd there and normalises in a
-//    grid-wide elementwise pass; backward reduces and writes dx in the same block.
+//    threads walk a fixed chunk of the N*S "rows" of those channels: NCHW uses (1 x 256)
+//    blocks, threads along the contiguous spatial axis; NHWC uses (32 x 8) blocks whose lanes
+//    read 32 adjacent channels of a row (coalesced). Grid = channel tiles x row chunks, so even
+//    64 channels fill the GPU. Per-block sums in double by a fixed shared-memory tree go to
+//    scratch; a thread per channel adds the chunks in order (deterministic, no atomics); then an
+//    elementwise pass normalises (forward) or forms dx (backward). Forward sums are shifted by
+//    the channel's first element, as the CPU native kernel does, so one read gives mean and
+//    variance without cancellation.
 //  - dropout: a thread per Philox counter (4 elements), the CPU native kernel's exact integer
 //    test (bits >> 8) >= ceil(p 2^24), so the mask is the CPU's bit for bit.
 //  - softmax: inner == 1 is a warp per row (shuffle reductions); else a thread per (outer,
@@ -35,13 +37,21 @@ int64_t grid_for(int64_t n, int64_t per_block = kThreads) {
 }
 
 // ---------------------------------------------------------------- batch norm
+// Rows: the N*S positions of a channel. Partial sums over fixed row chunks (their number depends
+// on the shape only), then per channel the chunks are added in order: deterministic.
+constexpr int64_t kBnChunkElems = 16384;  // elements one block sums per channel tile
+constexpr int64_t kBnMaxChunks = 1024;
+
 template <class T>
 struct BnArgs {
   int64_t N, C, S;
-  bool training, relu;
+  bool training, relu, sums;
   double eps, momentum;
+  int64_t chunks, chunk_rows;
   const T *src, *wei, *bias, *diff_dst, *save_mean_in, *save_invstd_in;
   T *running_mean, *running_var, *dst, *save_mean, *save_invstd, *diff_src, *diff_wei, *diff_bias;
+  double* part;  // [chunks][C][2] partial sums
+  double* coef;  // [C][4] backward coefficients: w invstd, mean(dy), invstd mean(dy xhat), mean
 };
 
 // Block shape: kCols channels x kRows row-walkers (kCols * kRows == kThreads, kRows a power of 2).
@@ -74,31 +84,63 @@ KILN_DEVICE inline double bn_column_sum(double v, double* red) {
   return total;
 }
 
-template <bool kNhwc, class T>
-KILN_GLOBAL void bn_stats_kernel(BnArgs<T> a) {
+// Grid (channel tiles, chunks). Forward: sum(x - k) and sum((x - k)^2) with k the channel's
+// first element (the CPU's shift: E[v^2] - E[v]^2 does not cancel for data far from zero);
+// backward: sum(dy) and sum(dy (x - mean)).
+template <bool kNhwc, bool kBwd, class T>
+KILN_GLOBAL void bn_partial_kernel(BnArgs<T> a) {
   constexpr int kCols = BnShape<kNhwc>::kCols, kRows = BnShape<kNhwc>::kRows;
   KILN_SHARED double red[kThreads];
   const int64_t c = int64_t(blockIdx.x) * kCols + threadIdx.x;
   const bool live = c < a.C;  // dead lanes still join every __syncthreads
-  const int64_t m = a.N * a.S;
-  double mean = 0, var = 0, unbiased = 0;
-  if (a.training) {
-    double s1 = 0;
-    if (live)
-      for (int64_t r = threadIdx.y; r < m; r += kRows) s1 += double(a.src[bn_at<kNhwc>(a, r, c)]);
-    mean = bn_column_sum<kNhwc>(s1, red) / double(m);
-    double q = 0;
-    if (live)
-      for (int64_t r = threadIdx.y; r < m; r += kRows) {
-        const double v = double(a.src[bn_at<kNhwc>(a, r, c)]) - mean;
-        q += v * v;
+  const int64_t m = a.N * a.S, lo = int64_t(blockIdx.y) * a.chunk_rows;
+  const int64_t hi = lo + a.chunk_rows < m ? lo + a.chunk_rows : m;
+  double u = 0, v = 0;
+  if (live) {
+    if (kBwd) {
+      const double mean = double(a.save_mean_in[c]);
+      for (int64_t r = lo + threadIdx.y; r < hi; r += kRows) {
+        const int64_t i = bn_at<kNhwc>(a, r, c);
+        const double g = double(a.diff_dst[i]);
+        u += g;
+        v += g * (double(a.src[i]) - mean);
       }
-    q = bn_column_sum<kNhwc>(q, red);
-    var = q / double(m);
-    unbiased = m > 1 ? q / double(m - 1) : var;
+    } else {
+      const double k = double(a.src[bn_at<kNhwc>(a, 0, c)]);
+      for (int64_t r = lo + threadIdx.y; r < hi; r += kRows) {
+        const double t = double(a.src[bn_at<kNhwc>(a, r, c)]) - k;
+        u += t;
+        v += t * t;
+      }
+    }
   }
-  if (!live || threadIdx.y != 0) return;
-  if (a.training) {  // running statistics exactly as kernels/cpu/native/norm.cpp updates them
+  u = bn_column_sum<kNhwc>(u, red);
+  v = bn_column_sum<kNhwc>(v, red);
+  if (live && threadIdx.y == 0) {
+    a.part[(int64_t(blockIdx.y) * a.C + c) * 2] = u;
+    a.part[(int64_t(blockIdx.y) * a.C + c) * 2 + 1] = v;
+  }
+}
+
+// A thread per channel: adds the chunks in order, then statistics and running stats exactly as
+// kernels/cpu/native/norm.cpp computes them.
+template <bool kNhwc, class T>
+KILN_GLOBAL void bn_finish_fwd_kernel(BnArgs<T> a) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= a.C) return;
+  const int64_t m = a.N * a.S;
+  double mean, var;
+  if (a.training) {
+    double s1 = 0, s2 = 0;
+    for (int64_t g = 0; g < a.chunks; ++g) {
+      s1 += a.part[(g * a.C + c) * 2];
+      s2 += a.part[(g * a.C + c) * 2 + 1];
+    }
+    const double mu = s1 / double(m);
+    var = s2 / double(m) - mu * mu;
+    if (var < 0) var = 0;
+    mean = double(a.src[bn_at<kNhwc>(a, 0, c)]) + mu;
+    const double unbiased = m > 1 ? var * double(m) / double(m - 1) : var;
     if (a.running_mean)
       a.running_mean[c] = T((1 - a.momentum) * double(a.running_mean[c]) + a.momentum * mean);
     if (a.running_var && m > 1)
@@ -125,57 +167,82 @@ KILN_GLOBAL void bn_apply_kernel(BnArgs<T> a) {
   }
 }
 
-// dx = a (dy - mean(dy) - xhat mean(dy xhat)) in training, a dy in eval, a = w invstd;
-// dw = sum(dy xhat), db = sum(dy).
-template <bool kNhwc, class T>
-KILN_GLOBAL void bn_bwd_kernel(BnArgs<T> a) {
-  constexpr int kCols = BnShape<kNhwc>::kCols, kRows = BnShape<kNhwc>::kRows;
-  KILN_SHARED double red[kThreads];
-  const int64_t c = int64_t(blockIdx.x) * kCols + threadIdx.x;
-  const bool live = c < a.C;
+// Per channel: dw = sum(dy xhat), db = sum(dy), and the coefficients of
+// dx = w invstd (dy - mean(dy) - xhat mean(dy xhat)) (training) or w invstd dy (eval).
+template <class T>
+KILN_GLOBAL void bn_finish_bwd_kernel(BnArgs<T> a) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= a.C) return;
   const int64_t m = a.N * a.S;
-  const double mean = live ? double(a.save_mean_in[c]) : 0.0, invstd = live ? double(a.save_invstd_in[c]) : 0.0;
+  const double invstd = double(a.save_invstd_in[c]);
   double sdy = 0, sdyx = 0;
-  if (a.training || a.diff_wei || a.diff_bias) {
-    if (live)
-      for (int64_t r = threadIdx.y; r < m; r += kRows) {
-        const int64_t i = bn_at<kNhwc>(a, r, c);
-        const double g = double(a.diff_dst[i]);
-        sdy += g;
-        sdyx += g * (double(a.src[i]) - mean);
-      }
-    sdy = bn_column_sum<kNhwc>(sdy, red);
-    sdyx = bn_column_sum<kNhwc>(sdyx, red) * invstd;
-  }
-  if (!live) return;
-  if (threadIdx.y == 0) {
-    if (a.diff_wei) a.diff_wei[c] = T(sdyx);
-    if (a.diff_bias) a.diff_bias[c] = T(sdy);
-  }
-  if (!a.diff_src) return;
-  const T k = T((a.wei ? double(a.wei[c]) : 1.0) * invstd);
-  const T mdy = a.training ? T(sdy / double(m)) : T(0), kx = a.training ? T(invstd * sdyx / double(m)) : T(0);
-  const T mu = T(mean);
-  for (int64_t r = threadIdx.y; r < m; r += kRows) {
-    const int64_t i = bn_at<kNhwc>(a, r, c);
-    a.diff_src[i] = a.training ? k * (a.diff_dst[i] - mdy - (a.src[i] - mu) * kx) : k * a.diff_dst[i];
-  }
+  if (a.sums)
+    for (int64_t g = 0; g < a.chunks; ++g) {
+      sdy += a.part[(g * a.C + c) * 2];
+      sdyx += a.part[(g * a.C + c) * 2 + 1];
+    }
+  sdyx *= invstd;
+  if (a.diff_wei) a.diff_wei[c] = T(sdyx);
+  if (a.diff_bias) a.diff_bias[c] = T(sdy);
+  if (!a.coef) return;
+  a.coef[c * 4] = (a.wei ? double(a.wei[c]) : 1.0) * invstd;
+  a.coef[c * 4 + 1] = a.training ? sdy / double(m) : 0.0;
+  a.coef[c * 4 + 2] = a.training ? invstd * sdyx / double(m) : 0.0;
+  a.coef[c * 4 + 3] = double(a.save_mean_in[c]);
 }
 
 template <bool kNhwc, class T>
-void bn_launch_fwd(const BnArgs<T>& a) {
+KILN_GLOBAL void bn_bwd_apply_kernel(BnArgs<T> a) {
+  const int64_t total = a.N * a.C * a.S;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = kNhwc ? i % a.C : (i / a.S) % a.C;
+    const double* k = a.coef + c * 4;
+    const T w = T(k[0]), mdy = T(k[1]), kx = T(k[2]), mu = T(k[3]);
+    a.diff_src[i] = a.training ? w * (a.diff_dst[i] - mdy - (a.src[i] - mu) * kx) : w * a.diff_dst[i];
+  }
+}
+
+// Chunks of rows for the partial sums: a function of the shape only.
+template <bool kNhwc, class T>
+void bn_plan(BnArgs<T>& a) {
+  const int64_t m = a.N * a.S, per = kBnChunkElems / BnShape<kNhwc>::kCols;
+  int64_t chunks = (m + per - 1) / per;
+  chunks = chunks < 1 ? 1 : (chunks > kBnMaxChunks ? kBnMaxChunks : chunks);
+  a.chunk_rows = (m + chunks - 1) / chunks;
+  a.chunks = (m + a.chunk_rows - 1) / a.chunk_rows;
+}
+
+template <bool kNhwc, bool kBwd, class T>
+void bn_launch_partial(const BnArgs<T>& a) {
   constexpr int kCols = BnShape<kNhwc>::kCols, kRows = BnShape<kNhwc>::kRows;
-  launch(bn_stats_kernel<kNhwc, T>, dim3(unsigned((a.C + kCols - 1) / kCols)), dim3(kCols, kRows), 0,
-         current_stream(), a);
+  launch(bn_partial_kernel<kNhwc, kBwd, T>, dim3(unsigned((a.C + kCols - 1) / kCols), unsigned(a.chunks)),
+         dim3(kCols, kRows), 0, current_stream(), a);
+}
+
+template <bool kNhwc, class T>
+void bn_launch_fwd(BnArgs<T> a) {
+  bn_plan<kNhwc>(a);
+  Scratch part(a.training ? size_t(a.chunks * a.C * 2) * sizeof(double) : 0, current_stream());
+  a.part = part.as<double>();
+  if (a.training) bn_launch_partial<kNhwc, false>(a);
+  launch(bn_finish_fwd_kernel<kNhwc, T>, dim3(unsigned(grid_for(a.C))), dim3(kThreads), 0, current_stream(), a);
   launch(bn_apply_kernel<kNhwc, T>, dim3(unsigned(grid_for(a.N * a.C * a.S))), dim3(kThreads), 0, current_stream(),
          a);
 }
 
 template <bool kNhwc, class T>
-void bn_launch_bwd(const BnArgs<T>& a) {
-  constexpr int kCols = BnShape<kNhwc>::kCols, kRows = BnShape<kNhwc>::kRows;
-  launch(bn_bwd_kernel<kNhwc, T>, dim3(unsigned((a.C + kCols - 1) / kCols)), dim3(kCols, kRows), 0,
-         current_stream(), a);
+void bn_launch_bwd(BnArgs<T> a) {
+  bn_plan<kNhwc>(a);
+  a.sums = a.training || a.diff_wei || a.diff_bias;
+  Scratch part(a.sums ? size_t(a.chunks * a.C * 2) * sizeof(double) : 0, current_stream());
+  Scratch coef(a.diff_src ? size_t(a.C * 4) * sizeof(double) : 0, current_stream());
+  a.part = part.as<double>();
+  a.coef = coef.as<double>();
+  if (a.sums) bn_launch_partial<kNhwc, true>(a);
+  launch(bn_finish_bwd_kernel<T>, dim3(unsigned(grid_for(a.C))), dim3(kThreads), 0, current_stream(), a);
+  if (a.diff_src)
+    launch(bn_bwd_apply_kernel<kNhwc, T>, dim3(unsigned(grid_for(a.N * a.C * a.S))), dim3(kThreads), 0,
+           current_stream(), a);
 }
 
 // ---------------------------------------------------------------- dropout
