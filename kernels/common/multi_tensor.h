@@ -3,7 +3,8 @@
 // multi_tensor_apply and apex's fused optimizers do, instead of a launch per parameter. The list
 // is split into fixed chunks of `chunk` elements; chunk k of the whole list belongs to the entry
 // whose [chunk_begin, chunk_begin + ceil(n / chunk)) holds k (plan_tensor_list fills them).
-// Each element is updated by exactly the single-tensor formula of kernels/common/optim.h.
+// Each element is updated by exactly the single-tensor formula of kernels/common/optim.h; the
+// per-tensor sums of squares (LARS's norms, clipping) use the same list.
 // Ref: kernels/cpu/ref/multi_tensor.h; CUDA: kernels/cuda/native/optim.h.
 // Test: ctest --test-dir build -R emu   (tests/emu/test_optim.cpp)
 #pragma once

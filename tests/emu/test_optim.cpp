@@ -1,7 +1,8 @@
 // kiln's own CUDA optimizer kernels (kernels/cuda/native/optim.cu) under the emulator against
 // kernels/cpu/ref/optim.h and the multi-tensor ref (kernels/cpu/ref/multi_tensor.h): SGD (every
 // momentum/nesterov/decay/first combination), Adam and AdamW, LARS, sum_squares and scale on
-// 1, 7, 33, 255, 1000 elements, then multi-tensor lists with empty and multi-chunk entries.
+// 1, 7, 33, 255, 1000 elements, then multi-tensor lists (update, per-tensor sums of squares)
+// with empty and multi-chunk entries.
 // Elementwise updates run the ref's operations in the ref's order, so float64 AND float32 are
 // compared EXACTLY (the emulator compiles the kernels as C++ without FMA contraction; on a GPU,
 // nvcc's contraction changes the last bit, which the gpu tests allow for). sum_squares: 1e-13
@@ -168,6 +169,24 @@ TEST_CASE("emu sum_squares over many blocks: fixed partials, same bits twice") {
   ref::sum_squares<float>(v, x.data(), &sr);
   CHECK(s1 == s2);
   CHECK(std::abs(s1 - sr) <= 1e-12 * sr);
+}
+
+TEST_CASE("emu multi_tensor_sum_squares: per-tensor sums of squares of params and grads") {
+  const std::vector<int64_t> sizes = {0, 1000, 7, 3 * 1024 + 3, 0, 33};
+  TensorList<float> list(sizes, 200);
+  MultiTensorDesc d;
+  d.chunk = 1024, d.count = int64_t(sizes.size());
+  d.total_chunks = plan_tensor_list(list.entries.data(), d.count, d.chunk);
+  for (bool of_grad : {false, true}) {
+    CAPTURE(of_grad);
+    std::vector<double> out(sizes.size(), -1.0), ref_out(sizes.size(), -2.0);
+    cuda::multi_tensor_sum_squares(d, list.entries.data(), of_grad, out.data());
+    ref::multi_tensor_sum_squares<float>(d, list.entries.data(), of_grad, ref_out.data());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::abs(out[i] - ref_out[i]) <= 1e-13 * ref_out[i]);  // tree versus sequential order
+    }
+  }
 }
 
 TEST_CASE("emu multi_tensor_step (sgd, adam, lars) against the per-tensor ref") {

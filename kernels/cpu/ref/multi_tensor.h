@@ -40,4 +40,14 @@ void multi_tensor_step(const MultiTensorDesc& d, const TensorListEntry* entries)
   }
 }
 
+// out[i] = sum of squares of entry i's param (or grad), in double.
+template <class T>
+void multi_tensor_sum_squares(const MultiTensorDesc& d, const TensorListEntry* entries, bool of_grad, double* out) {
+  for (int64_t i = 0; i < d.count; ++i) {
+    VecDesc v;
+    v.n = entries[i].n;
+    sum_squares(v, static_cast<const T*>(of_grad ? entries[i].grad : entries[i].param), out + i);
+  }
+}
+
 }  // namespace kiln::ref

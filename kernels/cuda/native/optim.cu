@@ -142,19 +142,24 @@ KILN_GLOBAL void sum_partials_kernel(int64_t g, const double* partial, double* o
   if (threadIdx.x == 0) *out = s;
 }
 
+// The entry holding chunk k: the last with chunk_begin <= k.
+KILN_DEVICE inline int64_t entry_of_chunk(const TensorListEntry* entries, int64_t count, int64_t k) {
+  int64_t lo = 0, hi = count;
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    if (entries[mid].chunk_begin <= k) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
 // Block k updates chunk k of the list: entry = the last with chunk_begin <= k (entries with no
 // elements share their successor's chunk_begin and so are never chosen).
 template <class T>
 KILN_GLOBAL void multi_tensor_kernel(MultiTensorOp op, int64_t count, int64_t chunk, const TensorListEntry* entries,
                                      SgdK<T> sk, AdamK<T> ak, LarsK<T> lk) {
   const int64_t k = blockIdx.x;
-  int64_t lo = 0, hi = count;  // find the last index with chunk_begin <= k in [lo, hi)
-  while (hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    if (entries[mid].chunk_begin <= k) lo = mid;
-    else hi = mid;
-  }
-  const TensorListEntry& e = entries[lo];
+  const TensorListEntry& e = entries[entry_of_chunk(entries, count, k)];
   const int64_t begin = (k - e.chunk_begin) * chunk, end = begin + chunk < e.n ? begin + chunk : e.n;
   T* p = static_cast<T*>(e.param);
   const T* g = static_cast<const T*>(e.grad);
@@ -171,6 +176,30 @@ KILN_GLOBAL void multi_tensor_kernel(MultiTensorOp op, int64_t count, int64_t ch
 }
 
 #undef KILN_OPTIM_LOOP
+
+template <class T>
+KILN_GLOBAL void multi_sum_squares_partial_kernel(int64_t count, int64_t chunk, const TensorListEntry* entries,
+                                                  bool of_grad, double* partial) {
+  KILN_SHARED double red[kSumThreads];
+  const int64_t k = blockIdx.x;
+  const TensorListEntry& e = entries[entry_of_chunk(entries, count, k)];
+  const int64_t begin = (k - e.chunk_begin) * chunk, end = begin + chunk < e.n ? begin + chunk : e.n;
+  const T* x = static_cast<const T*>(of_grad ? e.grad : e.param);
+  double acc = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kSumThreads) acc += double(x[i]) * double(x[i]);
+  const double s = block_sum(acc, red);
+  if (threadIdx.x == 0) partial[k] = s;
+}
+
+KILN_GLOBAL void multi_sum_squares_finish_kernel(int64_t count, int64_t chunk, const TensorListEntry* entries,
+                                                 const double* partial, double* out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  const int64_t k0 = entries[i].chunk_begin, nk = (entries[i].n + chunk - 1) / chunk;
+  double s = 0;
+  for (int64_t k = k0; k < k0 + nk; ++k) s += partial[k];
+  out[i] = s;
+}
 
 bool float_or_double(DType t) { return t == DType::float32 || t == DType::float64; }
 
@@ -242,6 +271,23 @@ void multi_tensor_step(const MultiTensorDesc& d, const TensorListEntry* entries)
     launch(multi_tensor_kernel<T>, dim3(unsigned(d.total_chunks)), dim3(kChunkThreads), 0, current_stream(), d.op,
            d.count, d.chunk, entries, sgd_k<T>(d.sgd), adam_k<T>(d.adam), lars_k<T>(d.lars));
   });
+}
+
+KILN_CUDA_NAMESPACE_END
+
+KILN_CUDA_NAMESPACE_BEGIN
+
+void multi_tensor_sum_squares(const MultiTensorDesc& d, const TensorListEntry* entries, bool of_grad, double* out) {
+  if (d.count == 0) return;
+  Scratch partial(size_t(d.total_chunks) * sizeof(double), current_stream());
+  if (d.total_chunks > 0)
+    visit_float(d.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      launch(multi_sum_squares_partial_kernel<T>, dim3(unsigned(d.total_chunks)), dim3(kSumThreads), 0,
+             current_stream(), d.count, d.chunk, entries, of_grad, partial.as<double>());
+    });
+  launch(multi_sum_squares_finish_kernel, dim3(unsigned(grid_for(d.count))), dim3(kThreads), 0, current_stream(),
+         d.count, d.chunk, entries, static_cast<const double*>(partial.as<double>()), out);
 }
 
 KILN_CUDA_NAMESPACE_END

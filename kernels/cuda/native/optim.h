@@ -30,5 +30,9 @@ void scale(const VecDesc& d, void* x);
 // with plan_tensor_list(d.chunk) into d.total_chunks. One launch of d.total_chunks blocks.
 bool supports_multi_tensor(const MultiTensorDesc& d);
 void multi_tensor_step(const MultiTensorDesc& d, const TensorListEntry* entries);
+// out[i] = sum of squares of entry i's param (of_grad false) or grad (true), in double, into
+// d.count DEVICE doubles: the per-tensor norms LARS's trust ratios and per-parameter clipping
+// need, for the whole list in two launches (chunk partials, then each entry's chunks in order).
+void multi_tensor_sum_squares(const MultiTensorDesc& d, const TensorListEntry* entries, bool of_grad, double* out);
 
 KILN_CUDA_NAMESPACE_END
