@@ -24,7 +24,7 @@
 #define __global__
 #define __device__
 #define __host__
-#define __shared__ static
+#define __shared__ static __attribute__((section("kiln_emu_shared")))
 #define __constant__ static
 #define __launch_bounds__(...)
 #define __forceinline__ inline __attribute__((always_inline))
@@ -42,6 +42,19 @@ struct dim3 {
   constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
   constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}  // NOLINT: as CUDA's
 };
+
+// The vector types kernels load and store through (16- and 8-byte aligned, as on a GPU).
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(8) float2 {
+  float x, y;
+};
+struct alignas(16) double2 {
+  double x, y;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
 
 constexpr int warpSize = 32;
 
