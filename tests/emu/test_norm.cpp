@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/half.h"
 #include "kernels/cpu/native/norm.h"
 #include "kernels/cpu/ref/norm.h"
 #include "kernels/cuda/native/norm.h"
@@ -170,4 +171,56 @@ TEST_CASE("emu softmax / log-softmax fwd/bwd against ref (dims 1, 7, 33, 1000; i
           check_near(dxf, dxr, 2e-5, "diff_src float32");
         }
       }
+}
+
+TEST_CASE("emu batch_norm and softmax in bfloat16 and float16 (float32 statistics)") {
+  // The ref runs in double on the 16-bit inputs widened; the tolerance is the 16-bit rounding of
+  // the outputs (bfloat16: 2^-8 relative, float16: 2^-11) with a factor 2 for the rounded
+  // intermediate inputs of backward.
+  auto run = [](auto tag, DType dt, double tol) {
+    using H = decltype(tag);
+    BatchNormDesc d;
+    d.dtype = dt, d.N = 3, d.C = 5, d.S = 99, d.nhwc = true, d.relu = false;
+    const size_t n = size_t(d.N * d.C * d.S), c = size_t(d.C);
+    std::vector<H> hx, hdy;
+    std::vector<double> x, dy;
+    for (double v : rnd(n, 81, -2, 3)) hx.push_back(H(float(v))), x.push_back(double(float(hx.back())));
+    for (double v : rnd(n, 82)) hdy.push_back(H(float(v))), dy.push_back(double(float(hdy.back())));
+    const std::vector<double> w = rnd(c, 83, 0.5, 1.5), b = rnd(c, 84);
+    std::vector<double> rm(c, 0.0), rv(c, 1.0), y(n), sm(c), si(c), dx(n), dw(c), db(c);
+    ref::batch_norm_fwd<double>(d, x.data(), w.data(), b.data(), rm.data(), rv.data(), y.data(), sm.data(), si.data());
+    ref::batch_norm_bwd<double>(d, x.data(), dy.data(), w.data(), sm.data(), si.data(), dx.data(), dw.data(), db.data());
+    std::vector<float> fw = as<float>(w), fb = as<float>(b), frm(c, 0.0f), frv(c, 1.0f), fsm(c), fsi(c), fdw(c), fdb(c);
+    std::vector<H> hy(n), hdx(n);
+    cuda::batch_norm_fwd(d, hx.data(), fw.data(), fb.data(), frm.data(), frv.data(), hy.data(), fsm.data(), fsi.data());
+    cuda::batch_norm_bwd(d, hx.data(), hdy.data(), fw.data(), fsm.data(), fsi.data(), hdx.data(), fdw.data(),
+                         fdb.data());
+    std::vector<float> fy, fdx;
+    for (H v : hy) fy.push_back(float(v));
+    for (H v : hdx) fdx.push_back(float(v));
+    check_near(fy, y, tol, "bn dst");
+    check_near(fsm, sm, 1e-5, "bn save_mean (float32)");
+    check_near(fsi, si, 1e-5, "bn save_invstd (float32)");
+    check_near(frv, rv, 1e-5, "bn running_var (float32)");
+    check_near(fdx, dx, 2 * tol, "bn diff_src");
+    check_near(fdw, dw, 1e-4, "bn diff_wei (float32 sums of 297 terms)");
+    check_near(fdb, db, 1e-4, "bn diff_bias");
+
+    for (int64_t inner : {1, 3}) {
+      SoftmaxDesc s;
+      s.dtype = dt, s.outer = 5, s.dim = 33, s.inner = inner, s.log = inner == 3;
+      const size_t m = size_t(s.outer * s.dim * s.inner);
+      std::vector<H> sx;
+      std::vector<double> sxd, syr(m);
+      for (double v : rnd(m, 85, -4, 4)) sx.push_back(H(float(v))), sxd.push_back(double(float(sx.back())));
+      ref::softmax_fwd<double>(s, sxd.data(), syr.data());
+      std::vector<H> sy(m);
+      cuda::softmax_fwd(s, sx.data(), sy.data());
+      std::vector<float> sf;
+      for (H v : sy) sf.push_back(float(v));
+      check_near(sf, syr, tol, "softmax dst");
+    }
+  };
+  run(BFloat16{}, DType::bfloat16, 1.0 / 256);
+  run(Half{}, DType::float16, 1.0 / 2048);
 }

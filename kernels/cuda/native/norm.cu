@@ -18,6 +18,7 @@
 
 #include <cmath>
 
+#include "kernels/common/half.h"
 #include "kernels/common/philox.h"
 
 KILN_CUDA_NAMESPACE_BEGIN
@@ -25,6 +26,20 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarp = 32;
+
+// Compute type: float for the 16-bit storage types, else the type itself.
+template <class T>
+struct Acc {
+  using type = T;
+};
+template <>
+struct Acc<BFloat16> {
+  using type = float;
+};
+template <>
+struct Acc<Half> {
+  using type = float;
+};
 
 KILN_DEVICE inline float dexp(float x) { return expf(x); }
 KILN_DEVICE inline double dexp(double x) { return exp(x); }
@@ -42,14 +57,18 @@ int64_t grid_for(int64_t n, int64_t per_block = kThreads) {
 constexpr int64_t kBnChunkElems = 16384;  // elements one block sums per channel tile
 constexpr int64_t kBnMaxChunks = 1024;
 
+// T: data (src, dst and their gradients); P: parameters and statistics (float32 for 16-bit data).
 template <class T>
 struct BnArgs {
+  using P = typename Acc<T>::type;
   int64_t N, C, S;
   bool training, relu, sums;
   double eps, momentum;
   int64_t chunks, chunk_rows;
-  const T *src, *wei, *bias, *diff_dst, *save_mean_in, *save_invstd_in;
-  T *running_mean, *running_var, *dst, *save_mean, *save_invstd, *diff_src, *diff_wei, *diff_bias;
+  const T *src, *diff_dst;
+  const P *wei, *bias, *save_mean_in, *save_invstd_in;
+  T *dst, *diff_src;
+  P *running_mean, *running_var, *save_mean, *save_invstd, *diff_wei, *diff_bias;
   double* part;  // [chunks][C][2] partial sums
   double* coef;  // [C][4] backward coefficients: w invstd, mean(dy), invstd mean(dy xhat), mean
 };
@@ -126,6 +145,7 @@ KILN_GLOBAL void bn_partial_kernel(BnArgs<T> a) {
 // kernels/cpu/native/norm.cpp computes them.
 template <bool kNhwc, class T>
 KILN_GLOBAL void bn_finish_fwd_kernel(BnArgs<T> a) {
+  using P = typename BnArgs<T>::P;
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= a.C) return;
   const int64_t m = a.N * a.S;
@@ -142,15 +162,15 @@ KILN_GLOBAL void bn_finish_fwd_kernel(BnArgs<T> a) {
     mean = double(a.src[bn_at<kNhwc>(a, 0, c)]) + mu;
     const double unbiased = m > 1 ? var * double(m) / double(m - 1) : var;
     if (a.running_mean)
-      a.running_mean[c] = T((1 - a.momentum) * double(a.running_mean[c]) + a.momentum * mean);
+      a.running_mean[c] = P((1 - a.momentum) * double(a.running_mean[c]) + a.momentum * mean);
     if (a.running_var && m > 1)
-      a.running_var[c] = T((1 - a.momentum) * double(a.running_var[c]) + a.momentum * unbiased);
+      a.running_var[c] = P((1 - a.momentum) * double(a.running_var[c]) + a.momentum * unbiased);
   } else {
     mean = double(a.running_mean[c]);
     var = double(a.running_var[c]);
   }
-  a.save_mean[c] = T(mean);
-  a.save_invstd[c] = T(1.0 / sqrt(var + a.eps));
+  a.save_mean[c] = P(mean);
+  a.save_invstd[c] = P(1.0 / sqrt(var + a.eps));
 }
 
 // y = (x - mu) * scale + shift, the CPU's order (subtracting the mean first stays exact for
@@ -160,10 +180,11 @@ KILN_GLOBAL void bn_apply_kernel(BnArgs<T> a) {
   const int64_t total = a.N * a.C * a.S;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = kNhwc ? i % a.C : (i / a.S) % a.C;
-    const T scale = T((a.wei ? double(a.wei[c]) : 1.0) * double(a.save_invstd[c]));
-    const T shift = a.bias ? a.bias[c] : T(0);
-    const T v = (a.src[i] - a.save_mean[c]) * scale + shift;
-    a.dst[i] = a.relu ? (v > T(0) ? v : T(0)) : v;
+    using P = typename BnArgs<T>::P;
+    const P scale = P((a.wei ? double(a.wei[c]) : 1.0) * double(a.save_invstd[c]));
+    const P shift = a.bias ? a.bias[c] : P(0);
+    const P v = (P(a.src[i]) - a.save_mean[c]) * scale + shift;
+    a.dst[i] = T(a.relu ? (v > P(0) ? v : P(0)) : v);
   }
 }
 
@@ -182,8 +203,9 @@ KILN_GLOBAL void bn_finish_bwd_kernel(BnArgs<T> a) {
       sdyx += a.part[(g * a.C + c) * 2 + 1];
     }
   sdyx *= invstd;
-  if (a.diff_wei) a.diff_wei[c] = T(sdyx);
-  if (a.diff_bias) a.diff_bias[c] = T(sdy);
+  using P = typename BnArgs<T>::P;
+  if (a.diff_wei) a.diff_wei[c] = P(sdyx);
+  if (a.diff_bias) a.diff_bias[c] = P(sdy);
   if (!a.coef) return;
   a.coef[c * 4] = (a.wei ? double(a.wei[c]) : 1.0) * invstd;
   a.coef[c * 4 + 1] = a.training ? sdy / double(m) : 0.0;
@@ -197,8 +219,9 @@ KILN_GLOBAL void bn_bwd_apply_kernel(BnArgs<T> a) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = kNhwc ? i % a.C : (i / a.S) % a.C;
     const double* k = a.coef + c * 4;
-    const T w = T(k[0]), mdy = T(k[1]), kx = T(k[2]), mu = T(k[3]);
-    a.diff_src[i] = a.training ? w * (a.diff_dst[i] - mdy - (a.src[i] - mu) * kx) : w * a.diff_dst[i];
+    using P = typename BnArgs<T>::P;
+    const P w = P(k[0]), mdy = P(k[1]), kx = P(k[2]), mu = P(k[3]), g = P(a.diff_dst[i]);
+    a.diff_src[i] = T(a.training ? w * (g - mdy - (P(a.src[i]) - mu) * kx) : w * g);
   }
 }
 
@@ -284,60 +307,65 @@ KILN_DEVICE inline T warp_sum(T v) {  // butterfly: every lane ends with the sam
   return v;
 }
 
+// Softmax kernels load T, compute in A = Acc<T> (float for the 16-bit types) and store T.
 template <class T>
 KILN_GLOBAL void softmax_fwd_rows_kernel(int64_t rows, int64_t D, bool log_out, const T* src, T* dst) {
+  using A = typename Acc<T>::type;
   const int lane = threadIdx.x % kWarp;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
   for (int64_t o = int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; o < rows; o += warps) {
     const T* x = src + o * D;
     T* y = dst + o * D;
-    T mx = x[0];
-    for (int64_t k = lane; k < D; k += kWarp) mx = x[k] > mx ? x[k] : mx;
+    A mx = A(x[0]);
+    for (int64_t k = lane; k < D; k += kWarp) mx = A(x[k]) > mx ? A(x[k]) : mx;
     mx = warp_max(mx);
-    T sum = 0;
-    for (int64_t k = lane; k < D; k += kWarp) sum += dexp(x[k] - mx);
+    A sum = 0;
+    for (int64_t k = lane; k < D; k += kWarp) sum += dexp(A(x[k]) - mx);
     sum = warp_sum(sum);
     if (log_out) {
-      const T lse = mx + dlog(sum);
-      for (int64_t k = lane; k < D; k += kWarp) y[k] = x[k] - lse;
+      const A lse = mx + dlog(sum);
+      for (int64_t k = lane; k < D; k += kWarp) y[k] = T(A(x[k]) - lse);
     } else {
-      const T inv = T(1) / sum;
-      for (int64_t k = lane; k < D; k += kWarp) y[k] = dexp(x[k] - mx) * inv;
+      const A inv = A(1) / sum;
+      for (int64_t k = lane; k < D; k += kWarp) y[k] = T(dexp(A(x[k]) - mx) * inv);
     }
   }
 }
 
 template <class T>
 KILN_GLOBAL void softmax_bwd_rows_kernel(int64_t rows, int64_t D, bool log_out, const T* y, const T* dy, T* dx) {
+  using A = typename Acc<T>::type;
   const int lane = threadIdx.x % kWarp;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
   for (int64_t o = int64_t(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp; o < rows; o += warps) {
     const T* yr = y + o * D;
     const T* g = dy + o * D;
     T* out = dx + o * D;
-    T acc = 0;
-    for (int64_t k = lane; k < D; k += kWarp) acc += log_out ? g[k] : g[k] * yr[k];
+    A acc = 0;
+    for (int64_t k = lane; k < D; k += kWarp) acc += log_out ? A(g[k]) : A(g[k]) * A(yr[k]);
     acc = warp_sum(acc);
-    for (int64_t k = lane; k < D; k += kWarp) out[k] = log_out ? g[k] - dexp(yr[k]) * acc : yr[k] * (g[k] - acc);
+    for (int64_t k = lane; k < D; k += kWarp)
+      out[k] = T(log_out ? A(g[k]) - dexp(A(yr[k])) * acc : A(yr[k]) * (A(g[k]) - acc));
   }
 }
 
 template <class T>
 KILN_GLOBAL void softmax_fwd_cols_kernel(int64_t outer, int64_t D, int64_t I, bool log_out, const T* src, T* dst) {
+  using A = typename Acc<T>::type;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < outer * I; t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t base = (t / I) * D * I + t % I;
     const T* x = src + base;
     T* y = dst + base;
-    T mx = x[0];
-    for (int64_t k = 1; k < D; ++k) mx = x[k * I] > mx ? x[k * I] : mx;
-    T sum = 0;
-    for (int64_t k = 0; k < D; ++k) sum += dexp(x[k * I] - mx);
+    A mx = A(x[0]);
+    for (int64_t k = 1; k < D; ++k) mx = A(x[k * I]) > mx ? A(x[k * I]) : mx;
+    A sum = 0;
+    for (int64_t k = 0; k < D; ++k) sum += dexp(A(x[k * I]) - mx);
     if (log_out) {
-      const T lse = mx + dlog(sum);
-      for (int64_t k = 0; k < D; ++k) y[k * I] = x[k * I] - lse;
+      const A lse = mx + dlog(sum);
+      for (int64_t k = 0; k < D; ++k) y[k * I] = T(A(x[k * I]) - lse);
     } else {
-      const T inv = T(1) / sum;
-      for (int64_t k = 0; k < D; ++k) y[k * I] = dexp(x[k * I] - mx) * inv;
+      const A inv = A(1) / sum;
+      for (int64_t k = 0; k < D; ++k) y[k * I] = T(dexp(A(x[k * I]) - mx) * inv);
     }
   }
 }
@@ -345,34 +373,53 @@ KILN_GLOBAL void softmax_fwd_cols_kernel(int64_t outer, int64_t D, int64_t I, bo
 template <class T>
 KILN_GLOBAL void softmax_bwd_cols_kernel(int64_t outer, int64_t D, int64_t I, bool log_out, const T* y, const T* dy,
                                          T* dx) {
+  using A = typename Acc<T>::type;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < outer * I; t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t base = (t / I) * D * I + t % I;
-    T acc = 0;
-    for (int64_t k = 0; k < D; ++k) acc += log_out ? dy[base + k * I] : dy[base + k * I] * y[base + k * I];
+    A acc = 0;
     for (int64_t k = 0; k < D; ++k) {
       const int64_t j = base + k * I;
-      dx[j] = log_out ? dy[j] - dexp(y[j]) * acc : y[j] * (dy[j] - acc);
+      acc += log_out ? A(dy[j]) : A(dy[j]) * A(y[j]);
+    }
+    for (int64_t k = 0; k < D; ++k) {
+      const int64_t j = base + k * I;
+      dx[j] = T(log_out ? A(dy[j]) - dexp(A(y[j])) * acc : A(y[j]) * (A(dy[j]) - acc));
     }
   }
 }
 
 bool float_or_double(DType t) { return t == DType::float32 || t == DType::float64; }
+bool storage_dtype(DType t) { return float_or_double(t) || t == DType::bfloat16 || t == DType::float16; }
+
+// f(T{}) with T the storage type of t: float, double, BFloat16 or Half.
+template <class F>
+void visit_storage(DType t, F&& f) {
+  switch (t) {
+    case DType::float64: f(double{}); break;
+    case DType::bfloat16: f(BFloat16{}); break;
+    case DType::float16: f(Half{}); break;
+    default: f(float{}); break;
+  }
+}
 
 }  // namespace
 
-bool supports_batch_norm(const BatchNormDesc& d) { return float_or_double(d.dtype); }
+bool supports_batch_norm(const BatchNormDesc& d) { return storage_dtype(d.dtype); }
 
+// dtype bfloat16/float16: src, dst and their gradients in that type; weights, statistics and
+// their gradients float32 (BatchNormDesc's contract).
 void batch_norm_fwd(const BatchNormDesc& d, const void* src, const void* wei, const void* bias, void* running_mean,
                     void* running_var, void* dst, void* save_mean, void* save_invstd) {
   if (d.N * d.C * d.S == 0) return;
-  visit_float(d.dtype, [&](auto tag) {
+  visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
+    using P = typename Acc<T>::type;
     BnArgs<T> a{};
     a.N = d.N, a.C = d.C, a.S = d.S, a.training = d.training, a.relu = d.relu, a.eps = d.eps, a.momentum = d.momentum;
-    a.src = static_cast<const T*>(src), a.wei = static_cast<const T*>(wei), a.bias = static_cast<const T*>(bias);
-    a.running_mean = static_cast<T*>(running_mean), a.running_var = static_cast<T*>(running_var);
-    a.dst = static_cast<T*>(dst), a.save_mean = static_cast<T*>(save_mean);
-    a.save_invstd = static_cast<T*>(save_invstd);
+    a.src = static_cast<const T*>(src), a.wei = static_cast<const P*>(wei), a.bias = static_cast<const P*>(bias);
+    a.running_mean = static_cast<P*>(running_mean), a.running_var = static_cast<P*>(running_var);
+    a.dst = static_cast<T*>(dst), a.save_mean = static_cast<P*>(save_mean);
+    a.save_invstd = static_cast<P*>(save_invstd);
     if (d.nhwc) bn_launch_fwd<true>(a); else bn_launch_fwd<false>(a);
   });
 }
@@ -380,14 +427,15 @@ void batch_norm_fwd(const BatchNormDesc& d, const void* src, const void* wei, co
 void batch_norm_bwd(const BatchNormDesc& d, const void* src, const void* diff_dst, const void* wei,
                     const void* save_mean, const void* save_invstd, void* diff_src, void* diff_wei, void* diff_bias) {
   if (d.N * d.C * d.S == 0) return;
-  visit_float(d.dtype, [&](auto tag) {
+  visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
+    using P = typename Acc<T>::type;
     BnArgs<T> a{};
     a.N = d.N, a.C = d.C, a.S = d.S, a.training = d.training, a.eps = d.eps;
     a.src = static_cast<const T*>(src), a.diff_dst = static_cast<const T*>(diff_dst);
-    a.wei = static_cast<const T*>(wei), a.save_mean_in = static_cast<const T*>(save_mean);
-    a.save_invstd_in = static_cast<const T*>(save_invstd), a.diff_src = static_cast<T*>(diff_src);
-    a.diff_wei = static_cast<T*>(diff_wei), a.diff_bias = static_cast<T*>(diff_bias);
+    a.wei = static_cast<const P*>(wei), a.save_mean_in = static_cast<const P*>(save_mean);
+    a.save_invstd_in = static_cast<const P*>(save_invstd), a.diff_src = static_cast<T*>(diff_src);
+    a.diff_wei = static_cast<P*>(diff_wei), a.diff_bias = static_cast<P*>(diff_bias);
     if (d.nhwc) bn_launch_bwd<true>(a); else bn_launch_bwd<false>(a);
   });
 }
@@ -414,11 +462,11 @@ void dropout_bwd(const DropoutDesc& d, const void* diff_dst, const uint8_t* mask
   });
 }
 
-bool supports_softmax(const SoftmaxDesc& d) { return float_or_double(d.dtype) && d.dim > 0; }
+bool supports_softmax(const SoftmaxDesc& d) { return storage_dtype(d.dtype) && d.dim > 0; }
 
 void softmax_fwd(const SoftmaxDesc& d, const void* src, void* dst) {
   if (d.outer * d.inner == 0) return;
-  visit_float(d.dtype, [&](auto tag) {
+  visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(src);
     T* y = static_cast<T*>(dst);
@@ -433,7 +481,7 @@ void softmax_fwd(const SoftmaxDesc& d, const void* src, void* dst) {
 
 void softmax_bwd(const SoftmaxDesc& d, const void* dst, const void* diff_dst, void* diff_src) {
   if (d.outer * d.inner == 0) return;
-  visit_float(d.dtype, [&](auto tag) {
+  visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* y = static_cast<const T*>(dst);
     const T* g = static_cast<const T*>(diff_dst);
