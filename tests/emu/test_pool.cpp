@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/half.h"
 #include "kernels/cpu/ref/pool.h"
 #include "kernels/cuda/native/pool.h"
 
@@ -159,4 +160,52 @@ TEST_CASE("emu LRN fwd/bwd against ref (sizes 1..6 over 5 and 7 channels)") {
       ref::lrn_bwd<double>(d, x.data(), yr.data(), sr.data(), dy.data(), dxr.data());
       check_near(dx, dxr, 1e-12, "diff_src");
     }
+}
+
+TEST_CASE("emu pool and adaptive pool in bfloat16 and float16") {
+  // The ref runs in double on the 16-bit inputs widened. Max pooling picks an input, so values
+  // and indices match exactly; avg rounds its float32 mean once (bfloat16 2^-8, float16 2^-11).
+  auto run = [](auto tag, DType dt, double tol) {
+    using H = decltype(tag);
+    for (PoolAlg alg : {PoolAlg::max, PoolAlg::avg})
+      for (bool nhwc : {false, true}) {
+        PoolDesc d = pool_desc(alg, 3, 2, 1, true, nhwc);
+        CAPTURE(d.str());
+        const size_t ni = size_t(d.planes() * d.ih * d.iw), no = size_t(d.planes() * d.oh * d.ow);
+        std::vector<H> hx, hdy;
+        std::vector<double> x, dy;
+        for (double v : rnd(ni, 91)) hx.push_back(H(float(v))), x.push_back(double(float(hx.back())));
+        for (double v : rnd(no, 92)) hdy.push_back(H(float(v))), dy.push_back(double(float(hdy.back())));
+        std::vector<double> yr(no), dxr(ni);
+        std::vector<int64_t> idx(no), idxr(no);
+        const bool max = alg == PoolAlg::max;
+        ref::pool_fwd<double>(d, x.data(), yr.data(), max ? idxr.data() : nullptr);
+        ref::pool_bwd<double>(d, dy.data(), max ? idxr.data() : nullptr, dxr.data());
+        d.dtype = dt;
+        std::vector<H> hy(no), hdx(ni);
+        cuda::pool_fwd(d, hx.data(), hy.data(), max ? idx.data() : nullptr);
+        cuda::pool_bwd(d, hdy.data(), max ? idx.data() : nullptr, hdx.data());
+        std::vector<float> fy, fdx;
+        for (H v : hy) fy.push_back(float(v));
+        for (H v : hdx) fdx.push_back(float(v));
+        check_near(fy, yr, max ? 0.0 : tol, "dst");
+        if (max) CHECK(idx == idxr);
+        check_near(fdx, dxr, tol, "diff_src");  // max: sums of up to 4 gradients, rounded once
+      }
+    AdaptivePoolDesc a;
+    a.alg = PoolAlg::avg, a.dtype = dt, a.n = 3, a.c = 5, a.ih = 9, a.iw = 11, a.oh = 4, a.ow = 5;
+    const size_t ni = size_t(a.planes() * a.ih * a.iw), no = size_t(a.planes() * a.oh * a.ow);
+    std::vector<H> hx;
+    std::vector<double> x;
+    for (double v : rnd(ni, 93)) hx.push_back(H(float(v))), x.push_back(double(float(hx.back())));
+    std::vector<double> yr(no);
+    ref::adaptive_pool_fwd<double>(a, x.data(), yr.data(), nullptr);
+    std::vector<H> hy(no);
+    cuda::adaptive_pool_fwd(a, hx.data(), hy.data(), nullptr);
+    std::vector<float> fy;
+    for (H v : hy) fy.push_back(float(v));
+    check_near(fy, yr, tol, "adaptive dst");
+  };
+  run(BFloat16{}, DType::bfloat16, 1.0 / 256);
+  run(Half{}, DType::float16, 1.0 / 2048);
 }

@@ -14,11 +14,26 @@
 #include <cmath>
 
 #include "kernels/common/error.h"
+#include "kernels/common/half.h"
 
 KILN_CUDA_NAMESPACE_BEGIN
 namespace {
 
 constexpr int kThreads = 256;
+
+// Compute type: float for the 16-bit storage types (max pooling stores the winning input as is).
+template <class T>
+struct Acc {
+  using type = T;
+};
+template <>
+struct Acc<BFloat16> {
+  using type = float;
+};
+template <>
+struct Acc<Half> {
+  using type = float;
+};
 
 KILN_DEVICE inline float dpow(float x, float y) { return powf(x, y); }
 KILN_DEVICE inline double dpow(double x, double y) { return pow(x, y); }
@@ -60,12 +75,13 @@ KILN_DEVICE inline int64_t avg_divisor(const PoolDesc& d, int64_t oy, int64_t ox
 
 template <class T>
 KILN_GLOBAL void pool_fwd_kernel(PoolDesc d, const T* src, T* dst, int64_t* index) {
+  using A = typename Acc<T>::type;
   KILN_POOL_LOOP(o, d.planes() * d.oh * d.ow) {
     int64_t p, oy, ox;
     pool_coords(d, o, d.oh, d.ow, p, oy, ox);
     const int64_t h0 = oy * d.sh - d.ph, w0 = ox * d.sw - d.pw;
     if (d.alg == PoolAlg::max) {
-      T best = -T(INFINITY);
+      A best = -A(INFINITY);
       int64_t bi = -1;
       for (int64_t i = 0; i < d.kh; ++i) {
         const int64_t h = h0 + i * d.dh;
@@ -73,7 +89,7 @@ KILN_GLOBAL void pool_fwd_kernel(PoolDesc d, const T* src, T* dst, int64_t* inde
         for (int64_t j = 0; j < d.kw; ++j) {
           const int64_t w = w0 + j * d.dw;
           if (w < 0 || w >= d.iw) continue;
-          const T v = src[d.at(p, h, w, d.ih, d.iw)];
+          const A v = A(src[d.at(p, h, w, d.ih, d.iw)]);
           if (bi < 0) bi = h * d.iw + w;  // an all -inf window points at its first tap
           if (v > best || v != v) {       // NaN propagates, as in PyTorch
             best = v;
@@ -81,7 +97,7 @@ KILN_GLOBAL void pool_fwd_kernel(PoolDesc d, const T* src, T* dst, int64_t* inde
           }
         }
       }
-      dst[o] = best;
+      dst[o] = T(best);
       if (index) index[o] = bi;
     } else {
       const int64_t div = avg_divisor(d, oy, ox);
@@ -91,16 +107,17 @@ KILN_GLOBAL void pool_fwd_kernel(PoolDesc d, const T* src, T* dst, int64_t* inde
       }
       const int64_t hs = imax(h0, 0), ws = imax(w0, 0);
       const int64_t he = imin(imin(h0 + d.kh, d.ih + d.ph), d.ih), we = imin(imin(w0 + d.kw, d.iw + d.pw), d.iw);
-      T sum = 0;
+      A sum = 0;
       for (int64_t h = hs; h < he; ++h)
-        for (int64_t w = ws; w < we; ++w) sum += src[d.at(p, h, w, d.ih, d.iw)];
-      dst[o] = sum / T(div);
+        for (int64_t w = ws; w < we; ++w) sum += A(src[d.at(p, h, w, d.ih, d.iw)]);
+      dst[o] = T(sum / A(div));
     }
   }
 }
 
 template <class T>
 KILN_GLOBAL void pool_bwd_kernel(PoolDesc d, const T* diff_dst, const int64_t* index, T* diff_src) {
+  using A = typename Acc<T>::type;
   KILN_POOL_LOOP(e, d.planes() * d.ih * d.iw) {
     int64_t p, h, w;
     pool_coords(d, e, d.ih, d.iw, p, h, w);
@@ -115,45 +132,46 @@ KILN_GLOBAL void pool_bwd_kernel(PoolDesc d, const T* diff_dst, const int64_t* i
     yhi = imin(d.oh - 1, floor_div(h + d.ph, d.sh));
     xhi = imin(d.ow - 1, floor_div(w + d.pw, d.sw));
     const int64_t self = h * d.iw + w;
-    T acc = 0;
+    A acc = 0;
     for (int64_t oy = ylo; oy <= yhi; ++oy)
       for (int64_t ox = xlo; ox <= xhi; ++ox) {
         const int64_t o = d.at(p, oy, ox, d.oh, d.ow);
         if (d.alg == PoolAlg::max) {
-          if (index[o] == self) acc += diff_dst[o];
+          if (index[o] == self) acc += A(diff_dst[o]);
         } else {
           const int64_t div = avg_divisor(d, oy, ox);
-          if (div > 0) acc += diff_dst[o] / T(div);
+          if (div > 0) acc += A(diff_dst[o]) / A(div);
         }
       }
-    diff_src[e] = acc;
+    diff_src[e] = T(acc);
   }
 }
 
 template <class T>
 KILN_GLOBAL void adaptive_fwd_kernel(AdaptivePoolDesc d, const T* src, T* dst, int64_t* index) {
+  using A = typename Acc<T>::type;
   KILN_POOL_LOOP(o, d.n * d.c * d.oh * d.ow) {
     const int64_t ox = o % d.ow, oy = (o / d.ow) % d.oh, p = o / (d.ow * d.oh);
     const T* s = src + p * d.ih * d.iw;
     const int64_t hs = adaptive_start(oy, d.oh, d.ih), he = adaptive_end(oy, d.oh, d.ih);
     const int64_t ws = adaptive_start(ox, d.ow, d.iw), we = adaptive_end(ox, d.ow, d.iw);
     if (d.alg == PoolAlg::avg) {
-      T sum = 0;
+      A sum = 0;
       for (int64_t h = hs; h < he; ++h)
-        for (int64_t w = ws; w < we; ++w) sum += s[h * d.iw + w];
-      dst[o] = sum / T((he - hs) * (we - ws));
+        for (int64_t w = ws; w < we; ++w) sum += A(s[h * d.iw + w]);
+      dst[o] = T(sum / A((he - hs) * (we - ws)));
     } else {
-      T best = -T(INFINITY);
+      A best = -A(INFINITY);
       int64_t bi = hs * d.iw + ws;
       for (int64_t h = hs; h < he; ++h)
         for (int64_t w = ws; w < we; ++w) {
-          const T v = s[h * d.iw + w];
+          const A v = A(s[h * d.iw + w]);
           if (v > best || v != v) {
             best = v;
             bi = h * d.iw + w;
           }
         }
-      dst[o] = best;
+      dst[o] = T(best);
       if (index) index[o] = bi;
     }
   }
@@ -161,12 +179,13 @@ KILN_GLOBAL void adaptive_fwd_kernel(AdaptivePoolDesc d, const T* src, T* dst, i
 
 template <class T>
 KILN_GLOBAL void adaptive_bwd_kernel(AdaptivePoolDesc d, const T* diff_dst, const int64_t* index, T* diff_src) {
+  using A = typename Acc<T>::type;
   KILN_POOL_LOOP(e, d.n * d.c * d.ih * d.iw) {
     const int64_t w = e % d.iw, h = (e / d.iw) % d.ih, p = e / (d.iw * d.ih);
     const int64_t ylo = (h * d.oh) / d.ih, yhi = imin(d.oh, ((h + 1) * d.oh + d.ih - 1) / d.ih);
     const int64_t xlo = (w * d.ow) / d.iw, xhi = imin(d.ow, ((w + 1) * d.ow + d.iw - 1) / d.iw);
     const int64_t self = h * d.iw + w;
-    T acc = 0;
+    A acc = 0;
     for (int64_t oy = ylo; oy < yhi; ++oy) {
       const int64_t hs = adaptive_start(oy, d.oh, d.ih), he = adaptive_end(oy, d.oh, d.ih);
       if (h < hs || h >= he) continue;
@@ -175,60 +194,75 @@ KILN_GLOBAL void adaptive_bwd_kernel(AdaptivePoolDesc d, const T* diff_dst, cons
         if (w < ws || w >= we) continue;
         const int64_t o = (p * d.oh + oy) * d.ow + ox;
         if (d.alg == PoolAlg::max) {
-          if (index[o] == self) acc += diff_dst[o];
+          if (index[o] == self) acc += A(diff_dst[o]);
         } else {
-          acc += diff_dst[o] / T((he - hs) * (we - ws));
+          acc += A(diff_dst[o]) / A((he - hs) * (we - ws));
         }
       }
     }
-    diff_src[e] = acc;
+    diff_src[e] = T(acc);
   }
 }
 
 template <class T>
 KILN_GLOBAL void lrn_fwd_kernel(LrnDesc d, const T* src, T* dst, T* scale) {
+  using A = typename Acc<T>::type;
   KILN_POOL_LOOP(o, d.n * d.c * d.inner) {
     const int64_t i = o % d.inner, c = (o / d.inner) % d.c, n = o / (d.inner * d.c);
-    T sum = 0;
+    A sum = 0;
     for (int64_t j = imax(0, c - d.size / 2); j <= imin(d.c - 1, c + (d.size - 1) / 2); ++j) {
-      const T v = src[(n * d.c + j) * d.inner + i];
+      const A v = A(src[(n * d.c + j) * d.inner + i]);
       sum += v * v;
     }
-    const T s = T(d.k) + T(d.alpha) * (sum / T(d.size));
-    scale[o] = s;
-    dst[o] = src[o] / dpow(s, T(d.beta));
+    const A s = A(d.k) + A(d.alpha) * (sum / A(d.size));
+    scale[o] = T(s);
+    dst[o] = T(A(src[o]) / dpow(s, A(d.beta)));
   }
 }
 
 template <class T>
 KILN_GLOBAL void lrn_bwd_kernel(LrnDesc d, const T* src, const T* dst, const T* scale, const T* diff_dst,
                                 T* diff_src) {
-  const T coef = T(2) * T(d.beta) * T(d.alpha) / T(d.size);
+  using A = typename Acc<T>::type;
+  const A coef = A(2) * A(d.beta) * A(d.alpha) / A(d.size);
   KILN_POOL_LOOP(o, d.n * d.c * d.inner) {
     const int64_t i = o % d.inner, c = (o / d.inner) % d.c, n = o / (d.inner * d.c);
-    T acc = 0;  // outputs j whose window [j - size/2, j + (size-1)/2] holds c
+    A acc = 0;  // outputs j whose window [j - size/2, j + (size-1)/2] holds c
     for (int64_t j = imax(0, c - (d.size - 1) / 2); j <= imin(d.c - 1, c + d.size / 2); ++j) {
       const int64_t q = (n * d.c + j) * d.inner + i;
-      acc += diff_dst[q] * dst[q] / scale[q];
+      acc += A(diff_dst[q]) * A(dst[q]) / A(scale[q]);
     }
-    diff_src[o] = diff_dst[o] * dpow(scale[o], -T(d.beta)) - coef * src[o] * acc;
+    diff_src[o] = T(A(diff_dst[o]) * dpow(A(scale[o]), -A(d.beta)) - coef * A(src[o]) * acc);
   }
 }
 
 #undef KILN_POOL_LOOP
 
-bool float_or_double(DType t) { return t == DType::float32 || t == DType::float64; }
+bool storage_dtype(DType t) {
+  return t == DType::float32 || t == DType::float64 || t == DType::bfloat16 || t == DType::float16;
+}
+
+// f(T{}) with T the storage type of t: float, double, BFloat16 or Half.
+template <class F>
+void visit_storage(DType t, F&& f) {
+  switch (t) {
+    case DType::float64: f(double{}); break;
+    case DType::bfloat16: f(BFloat16{}); break;
+    case DType::float16: f(Half{}); break;
+    default: f(float{}); break;
+  }
+}
 
 }  // namespace
 
-bool supports_pool(const PoolDesc& d) { return float_or_double(d.dtype) && d.sh > 0 && d.sw > 0; }
-bool supports_adaptive_pool(const AdaptivePoolDesc& d) { return float_or_double(d.dtype); }
-bool supports_lrn(const LrnDesc& d) { return float_or_double(d.dtype); }
+bool supports_pool(const PoolDesc& d) { return storage_dtype(d.dtype) && d.sh > 0 && d.sw > 0; }
+bool supports_adaptive_pool(const AdaptivePoolDesc& d) { return storage_dtype(d.dtype); }
+bool supports_lrn(const LrnDesc& d) { return storage_dtype(d.dtype); }
 
 void pool_fwd(const PoolDesc& d, const void* src, void* dst, int64_t* index) {
   const int64_t total = d.planes() * d.oh * d.ow;
   if (total == 0) return;
-  visit_float(d.dtype, [&](auto tag) {
+  visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     launch(pool_fwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
            static_cast<const T*>(src), static_cast<T*>(dst), index);
@@ -239,7 +273,7 @@ void pool_bwd(const PoolDesc& d, const void* diff_dst, const int64_t* index, voi
   const int64_t total = d.planes() * d.ih * d.iw;
   if (total == 0) return;
   KILN_CHECK(d.alg != PoolAlg::max || index, "cuda pool_bwd: max pooling needs the forward's indices (" + d.str() + ")");
-  visit_float(d.dtype, [&](auto tag) {
+  visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     launch(pool_bwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
            static_cast<const T*>(diff_dst), index, static_cast<T*>(diff_src));
@@ -249,7 +283,7 @@ void pool_bwd(const PoolDesc& d, const void* diff_dst, const int64_t* index, voi
 void adaptive_pool_fwd(const AdaptivePoolDesc& d, const void* src, void* dst, int64_t* index) {
   const int64_t total = d.planes() * d.oh * d.ow;
   if (total == 0) return;
-  visit_float(d.dtype, [&](auto tag) {
+  visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     launch(adaptive_fwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
            static_cast<const T*>(src), static_cast<T*>(dst), index);
@@ -260,7 +294,7 @@ void adaptive_pool_bwd(const AdaptivePoolDesc& d, const void* diff_dst, const in
   const int64_t total = d.planes() * d.ih * d.iw;
   if (total == 0) return;
   KILN_CHECK(d.alg != PoolAlg::max || index, "cuda adaptive_pool_bwd: max pooling needs the forward's indices (" + d.str() + ")");
-  visit_float(d.dtype, [&](auto tag) {
+  visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     launch(adaptive_bwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
            static_cast<const T*>(diff_dst), index, static_cast<T*>(diff_src));
@@ -270,7 +304,7 @@ void adaptive_pool_bwd(const AdaptivePoolDesc& d, const void* diff_dst, const in
 void lrn_fwd(const LrnDesc& d, const void* src, void* dst, void* scale) {
   const int64_t total = d.n * d.c * d.inner;
   if (total == 0) return;
-  visit_float(d.dtype, [&](auto tag) {
+  visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     launch(lrn_fwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
            static_cast<const T*>(src), static_cast<T*>(dst), static_cast<T*>(scale));
@@ -281,7 +315,7 @@ void lrn_bwd(const LrnDesc& d, const void* src, const void* dst, const void* sca
              void* diff_src) {
   const int64_t total = d.n * d.c * d.inner;
   if (total == 0) return;
-  visit_float(d.dtype, [&](auto tag) {
+  visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     launch(lrn_bwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
            static_cast<const T*>(src), static_cast<const T*>(dst), static_cast<const T*>(scale),

@@ -2,8 +2,9 @@
 // index contract, ceil mode, dilation, count_include_pad, divisor_override), adaptive pooling,
 // LRN across channels; forward and backward. Every backward is a GATHER (a thread per input
 // element sums, in the reference's order, the outputs whose windows cover it), so it is
-// deterministic with no atomics. float32 and float64; same descriptors and signatures as
-// kernels/cpu/native/pool.h, DEVICE pointers, launched on current_stream().
+// deterministic with no atomics. float32, float64, bfloat16 and float16 (16-bit data summed in
+// float32); same descriptors and signatures as kernels/cpu/native/pool.h, DEVICE pointers,
+// launched on current_stream().
 // Test (emulated): ctest --test-dir build -R emu   (tests/emu/test_pool.cpp)
 #pragma once
 
