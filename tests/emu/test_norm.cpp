@@ -224,3 +224,21 @@ TEST_CASE("emu batch_norm and softmax in bfloat16 and float16 (float32 statistic
   run(BFloat16{}, DType::bfloat16, 1.0 / 256);
   run(Half{}, DType::float16, 1.0 / 2048);
 }
+
+TEST_CASE("emu dropout in bfloat16: the float32 CPU mask, values x * 1/(1-p) rounded once") {
+  DropoutDesc d;
+  d.n = 255, d.p = 0.3, d.seed = 99, d.offset = 5;
+  std::vector<float> xf;
+  std::vector<BFloat16> xb;
+  for (double v : rnd(255, 95)) xb.push_back(BFloat16(float(v))), xf.push_back(float(xb.back()));
+  std::vector<float> yc(255);
+  std::vector<uint8_t> mc(255), m(255);
+  native::dropout_fwd(d, xf.data(), yc.data(), mc.data());
+  d.dtype = DType::bfloat16;
+  std::vector<BFloat16> y(255), dx(255);
+  cuda::dropout_fwd(d, xb.data(), y.data(), m.data());
+  CHECK(m == mc);
+  for (size_t i = 0; i < 255; ++i) CHECK(float(y[i]) == float(BFloat16(yc[i])));
+  cuda::dropout_bwd(d, xb.data(), m.data(), dx.data());
+  for (size_t i = 0; i < 255; ++i) CHECK(float(dx[i]) == float(y[i]));
+}

@@ -270,8 +270,9 @@ void bn_launch_bwd(BnArgs<T> a) {
 
 // ---------------------------------------------------------------- dropout
 template <class T>
-KILN_GLOBAL void dropout_fwd_kernel(int64_t n, uint64_t seed, uint64_t offset, uint32_t thr, T scale, const T* src,
-                                    T* dst, uint8_t* mask) {
+KILN_GLOBAL void dropout_fwd_kernel(int64_t n, uint64_t seed, uint64_t offset, uint32_t thr,
+                                    typename Acc<T>::type scale, const T* src, T* dst, uint8_t* mask) {
+  using A = typename Acc<T>::type;
   const int64_t groups = (n + 3) / 4;
   for (int64_t g = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; g < groups; g += int64_t(gridDim.x) * blockDim.x) {
     const Philox4x32 r = philox4x32(seed, offset + uint64_t(g));  // elements 4g .. 4g+3
@@ -280,15 +281,16 @@ KILN_GLOBAL void dropout_fwd_kernel(int64_t n, uint64_t seed, uint64_t offset, u
       if (i >= n) break;
       const uint32_t keep = (r.v[l] >> 8) >= thr ? 1u : 0u;
       mask[i] = uint8_t(keep);
-      dst[i] = src[i] * (T(int32_t(keep)) * scale);  // x * mask * scale (inf * 0 = NaN, as PyTorch)
+      dst[i] = T(A(src[i]) * (A(int32_t(keep)) * scale));  // x * mask * scale (inf * 0 = NaN, as PyTorch)
     }
   }
 }
 
 template <class T>
-KILN_GLOBAL void dropout_bwd_kernel(int64_t n, T scale, const T* dy, const uint8_t* mask, T* dx) {
+KILN_GLOBAL void dropout_bwd_kernel(int64_t n, typename Acc<T>::type scale, const T* dy, const uint8_t* mask, T* dx) {
+  using A = typename Acc<T>::type;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    dx[i] = dy[i] * (mask[i] ? scale : T(0));
+    dx[i] = T(A(dy[i]) * (mask[i] ? scale : A(0)));
 }
 
 // ---------------------------------------------------------------- softmax
@@ -440,25 +442,25 @@ void batch_norm_bwd(const BatchNormDesc& d, const void* src, const void* diff_ds
   });
 }
 
-bool supports_dropout(const DropoutDesc& d) { return float_or_double(d.dtype); }
+bool supports_dropout(const DropoutDesc& d) { return storage_dtype(d.dtype); }
 
 void dropout_fwd(const DropoutDesc& d, const void* src, void* dst, uint8_t* mask) {
   if (d.n == 0) return;
   // uniform >= p  <=>  (bits >> 8) >= ceil(p 2^24): exact, the CPU native kernel's test.
   const uint32_t thr = uint32_t(std::ceil(d.p * 16777216.0));
-  visit_float(d.dtype, [&](auto tag) {
+  visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     launch(dropout_fwd_kernel<T>, dim3(unsigned(grid_for((d.n + 3) / 4))), dim3(kThreads), 0, current_stream(), d.n,
-           d.seed, d.offset, thr, T(d.scale()), static_cast<const T*>(src), static_cast<T*>(dst), mask);
+           d.seed, d.offset, thr, typename Acc<T>::type(d.scale()), static_cast<const T*>(src), static_cast<T*>(dst), mask);
   });
 }
 
 void dropout_bwd(const DropoutDesc& d, const void* diff_dst, const uint8_t* mask, void* diff_src) {
   if (d.n == 0) return;
-  visit_float(d.dtype, [&](auto tag) {
+  visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     launch(dropout_bwd_kernel<T>, dim3(unsigned(grid_for(d.n))), dim3(kThreads), 0, current_stream(), d.n,
-           T(d.scale()), static_cast<const T*>(diff_dst), mask, static_cast<T*>(diff_src));
+           typename Acc<T>::type(d.scale()), static_cast<const T*>(diff_dst), mask, static_cast<T*>(diff_src));
   });
 }
 

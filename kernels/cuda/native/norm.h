@@ -1,7 +1,7 @@
 // kiln's own CUDA kernels of the normalisation family: batch norm (per-channel sums in double
 // over fixed row chunks, added in order: deterministic, no atomics), dropout (the CPU's Philox
 // mask, bit for bit), softmax and log-softmax (a warp per row when inner == 1, a thread per
-// column otherwise). float32 and float64; batch norm and softmax also bfloat16 and float16
+// column otherwise). float32 and float64; all three also bfloat16 and float16
 // (computed in float32; batch norm's parameters and statistics float32, as BatchNormDesc says).
 // Same descriptors and signatures as kernels/cpu/native/norm.h, DEVICE pointers, launched on
 // current_stream(), never synchronising.
