@@ -32,9 +32,9 @@ struct PoolDesc {
   bool count_include_pad = true;
   int64_t divisor_override = 0;  // 0: none
   bool nhwc = false;  // src/dst channels-last: [n, h, w, c] in memory (indices still h * iw + w)
-  int64_t planes() const { return n * c; }
+  KILN_HOST_DEVICE int64_t planes() const { return n * c; }
   // Offset of element (h, w) of plane p = image * c + channel in an [n, c, hh, ww] array.
-  int64_t at(int64_t p, int64_t h, int64_t w, int64_t hh, int64_t ww) const {
+  KILN_HOST_DEVICE int64_t at(int64_t p, int64_t h, int64_t w, int64_t hh, int64_t ww) const {
     return nhwc ? (((p / c) * hh + h) * ww + w) * c + p % c : (p * hh + h) * ww + w;
   }
   std::string str() const;
