@@ -12,6 +12,9 @@
 #include "kernels/common/gemm.h"
 #include "kernels/cpu/native/gemm.h"
 #include "kernels/cpu/ref/gemm.h"
+#ifdef KILN_HAVE_CUDNN
+#include "kernels/cuda/cudnn/gemm.h"
+#endif
 #ifdef KILN_HAVE_ONEDNN
 #include "kernels/cpu/onednn/gemm.h"
 #endif
@@ -241,6 +244,10 @@ static void ref_gemm(const GemmDesc& d, const void* a, const void* b, void* c) {
 void register_linalg_kernels(Registry& r) {
   constexpr auto cpu = DeviceType::cpu;
   auto& t = r.op<GemmDesc, const void*, const void*, void*>("gemm");
+#ifdef KILN_HAVE_CUDNN
+  // cuBLAS first among the CUDA backends; kiln's own CUDA kernels ("native") follow it.
+  t.add("cudnn", DeviceType::cuda, cudnn::supports_gemm, cudnn::gemm);
+#endif
   t.add("native", cpu, native::supports_gemm, native::gemm);
   t.add("ref", cpu, ref_supports_gemm, ref_gemm);
 #ifdef KILN_HAVE_ONEDNN

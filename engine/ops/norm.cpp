@@ -10,6 +10,9 @@
 #include "kernels/common/norm.h"
 #include "kernels/cpu/native/norm.h"
 #include "kernels/cpu/ref/norm.h"
+#ifdef KILN_HAVE_CUDNN
+#include "kernels/cuda/cudnn/norm.h"
+#endif
 #ifdef KILN_HAVE_ONEDNN
 #include "kernels/cpu/onednn/norm.h"
 #endif
@@ -293,6 +296,10 @@ void register_norm_kernels(Registry& r) {
   constexpr auto cpu = DeviceType::cpu;
   auto& bf = r.op<BatchNormDesc, const void*, const void*, const void*, void*, void*, void*, void*, void*>(
       "norm_batch_norm_fwd");
+#ifdef KILN_HAVE_CUDNN
+  // cuDNN first among the CUDA backends; kiln's own CUDA kernels ("native") follow it.
+  bf.add("cudnn", DeviceType::cuda, cudnn::supports_batch_norm_fwd, cudnn::batch_norm_fwd);
+#endif
   bf.add("native", cpu, native::supports_batch_norm, native::batch_norm_fwd);
   bf.add("ref", cpu, native::supports_batch_norm, ref_bn_fwd);
 #ifdef KILN_HAVE_ONEDNN
@@ -300,6 +307,9 @@ void register_norm_kernels(Registry& r) {
 #endif
   auto& bb = r.op<BatchNormDesc, const void*, const void*, const void*, const void*, const void*, void*, void*, void*>(
       "norm_batch_norm_bwd");
+#ifdef KILN_HAVE_CUDNN
+  bb.add("cudnn", DeviceType::cuda, cudnn::supports_batch_norm_bwd, cudnn::batch_norm_bwd);
+#endif
   bb.add("native", cpu, native::supports_batch_norm, native::batch_norm_bwd);
   bb.add("ref", cpu, native::supports_batch_norm, ref_bn_bwd);
 #ifdef KILN_HAVE_ONEDNN
@@ -312,6 +322,9 @@ void register_norm_kernels(Registry& r) {
   db.add("native", cpu, native::supports_dropout, native::dropout_bwd);
   db.add("ref", cpu, native::supports_dropout, ref_dropout_bwd);
   auto& sf = r.op<SoftmaxDesc, const void*, void*>("norm_softmax_fwd");
+#ifdef KILN_HAVE_CUDNN
+  sf.add("cudnn", DeviceType::cuda, cudnn::supports_softmax, cudnn::softmax_fwd);
+#endif
 #ifdef KILN_HAVE_ONEDNN
   // oneDNN first for softmax forward only (4.5-5.7x native over 1000-21841 classes; backward
   // 0.6-0.95x). Batch norm stays native first (oneDNN 0.3-0.67x on plain NCHW). bench_backends.
@@ -320,6 +333,9 @@ void register_norm_kernels(Registry& r) {
   sf.add("native", cpu, native::supports_softmax, native::softmax_fwd);
   sf.add("ref", cpu, native::supports_softmax, ref_softmax_fwd);
   auto& sb = r.op<SoftmaxDesc, const void*, const void*, void*>("norm_softmax_bwd");
+#ifdef KILN_HAVE_CUDNN
+  sb.add("cudnn", DeviceType::cuda, cudnn::supports_softmax, cudnn::softmax_bwd);
+#endif
   sb.add("native", cpu, native::supports_softmax, native::softmax_bwd);
   sb.add("ref", cpu, native::supports_softmax, ref_softmax_bwd);
 #ifdef KILN_HAVE_ONEDNN
