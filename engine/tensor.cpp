@@ -8,6 +8,9 @@
 
 #include "engine/allocator.h"
 #include "engine/autograd.h"
+#include "engine/cuda_allocator.h"
+#include "engine/cuda_copy.h"
+#include "engine/cuda_runtime.h"
 #include "engine/dispatch.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/iter.h"
@@ -59,7 +62,14 @@ static void check_shape(const Shape& shape, const char* op) {
 // ---------------------------------------------------------------- storage and factories
 
 std::shared_ptr<StorageImpl> allocate_storage(size_t nbytes, Device device) {
-  KILN_CHECK(device.is_cpu(), "allocate_storage: device ", device, " is not available in this build");
+  if (device.is_cuda()) {
+    // Stream-ordered: the memory belongs to the current stream of its device, where the op that
+    // asked for it will write it.
+    cuda::check_device(device);
+    void* p = cuda::CudaCachingAllocator::instance().allocate(nbytes, device.index, cuda::current_stream(device.index));
+    return std::make_shared<StorageImpl>(p, nbytes, device,
+                                         [](void* q, size_t) { cuda::CudaCachingAllocator::instance().free(q); });
+  }
   void* p = CpuAllocator::instance().allocate(nbytes);
   return std::make_shared<StorageImpl>(p, nbytes, device,
                                        [](void* q, size_t n) { CpuAllocator::instance().deallocate(q, n); });
@@ -384,7 +394,19 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
 
 // ---------------------------------------------------------------- copies
 
+// Same dtype, sizes and strides, and dense in memory (no gaps, no overlap): the copy is one
+// memcpy of the spanned bytes, on any device.
+static bool same_dense_layout(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.sizes() != b.sizes() || a.strides() != b.strides()) return false;
+  return a.is_contiguous() || a.is_contiguous(MemoryFormat::channels_last);
+}
+
 static void copy_kernel(const Tensor& dst, const Tensor& src) {
+  // On CUDA a dense same-layout copy needs no kernel (cudaMemcpyAsync on the current stream).
+  if (dst.device().is_cuda() && src.device() == dst.device() && same_dense_layout(dst, src)) {
+    cuda::copy_bytes(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(), size_t(src.numel()) * src.element_size());
+    return;
+  }
   CopyDesc d;
   d.src_dtype = src.dtype();
   d.dst_dtype = dst.dtype();
@@ -423,13 +445,33 @@ Tensor Tensor::to(DType t) const {
 
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
-  KILN_THROW("Tensor::to: device ", d, " is not available in this build");
+  if (d.is_cuda()) cuda::check_device(d);
+  Tensor src = *this;
+  {
+    // Dense tensors travel as they are (channels-last stays channels-last); others are made
+    // contiguous on their own device first (on CUDA through the dispatcher's copy kernel).
+    NoGradGuard ng;
+    const MemoryFormat fmt = suggest_memory_format();
+    if (!is_contiguous(fmt)) src = contiguous(fmt);
+  }
+  Tensor y = empty_strided(src.sizes(), src.strides(), TensorOptions(dtype()).with_device(d));
+  cuda::copy_bytes(y.data_ptr(), d, src.data_ptr(), src.device(), size_t(src.numel()) * src.element_size());
+  if (is_floating(dtype()))
+    autograd::record_fn("ToDeviceBackward", {*this}, {&y}, [from = device()](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{g[0].to(from)};
+    });
+  return y;
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   KILN_CHECK(src.defined(), "copy_: undefined source");
   KILN_CHECK(!(requires_grad() && is_leaf() && autograd::grad_mode_enabled()),
              "copy_: in-place write to a leaf that requires grad; wrap it in NoGradGuard");
+  if (src.device() != device()) {
+    NoGradGuard ng;
+    copy_kernel(*this, src.to(device()));
+    return *this;
+  }
   copy_kernel(*this, src);
   return *this;
 }
@@ -449,7 +491,9 @@ Tensor& Tensor::fill_(double value) {
 
 std::vector<double> Tensor::to_vector() const {
   NoGradGuard ng;
-  Tensor c = to(DType::float64).contiguous();
+  // A CUDA tensor is copied to the host first (synchronising its stream), then converted there.
+  Tensor c = device().is_cpu() ? *this : to(Device());
+  c = c.to(DType::float64).contiguous();
   if (c.is_same(*this) || c.impl()->storage == impl()->storage) c = c.clone();
   const double* p = c.data<double>();
   return std::vector<double>(p, p + c.numel());

@@ -17,6 +17,11 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.device() == b.device(), op, ": operands on different devices, ", a.str(), " and ", b.str(),
+             " (move one with .to(device))");
+}
+
 StridedLoop make_loop(const Tensor& out, const std::vector<const Tensor*>& inputs) {
   const Shape& shape = out.sizes();
   const int nd = int(shape.size());
@@ -27,6 +32,7 @@ StridedLoop make_loop(const Tensor& out, const std::vector<const Tensor*>& input
   st[0] = out.strides();
   for (int k = 1; k < nops; ++k) {
     const Tensor& t = *inputs[k - 1];
+    check_same_device("elementwise op", out, t);
     int off = nd - int(t.dim());
     KILN_CHECK(off >= 0, "make_loop: input ", shape_str(t.sizes()), " has more dims than output ", shape_str(shape));
     for (int d = 0; d < t.dim(); ++d) {

@@ -34,6 +34,7 @@ ClassPlan plan_class(const Tensor& x, const Tensor& target, Reduction reduction,
   KILN_CHECK(is_floating(x.dtype()), op, ": input must be floating point, got ", x.dtype(), " ",
              shape_str(x.sizes()));
   KILN_CHECK(x.dim() >= 1, op, ": input must have a class dim, got a 0-d tensor");
+  check_same_device(op, x, target);
   KILN_CHECK(target.dtype() == DType::int64, op, ": target must hold int64 class indices, got ", target.dtype(), " ",
              shape_str(target.sizes()), " for input ", shape_str(x.sizes()),
              " (class-probability targets are not supported)");
@@ -83,6 +84,8 @@ PointPlan plan_point(const Tensor& x, const Tensor& target, Reduction reduction,
              shape_str(x.sizes()));
   KILN_CHECK(target.sizes() == x.sizes(), op, ": target ", shape_str(target.sizes()),
              " does not match input ", shape_str(x.sizes()), " (they must have the same shape)");
+  check_same_device(op, x, target);
+  if (pos_weight.defined()) check_same_device(op, x, pos_weight);
   KILN_CHECK(target.dtype() == x.dtype(), op, ": target dtype ", target.dtype(), " does not match input dtype ",
              x.dtype(), " (input ", shape_str(x.sizes()), ")");
   PointPlan p;
