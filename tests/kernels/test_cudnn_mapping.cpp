@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/dispatch.h"
 #include "kernels/cpu/ref/gemm.h"
 #include "kernels/cuda/cudnn/mapping.h"
 
@@ -275,6 +276,25 @@ TEST_CASE("cudnn mapping: LRN, softmax, batch norm and activations") {
   b.loop.strides[2][0] = 1;
   b.op = BinaryOp::sigmoid_bwd;
   CHECK(cudnn::binary_unsupported(b) != nullptr);
+}
+
+TEST_CASE("cudnn mapping: cudnn is the first CUDA candidate of each op it serves") {
+  const std::vector<std::string> ops = {"gemm", "conv2d_fwd", "conv2d_bwd_data", "conv2d_bwd_weights", "pool_fwd",
+                                        "pool_bwd", "pool_lrn_fwd", "pool_lrn_bwd", "norm_batch_norm_fwd",
+                                        "norm_batch_norm_bwd", "norm_softmax_fwd", "norm_softmax_bwd", "unary", "binary"};
+  size_t seen = 0;
+  for (const OpTableBase* t : registry().ops()) {
+    bool wanted = false;
+    for (const std::string& o : ops) wanted |= t->name() == o;
+    if (!wanted) continue;
+    ++seen;
+    CAPTURE(t->name());
+    std::string first_cuda;
+    for (const std::string& c : t->candidates())
+      if (c.size() > 5 && c.compare(c.size() - 5, 5, "/cuda") == 0 && first_cuda.empty()) first_cuda = c;
+    CHECK(first_cuda == "cudnn/cuda");
+  }
+  CHECK(seen == ops.size());
 }
 
 #else

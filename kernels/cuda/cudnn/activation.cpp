@@ -1,4 +1,7 @@
 // cuDNN activations (see activation.h). The n contiguous elements are one [1, 1, 1, n] tensor.
+// Built with CUDA (the kernels/cuda host rule); compiled empty where cuDNN was not found.
+#if defined(KILN_HAVE_CUDNN)
+
 #include "kernels/cuda/cudnn/activation.h"
 
 #include "kernels/cuda/cudnn/handles.h"
@@ -65,3 +68,5 @@ void binary(const BinaryDesc& d, const void* a, const void* b, void* dst) {
 }
 
 }  // namespace kiln::cudnn
+
+#endif  // KILN_HAVE_CUDNN

@@ -4,6 +4,9 @@
 // declines at run time (NOT_SUPPORTED) is skipped and the next one remembered, so a wrong
 // heuristic costs one failed call, not an error. Algorithm 0 of each direction (implicit GEMM,
 // little or no workspace) is always the last resort.
+// Built with CUDA (the kernels/cuda host rule); compiled empty where cuDNN was not found.
+#if defined(KILN_HAVE_CUDNN)
+
 #include "kernels/cuda/cudnn/conv.h"
 
 #include <algorithm>
@@ -103,7 +106,7 @@ std::unique_ptr<Plan> make_plan(const ConvDesc& d) {
   p->math = math_for(d.dtype);
   KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv, p->math), what);
   KILN_CUDNN_CHECK(cudnnCreateActivationDescriptor(&p->relu), what);
-  KILN_CUDNN_CHECK(cudnnSetActivationDescriptor(p->relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), what);
+  KILN_CUDNN_CHECK(cudnnSetActivationDescriptor(p->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0), what);
   // cuDNN must agree on the output size, else every call would fail with BAD_PARAM.
   int n = 0, c = 0, h = 0, wd = 0;
   KILN_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x.d, p->w, &n, &c, &h, &wd), what);
@@ -377,3 +380,5 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src, const void* diff_dst
 }
 
 }  // namespace kiln::cudnn
+
+#endif  // KILN_HAVE_CUDNN

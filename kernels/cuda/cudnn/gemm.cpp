@@ -2,6 +2,9 @@
 // operands swapped (mapping.cpp, to_column_major). One call, cublasGemmStridedBatchedEx (or
 // cublasGemmEx for a single product), so every dtype goes through the same path and the compute
 // type states the precision: CUBLAS_COMPUTE_32F (true float32) or CUBLAS_COMPUTE_32F_FAST_TF32.
+// Built with CUDA (the kernels/cuda host rule); compiled empty where cuDNN was not found.
+#if defined(KILN_HAVE_CUDNN)
+
 #include "kernels/cuda/cudnn/gemm.h"
 
 #include "kernels/cuda/cudnn/handles.h"
@@ -40,3 +43,5 @@ void gemm(const GemmDesc& d, const void* a, const void* b, void* c) {
 }
 
 }  // namespace kiln::cudnn
+
+#endif  // KILN_HAVE_CUDNN

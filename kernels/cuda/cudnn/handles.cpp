@@ -1,4 +1,7 @@
 // Handles, workspace, options and error reporting of the cudnn backend (see handles.h).
+// Built with CUDA (the kernels/cuda host rule); compiled empty where cuDNN was not found.
+#if defined(KILN_HAVE_CUDNN)
+
 #include "kernels/cuda/cudnn/handles.h"
 
 #include <atomic>
@@ -8,7 +11,7 @@
 #include <mutex>
 #include <utility>
 
-#include "kernels/cuda/cudnn/stream.h"
+#include "kernels/cuda/runtime.h"
 
 namespace kiln::cudnn {
 
@@ -219,3 +222,5 @@ void throw_cuda(cudaError_t e, const char* call, const std::string& what, const 
 }  // namespace detail
 
 }  // namespace kiln::cudnn
+
+#endif  // KILN_HAVE_CUDNN

@@ -1,6 +1,9 @@
 // cuDNN batch norm and softmax (see norm.h). Missing optional operands (affine=false weights,
 // unwanted gradients, absent running statistics) become per-channel scratch vectors in the
 // workspace, because the legacy cuDNN calls take no null pointers for most of them.
+// Built with CUDA (the kernels/cuda host rule); compiled empty where cuDNN was not found.
+#if defined(KILN_HAVE_CUDNN)
+
 #include "kernels/cuda/cudnn/norm.h"
 
 #include <string>
@@ -94,7 +97,7 @@ void batch_norm_fwd(const BatchNormDesc& d, const void* src, const void* wei, co
   if (d.relu) {
     cudnnActivationDescriptor_t act = nullptr;
     KILN_CUDNN_CHECK(cudnnCreateActivationDescriptor(&act), what);
-    cudnnStatus_t st = cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0);
+    cudnnStatus_t st = cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0);
     if (st == CUDNN_STATUS_SUCCESS) st = cudnnActivationForward(ctx.dnn, act, &kOne, x.d, dst, &kZero, x.d, dst);
     (void)cudnnDestroyActivationDescriptor(act);
     KILN_CUDNN_CHECK(st, what, " (relu)");
@@ -147,3 +150,5 @@ void softmax_bwd(const SoftmaxDesc& d, const void* dst, const void* diff_dst, vo
 }
 
 }  // namespace kiln::cudnn
+
+#endif  // KILN_HAVE_CUDNN

@@ -1,5 +1,8 @@
 // cuDNN average pooling and LRN (see pool.h). Descriptors are made per call: these calls are
 // memory-bound and a descriptor costs well under a microsecond next to them.
+// Built with CUDA (the kernels/cuda host rule); compiled empty where cuDNN was not found.
+#if defined(KILN_HAVE_CUDNN)
+
 #include "kernels/cuda/cudnn/pool.h"
 
 #include <string>
@@ -165,3 +168,5 @@ void lrn_bwd(const LrnDesc& d, const void* src, const void* dst, const void* sca
 }
 
 }  // namespace kiln::cudnn
+
+#endif  // KILN_HAVE_CUDNN
