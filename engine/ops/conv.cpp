@@ -313,10 +313,6 @@ bool ref_supports(const ConvDesc& d) { return d.dtype == DType::float32 || d.dty
 void register_conv_kernels(Registry& r) {
   constexpr auto cpu = DeviceType::cpu;
   auto& fwd = r.op<ConvDesc, const void*, const void*, const void*, void*>("conv2d_fwd");
-#ifdef KILN_HAVE_CUDNN
-  // cuDNN first among the CUDA backends; kiln's own CUDA kernels ("native") follow it.
-  fwd.add("cudnn", DeviceType::cuda, cudnn::supports_conv, cudnn::conv2d_fwd);
-#endif
 #ifdef KILN_HAVE_ONEDNN
   // oneDNN first for forward and backward-data: 1.1-2.3x native on AlexNet and on ResNet-50's 3x3
   // layers, ~1.14x over ResNet-50 as a whole even with the per-call reorders (its 1x1 layers at
@@ -328,18 +324,12 @@ void register_conv_kernels(Registry& r) {
   fwd.add("native", cpu, native::supports_conv, native::conv2d_fwd);
   fwd.add("ref", cpu, ref_supports, ref_fwd);
   auto& bd = r.op<ConvDesc, const void*, const void*, void*>("conv2d_bwd_data");
-#ifdef KILN_HAVE_CUDNN
-  bd.add("cudnn", DeviceType::cuda, cudnn::supports_conv, cudnn::conv2d_bwd_data);
-#endif
 #ifdef KILN_HAVE_ONEDNN
   bd.add("onednn", cpu, onednn::supports_conv_bwd_data, onednn::conv2d_bwd_data);
 #endif
   bd.add("native", cpu, native::supports_conv, native::conv2d_bwd_data);
   bd.add("ref", cpu, ref_supports, ref_bwd_data);
   auto& bw = r.op<ConvDesc, const void*, const void*, void*, void*>("conv2d_bwd_weights");
-#ifdef KILN_HAVE_CUDNN
-  bw.add("cudnn", DeviceType::cuda, cudnn::supports_conv, cudnn::conv2d_bwd_weights);
-#endif
 #ifdef KILN_HAVE_ONEDNN
   // Channels-last backward-weights has no reorders on oneDNN and beats the native GEMM rows
   // (mnist-cnn conv2 23.7 vs 37.9 ms per step at batch 128; ResNet-50 train 1.88 vs 2.15 s at
@@ -351,6 +341,13 @@ void register_conv_kernels(Registry& r) {
   bw.add("ref", cpu, ref_supports, ref_bwd_weights);
 #ifdef KILN_HAVE_ONEDNN
   bw.add("onednn", cpu, onednn::supports_conv_bwd_weights, onednn::conv2d_bwd_weights);
+#endif
+#ifdef KILN_HAVE_CUDNN
+  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
+  // block. After the CPU ones so CPU candidate lists read as before.
+  fwd.add("cudnn", DeviceType::cuda, cudnn::supports_conv, cudnn::conv2d_fwd);
+  bd.add("cudnn", DeviceType::cuda, cudnn::supports_conv, cudnn::conv2d_bwd_data);
+  bw.add("cudnn", DeviceType::cuda, cudnn::supports_conv, cudnn::conv2d_bwd_weights);
 #endif
 }
 

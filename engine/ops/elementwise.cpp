@@ -350,19 +350,12 @@ void register_elementwise_kernels(Registry& r) {
   auto float_only_u = [](const UnaryDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; };
   auto float_only_b = [](const BinaryDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; };
   auto& u = r.op<UnaryDesc, const void*, void*>("unary");
-#ifdef KILN_HAVE_CUDNN
-  // cuDNN first among the CUDA backends; kiln's own CUDA kernels ("native") follow it.
-  u.add("cudnn", DeviceType::cuda, cudnn::supports_unary, cudnn::unary);
-#endif
   u.add("native", cpu, native::supports_unary, native::unary);
   u.add("ref", cpu, float_only_u, ref_unary);
 #ifdef KILN_HAVE_ONEDNN
   u.add("onednn", cpu, onednn::supports_unary, onednn::unary);
 #endif
   auto& b = r.op<BinaryDesc, const void*, const void*, void*>("binary");
-#ifdef KILN_HAVE_CUDNN
-  b.add("cudnn", DeviceType::cuda, cudnn::supports_binary, cudnn::binary);
-#endif
   b.add("native", cpu, native::supports_binary, native::binary);
   b.add("ref", cpu, float_only_b, ref_binary);
 #ifdef KILN_HAVE_ONEDNN
@@ -377,6 +370,12 @@ void register_elementwise_kernels(Registry& r) {
   auto& rnd = r.op<RandomDesc, void*>("random");
   rnd.add("native", cpu, nullptr, native::random);
   rnd.add("ref", cpu, nullptr, ref_random);
+#ifdef KILN_HAVE_CUDNN
+  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
+  // block. After the CPU ones so CPU candidate lists read as before.
+  u.add("cudnn", DeviceType::cuda, cudnn::supports_unary, cudnn::unary);
+  b.add("cudnn", DeviceType::cuda, cudnn::supports_binary, cudnn::binary);
+#endif
 }
 
 }  // namespace kiln

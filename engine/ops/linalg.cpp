@@ -244,14 +244,15 @@ static void ref_gemm(const GemmDesc& d, const void* a, const void* b, void* c) {
 void register_linalg_kernels(Registry& r) {
   constexpr auto cpu = DeviceType::cpu;
   auto& t = r.op<GemmDesc, const void*, const void*, void*>("gemm");
-#ifdef KILN_HAVE_CUDNN
-  // cuBLAS first among the CUDA backends; kiln's own CUDA kernels ("native") follow it.
-  t.add("cudnn", DeviceType::cuda, cudnn::supports_gemm, cudnn::gemm);
-#endif
   t.add("native", cpu, native::supports_gemm, native::gemm);
   t.add("ref", cpu, ref_supports_gemm, ref_gemm);
 #ifdef KILN_HAVE_ONEDNN
   t.add("onednn", cpu, onednn::supports_gemm, onednn::gemm);
+#endif
+#ifdef KILN_HAVE_CUDNN
+  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
+  // block. After the CPU ones so CPU candidate lists read as before.
+  t.add("cudnn", DeviceType::cuda, cudnn::supports_gemm, cudnn::gemm);
 #endif
 }
 

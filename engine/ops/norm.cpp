@@ -296,10 +296,6 @@ void register_norm_kernels(Registry& r) {
   constexpr auto cpu = DeviceType::cpu;
   auto& bf = r.op<BatchNormDesc, const void*, const void*, const void*, void*, void*, void*, void*, void*>(
       "norm_batch_norm_fwd");
-#ifdef KILN_HAVE_CUDNN
-  // cuDNN first among the CUDA backends; kiln's own CUDA kernels ("native") follow it.
-  bf.add("cudnn", DeviceType::cuda, cudnn::supports_batch_norm_fwd, cudnn::batch_norm_fwd);
-#endif
   bf.add("native", cpu, native::supports_batch_norm, native::batch_norm_fwd);
   bf.add("ref", cpu, native::supports_batch_norm, ref_bn_fwd);
 #ifdef KILN_HAVE_ONEDNN
@@ -307,9 +303,6 @@ void register_norm_kernels(Registry& r) {
 #endif
   auto& bb = r.op<BatchNormDesc, const void*, const void*, const void*, const void*, const void*, void*, void*, void*>(
       "norm_batch_norm_bwd");
-#ifdef KILN_HAVE_CUDNN
-  bb.add("cudnn", DeviceType::cuda, cudnn::supports_batch_norm_bwd, cudnn::batch_norm_bwd);
-#endif
   bb.add("native", cpu, native::supports_batch_norm, native::batch_norm_bwd);
   bb.add("ref", cpu, native::supports_batch_norm, ref_bn_bwd);
 #ifdef KILN_HAVE_ONEDNN
@@ -322,9 +315,6 @@ void register_norm_kernels(Registry& r) {
   db.add("native", cpu, native::supports_dropout, native::dropout_bwd);
   db.add("ref", cpu, native::supports_dropout, ref_dropout_bwd);
   auto& sf = r.op<SoftmaxDesc, const void*, void*>("norm_softmax_fwd");
-#ifdef KILN_HAVE_CUDNN
-  sf.add("cudnn", DeviceType::cuda, cudnn::supports_softmax, cudnn::softmax_fwd);
-#endif
 #ifdef KILN_HAVE_ONEDNN
   // oneDNN first for softmax forward only (4.5-5.7x native over 1000-21841 classes; backward
   // 0.6-0.95x). Batch norm stays native first (oneDNN 0.3-0.67x on plain NCHW). bench_backends.
@@ -333,13 +323,18 @@ void register_norm_kernels(Registry& r) {
   sf.add("native", cpu, native::supports_softmax, native::softmax_fwd);
   sf.add("ref", cpu, native::supports_softmax, ref_softmax_fwd);
   auto& sb = r.op<SoftmaxDesc, const void*, const void*, void*>("norm_softmax_bwd");
-#ifdef KILN_HAVE_CUDNN
-  sb.add("cudnn", DeviceType::cuda, cudnn::supports_softmax, cudnn::softmax_bwd);
-#endif
   sb.add("native", cpu, native::supports_softmax, native::softmax_bwd);
   sb.add("ref", cpu, native::supports_softmax, ref_softmax_bwd);
 #ifdef KILN_HAVE_ONEDNN
   sb.add("onednn", cpu, onednn::supports_softmax, onednn::softmax_bwd);
+#endif
+#ifdef KILN_HAVE_CUDNN
+  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
+  // block. After the CPU ones so CPU candidate lists read as before.
+  bf.add("cudnn", DeviceType::cuda, cudnn::supports_batch_norm_fwd, cudnn::batch_norm_fwd);
+  bb.add("cudnn", DeviceType::cuda, cudnn::supports_batch_norm_bwd, cudnn::batch_norm_bwd);
+  sf.add("cudnn", DeviceType::cuda, cudnn::supports_softmax, cudnn::softmax_fwd);
+  sb.add("cudnn", DeviceType::cuda, cudnn::supports_softmax, cudnn::softmax_bwd);
 #endif
 }
 

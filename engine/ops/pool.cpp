@@ -313,10 +313,6 @@ void ref_lrn_bwd(const LrnDesc& d, const void* s, const void* y, const void* sc,
 void register_pool_kernels(Registry& r) {
   constexpr auto cpu = DeviceType::cpu;
   auto& pf = r.op<PoolDesc, const void*, void*, int64_t*>("pool_fwd");
-#ifdef KILN_HAVE_CUDNN
-  // cuDNN first among the CUDA backends; kiln's own CUDA kernels ("native") follow it.
-  pf.add("cudnn", DeviceType::cuda, cudnn::supports_pool, cudnn::pool_fwd);
-#endif
 #ifdef KILN_HAVE_ONEDNN
   // oneDNN first for average pooling (1.4-2.4x native, bench_backends); it says no to max
   // pooling, which stays native. LRN stays native first (oneDNN ~0.95x forward, 0.06x backward).
@@ -325,9 +321,6 @@ void register_pool_kernels(Registry& r) {
   pf.add("native", cpu, native::supports_pool, native::pool_fwd);
   pf.add("ref", cpu, native::supports_pool, ref_pool_fwd);
   auto& pb = r.op<PoolDesc, const void*, const int64_t*, void*>("pool_bwd");
-#ifdef KILN_HAVE_CUDNN
-  pb.add("cudnn", DeviceType::cuda, cudnn::supports_pool, cudnn::pool_bwd);
-#endif
 #ifdef KILN_HAVE_ONEDNN
   pb.add("onednn", cpu, onednn::supports_pool_bwd, onednn::pool_bwd);
 #endif
@@ -340,22 +333,24 @@ void register_pool_kernels(Registry& r) {
   ab.add("native", cpu, native::supports_adaptive_pool, native::adaptive_pool_bwd);
   ab.add("ref", cpu, native::supports_adaptive_pool, ref_adaptive_bwd);
   auto& lf = r.op<LrnDesc, const void*, void*, void*>("pool_lrn_fwd");
-#ifdef KILN_HAVE_CUDNN
-  lf.add("cudnn", DeviceType::cuda, cudnn::supports_lrn, cudnn::lrn_fwd);
-#endif
   lf.add("native", cpu, native::supports_lrn, native::lrn_fwd);
   lf.add("ref", cpu, native::supports_lrn, ref_lrn_fwd);
 #ifdef KILN_HAVE_ONEDNN
   lf.add("onednn", cpu, onednn::supports_lrn, onednn::lrn_fwd);
 #endif
   auto& lb = r.op<LrnDesc, const void*, const void*, const void*, const void*, void*>("pool_lrn_bwd");
-#ifdef KILN_HAVE_CUDNN
-  lb.add("cudnn", DeviceType::cuda, cudnn::supports_lrn, cudnn::lrn_bwd);
-#endif
   lb.add("native", cpu, native::supports_lrn, native::lrn_bwd);
   lb.add("ref", cpu, native::supports_lrn, ref_lrn_bwd);
 #ifdef KILN_HAVE_ONEDNN
   lb.add("onednn", cpu, onednn::supports_lrn, onednn::lrn_bwd);
+#endif
+#ifdef KILN_HAVE_CUDNN
+  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
+  // block. After the CPU ones so CPU candidate lists read as before.
+  pf.add("cudnn", DeviceType::cuda, cudnn::supports_pool, cudnn::pool_fwd);
+  pb.add("cudnn", DeviceType::cuda, cudnn::supports_pool, cudnn::pool_bwd);
+  lf.add("cudnn", DeviceType::cuda, cudnn::supports_lrn, cudnn::lrn_fwd);
+  lb.add("cudnn", DeviceType::cuda, cudnn::supports_lrn, cudnn::lrn_bwd);
 #endif
 }
 

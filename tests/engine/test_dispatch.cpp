@@ -71,7 +71,9 @@ TEST_CASE("devices parse and print") {
   CHECK(Device("cuda").str() == "cuda:0");
   CHECK_THROWS_KILN(Device("tpu"), "invalid device 'tpu'");
   CHECK_THROWS_KILN(Device("cuda:x"), "invalid device");
+#ifndef KILN_HAVE_CUDA  // with CUDA built the copy works on a GPU, or names why there is none
   CHECK_THROWS_KILN(zeros({2}).to(Device("cuda:0")), "not available in this build");
+#endif
 }
 
 TEST_CASE("a node's backward runs under the backend override of its forward") {
