@@ -345,9 +345,9 @@ void register_conv_kernels(Registry& r) {
 #ifdef KILN_HAVE_CUDNN
   // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
   // block. After the CPU ones so CPU candidate lists read as before.
-  fwd.add("cudnn", DeviceType::cuda, cudnn::supports_conv, cudnn::conv2d_fwd);
-  bd.add("cudnn", DeviceType::cuda, cudnn::supports_conv, cudnn::conv2d_bwd_data);
-  bw.add("cudnn", DeviceType::cuda, cudnn::supports_conv, cudnn::conv2d_bwd_weights);
+  fwd.add("cudnn", DeviceType::cuda, cudnn::supports_conv_fwd, cudnn::conv2d_fwd);
+  bd.add("cudnn", DeviceType::cuda, cudnn::supports_conv_bwd_data, cudnn::conv2d_bwd_data);
+  bw.add("cudnn", DeviceType::cuda, cudnn::supports_conv_bwd_weights, cudnn::conv2d_bwd_weights);
 #endif
 }
 

@@ -199,6 +199,11 @@ void check_conv(const ConvDesc& d) {
   CAPTURE(d.str());
   CAPTURE(d.relu);
   REQUIRE(cudnn::supports_conv(d));
+  ConvDesc plain = d;
+  plain.relu = false;
+  REQUIRE(cudnn::supports_conv_fwd(d));  // cuDNN's heuristics have an algorithm for each direction
+  REQUIRE(cudnn::supports_conv_bwd_data(plain));
+  REQUIRE(cudnn::supports_conv_bwd_weights(plain));
   const DType t = d.dtype;
   std::vector<double> x = random_values(size_t(d.src_elems()), 11), w = random_values(size_t(d.wei_elems()), 12),
                       b = random_values(size_t(d.K), 13), dy = random_values(size_t(d.dst_elems()), 14);

@@ -48,6 +48,7 @@ struct Plan {
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   bool fused_ok = true;  // cudnnConvolutionBiasActivationForward accepted so far
   Choice fwd, bwd_data, bwd_filter;
+  int viable[3] = {-1, -1, -1};  // per direction: heuristics' algorithm count, -1 = not asked
   std::mutex mu;  // guards the Choices and fused_ok
   ~Plan() {
     if (w) (void)cudnnDestroyFilterDescriptor(w);
@@ -273,6 +274,55 @@ void choose_bwd_filter(Context& ctx, Plan& p, const void* src, const void* diff_
   if (!p.bwd_filter.ready) fill_choice(p.bwd_filter, perf, n, p.d.dtype, benchmark());
 }
 
+enum Dir { kFwd = 0, kBwdData = 1, kBwdFilter = 2 };
+
+// Whether cuDNN's heuristics list at least one algorithm for a direction of this plan (cached):
+// the supports_* functions ask, so a shape no algorithm takes falls back to kiln's own kernels
+// instead of failing at run time.
+template <class Perf>
+int count_viable(const Perf* perf, int n, DType t) {
+  int ok = 0;
+  for (int i = 0; i < n; ++i) ok += perf[i].status == CUDNN_STATUS_SUCCESS && math_allowed(t, perf[i].mathType);
+  return ok;
+}
+
+bool viable(const ConvDesc& desc, Dir dir) {
+  try {
+    Context& ctx = context();
+    ConvDesc d = desc;
+    if (dir != kFwd) d.relu = false;
+    Plan& p = plan_for(d, ctx.device);
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      if (p.viable[dir] >= 0) return p.viable[dir] > 0;
+    }
+    int ok = 0, n = 0;
+    if (dir == kFwd) {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      if (cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn, p.x.d, p.w, p.conv, p.y.d, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                 &n, perf) == CUDNN_STATUS_SUCCESS)
+        ok = count_viable(perf, n, d.dtype);
+    } else if (dir == kBwdData) {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      if (cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn, p.w, p.y.d, p.conv, p.x.d,
+                                                      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n,
+                                                      perf) == CUDNN_STATUS_SUCCESS)
+        ok = count_viable(perf, n, d.dtype);
+    } else {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn, p.x.d, p.y.d, p.conv, p.w,
+                                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n,
+                                                        perf) == CUDNN_STATUS_SUCCESS)
+        ok = count_viable(perf, n, d.dtype);
+    }
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.viable[dir] = ok;
+    return ok > 0;
+  } catch (const Error&) {
+    return false;  // no handle, no device, a descriptor cuDNN rejects: not ours to run
+  }
+}
+
 bool ready(Plan& p, Choice& c) {
   std::lock_guard<std::mutex> lock(p.mu);
   return c.ready;
@@ -281,6 +331,9 @@ bool ready(Plan& p, Choice& c) {
 }  // namespace
 
 bool supports_conv(const ConvDesc& d) { return conv_unsupported(d) == nullptr && device_supports(d.dtype); }
+bool supports_conv_fwd(const ConvDesc& d) { return supports_conv(d) && viable(d, kFwd); }
+bool supports_conv_bwd_data(const ConvDesc& d) { return supports_conv(d) && viable(d, kBwdData); }
+bool supports_conv_bwd_weights(const ConvDesc& d) { return supports_conv(d) && viable(d, kBwdFilter); }
 
 void clear_conv_cache() {
   std::lock_guard<std::mutex> lock(cache_mutex());
@@ -318,9 +371,11 @@ void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void*
             fused_done = true;
             return s;
           }
-          if (!is_not_supported(s)) return s;
+          // Any refusal (NOT_SUPPORTED, or BAD_PARAM for an algorithm the fused call does not
+          // take) sends this shape to the three-call path from now on; that path reports real
+          // errors itself.
           std::lock_guard<std::mutex> lock(p.mu);
-          p.fused_ok = false;  // this shape takes the three-call path from now on
+          p.fused_ok = false;
         }
         return cudnnConvolutionForward(ctx.dnn, &kOne, p.x.d, src, p.w, wei, p.conv, algo, ws, bytes, &kZero, p.y.d,
                                        dst);

@@ -12,7 +12,13 @@
 
 namespace kiln::cudnn {
 
+// What cuDNN can express for this device (no cuDNN call).
 bool supports_conv(const ConvDesc& d);
+// supports_conv and cuDNN's heuristics list an algorithm for the direction (asked once per shape;
+// needs the device). These are what the dispatcher registers.
+bool supports_conv_fwd(const ConvDesc& d);
+bool supports_conv_bwd_data(const ConvDesc& d);
+bool supports_conv_bwd_weights(const ConvDesc& d);
 void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void* bias, void* dst);
 void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst, const void* wei, void* diff_src);
 // diff_wei or diff_bias may be null (not wanted).
