@@ -187,7 +187,9 @@ void run_candidates(Context& ctx, Plan& p, Choice& c, const char* op, WsSize ws_
       }
       return;
     }
-    if (!is_not_supported(s))
+    // A candidate refusing these parameters (NOT_SUPPORTED, BAD_PARAM) hands over to the next;
+    // if every one refuses, the last status is reported below.
+    if (!is_not_supported(s) && !is_bad_param(s))
       detail::throw_cudnn(s, op, ::kiln::detail::concat(p.d.str(), " algo ", cands[i].algo), __FILE__, __LINE__);
     last = s;
   }
@@ -215,17 +217,18 @@ void choose_fwd(Context& ctx, Plan& p, const void* src, const void* wei, void* d
   auto ws_size = [&](int a, size_t* b) {
     return cudnnGetConvolutionForwardWorkspaceSize(ctx.dnn, p.x.d, p.w, p.conv, p.y.d, cudnnConvolutionFwdAlgo_t(a), b);
   };
+  // Timing mode; a failed timing run (out of memory for its buffers...) falls back to heuristics.
+  bool timed = false;
   if (benchmark()) {
     const size_t bytes = find_workspace(kCount, ws_size);
     void* ws = workspace(ctx, bytes);
-    KILN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(ctx.dnn, p.x.d, src, p.w, wei, p.conv, p.y.d, dst, kCount,
-                                                            &n, perf, ws, bytes),
-                     what);
-  } else {
-    KILN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn, p.x.d, p.w, p.conv, p.y.d, kCount, &n, perf), what);
+    timed = cudnnFindConvolutionForwardAlgorithmEx(ctx.dnn, p.x.d, src, p.w, wei, p.conv, p.y.d, dst, kCount, &n,
+                                                   perf, ws, bytes) == CUDNN_STATUS_SUCCESS;
   }
+  if (!timed)
+    KILN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.dnn, p.x.d, p.w, p.conv, p.y.d, kCount, &n, perf), what);
   std::lock_guard<std::mutex> lock(p.mu);
-  if (!p.fwd.ready) fill_choice(p.fwd, perf, n, p.d.dtype, benchmark());
+  if (!p.fwd.ready) fill_choice(p.fwd, perf, n, p.d.dtype, timed);
 }
 
 void choose_bwd_data(Context& ctx, Plan& p, const void* diff_dst, const void* wei, void* diff_src) {
@@ -237,18 +240,19 @@ void choose_bwd_data(Context& ctx, Plan& p, const void* diff_dst, const void* we
     return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.dnn, p.w, p.y.d, p.conv, p.x.d,
                                                         cudnnConvolutionBwdDataAlgo_t(a), b);
   };
+  // Timing mode; a failed timing run (out of memory for its buffers...) falls back to heuristics.
+  bool timed = false;
   if (benchmark()) {
     const size_t bytes = find_workspace(kCount, ws_size);
     void* ws = workspace(ctx, bytes);
-    KILN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(ctx.dnn, p.w, wei, p.y.d, diff_dst, p.conv, p.x.d,
-                                                                 diff_src, kCount, &n, perf, ws, bytes),
-                     what);
-  } else {
+    timed = cudnnFindConvolutionBackwardDataAlgorithmEx(ctx.dnn, p.w, wei, p.y.d, diff_dst, p.conv, p.x.d, diff_src,
+                                                        kCount, &n, perf, ws, bytes) == CUDNN_STATUS_SUCCESS;
+  }
+  if (!timed)
     KILN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.dnn, p.w, p.y.d, p.conv, p.x.d, kCount, &n, perf),
                      what);
-  }
   std::lock_guard<std::mutex> lock(p.mu);
-  if (!p.bwd_data.ready) fill_choice(p.bwd_data, perf, n, p.d.dtype, benchmark());
+  if (!p.bwd_data.ready) fill_choice(p.bwd_data, perf, n, p.d.dtype, timed);
 }
 
 void choose_bwd_filter(Context& ctx, Plan& p, const void* src, const void* diff_dst, void* diff_wei) {
@@ -260,18 +264,19 @@ void choose_bwd_filter(Context& ctx, Plan& p, const void* src, const void* diff_
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.dnn, p.x.d, p.y.d, p.conv, p.w,
                                                           cudnnConvolutionBwdFilterAlgo_t(a), b);
   };
+  // Timing mode; a failed timing run (out of memory for its buffers...) falls back to heuristics.
+  bool timed = false;
   if (benchmark()) {
     const size_t bytes = find_workspace(kCount, ws_size);
     void* ws = workspace(ctx, bytes);
-    KILN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(ctx.dnn, p.x.d, src, p.y.d, diff_dst, p.conv, p.w,
-                                                                   diff_wei, kCount, &n, perf, ws, bytes),
-                     what);
-  } else {
+    timed = cudnnFindConvolutionBackwardFilterAlgorithmEx(ctx.dnn, p.x.d, src, p.y.d, diff_dst, p.conv, p.w,
+                                                          diff_wei, kCount, &n, perf, ws, bytes) == CUDNN_STATUS_SUCCESS;
+  }
+  if (!timed)
     KILN_CUDNN_CHECK(
         cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.dnn, p.x.d, p.y.d, p.conv, p.w, kCount, &n, perf), what);
-  }
   std::lock_guard<std::mutex> lock(p.mu);
-  if (!p.bwd_filter.ready) fill_choice(p.bwd_filter, perf, n, p.d.dtype, benchmark());
+  if (!p.bwd_filter.ready) fill_choice(p.bwd_filter, perf, n, p.d.dtype, timed);
 }
 
 enum Dir { kFwd = 0, kBwdData = 1, kBwdFilter = 2 };
