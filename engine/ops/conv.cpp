@@ -11,6 +11,9 @@
 #include "kernels/common/elementwise.h"
 #include "kernels/cpu/native/conv.h"
 #include "kernels/cpu/ref/conv.h"
+#ifdef KILN_HAVE_CUDNN
+#include "kernels/cuda/cudnn/conv.h"
+#endif
 #ifdef KILN_HAVE_ONEDNN
 #include "kernels/cpu/onednn/conv.h"
 #endif
@@ -345,6 +348,13 @@ void register_conv_kernels(Registry& r) {
   bw.add("ref", cpu, ref_supports, ref_bwd_weights);
 #ifdef KILN_HAVE_ONEDNN
   bw.add("onednn", cpu, onednn::supports_conv_bwd_weights, onednn::conv2d_bwd_weights);
+#endif
+#ifdef KILN_HAVE_CUDNN
+  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
+  // block. After the CPU ones so CPU candidate lists read as before.
+  fwd.add("cudnn", DeviceType::cuda, cudnn::supports_conv_fwd, cudnn::conv2d_fwd);
+  bd.add("cudnn", DeviceType::cuda, cudnn::supports_conv_bwd_data, cudnn::conv2d_bwd_data);
+  bw.add("cudnn", DeviceType::cuda, cudnn::supports_conv_bwd_weights, cudnn::conv2d_bwd_weights);
 #endif
 }
 

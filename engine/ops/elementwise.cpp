@@ -7,6 +7,9 @@
 #include "kernels/common/elementwise.h"
 #include "kernels/cpu/native/elementwise.h"
 #include "kernels/cpu/ref/elementwise.h"
+#ifdef KILN_HAVE_CUDNN
+#include "kernels/cuda/cudnn/activation.h"
+#endif
 #ifdef KILN_HAVE_ONEDNN
 #include "kernels/cpu/onednn/elementwise.h"
 #endif
@@ -367,6 +370,12 @@ void register_elementwise_kernels(Registry& r) {
   auto& rnd = r.op<RandomDesc, void*>("random");
   rnd.add("native", cpu, nullptr, native::random);
   rnd.add("ref", cpu, nullptr, ref_random);
+#ifdef KILN_HAVE_CUDNN
+  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
+  // block. After the CPU ones so CPU candidate lists read as before.
+  u.add("cudnn", DeviceType::cuda, cudnn::supports_unary, cudnn::unary);
+  b.add("cudnn", DeviceType::cuda, cudnn::supports_binary, cudnn::binary);
+#endif
 }
 
 }  // namespace kiln

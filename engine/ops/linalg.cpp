@@ -15,6 +15,9 @@
 #include "kernels/cpu/native/linear.h"
 #include "kernels/cpu/ref/gemm.h"
 #include "kernels/cpu/ref/linear.h"
+#ifdef KILN_HAVE_CUDNN
+#include "kernels/cuda/cudnn/gemm.h"
+#endif
 #ifdef KILN_HAVE_ONEDNN
 #include "kernels/cpu/onednn/gemm.h"
 #include "kernels/cpu/onednn/linear.h"
@@ -318,6 +321,12 @@ void register_linalg_kernels(Registry& r) {
   lf.add("onednn", cpu, onednn::supports_linear, onednn::linear_fwd);
   ld.add("onednn", cpu, onednn::supports_linear, onednn::linear_bwd_data);
   lw.add("onednn", cpu, onednn::supports_linear, onednn::linear_bwd_weights);
+#endif
+
+#ifdef KILN_HAVE_CUDNN
+  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
+  // block. After the CPU ones so CPU candidate lists read as before.
+  t.add("cudnn", DeviceType::cuda, cudnn::supports_gemm, cudnn::gemm);
 #endif
 }
 

@@ -10,6 +10,9 @@
 #include "kernels/common/norm.h"
 #include "kernels/cpu/native/norm.h"
 #include "kernels/cpu/ref/norm.h"
+#ifdef KILN_HAVE_CUDNN
+#include "kernels/cuda/cudnn/norm.h"
+#endif
 #ifdef KILN_HAVE_ONEDNN
 #include "kernels/cpu/onednn/norm.h"
 #endif
@@ -324,6 +327,14 @@ void register_norm_kernels(Registry& r) {
   sb.add("ref", cpu, native::supports_softmax, ref_softmax_bwd);
 #ifdef KILN_HAVE_ONEDNN
   sb.add("onednn", cpu, onednn::supports_softmax, onednn::softmax_bwd);
+#endif
+#ifdef KILN_HAVE_CUDNN
+  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
+  // block. After the CPU ones so CPU candidate lists read as before.
+  bf.add("cudnn", DeviceType::cuda, cudnn::supports_batch_norm_fwd, cudnn::batch_norm_fwd);
+  bb.add("cudnn", DeviceType::cuda, cudnn::supports_batch_norm_bwd, cudnn::batch_norm_bwd);
+  sf.add("cudnn", DeviceType::cuda, cudnn::supports_softmax, cudnn::softmax_fwd);
+  sb.add("cudnn", DeviceType::cuda, cudnn::supports_softmax, cudnn::softmax_bwd);
 #endif
 }
 

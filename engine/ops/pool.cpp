@@ -10,6 +10,9 @@
 #include "kernels/common/pool.h"
 #include "kernels/cpu/native/pool.h"
 #include "kernels/cpu/ref/pool.h"
+#ifdef KILN_HAVE_CUDNN
+#include "kernels/cuda/cudnn/pool.h"
+#endif
 #ifdef KILN_HAVE_ONEDNN
 #include "kernels/cpu/onednn/pool.h"
 #endif
@@ -340,6 +343,14 @@ void register_pool_kernels(Registry& r) {
   lb.add("ref", cpu, native::supports_lrn, ref_lrn_bwd);
 #ifdef KILN_HAVE_ONEDNN
   lb.add("onednn", cpu, onednn::supports_lrn, onednn::lrn_bwd);
+#endif
+#ifdef KILN_HAVE_CUDNN
+  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
+  // block. After the CPU ones so CPU candidate lists read as before.
+  pf.add("cudnn", DeviceType::cuda, cudnn::supports_pool, cudnn::pool_fwd);
+  pb.add("cudnn", DeviceType::cuda, cudnn::supports_pool, cudnn::pool_bwd);
+  lf.add("cudnn", DeviceType::cuda, cudnn::supports_lrn, cudnn::lrn_fwd);
+  lb.add("cudnn", DeviceType::cuda, cudnn::supports_lrn, cudnn::lrn_bwd);
 #endif
 }
 

@@ -1,0 +1,533 @@
+// The cudnn backend on a real GPU: every op it serves (cuBLAS GEMM; cuDNN convolution forward,
+// backward-data, backward-weights; batch norm; softmax; average pooling; LRN; activations) against
+// kiln's `ref` CPU kernels in double on the same data, forward and backward, NCHW and NHWC,
+// float32 and float16/bfloat16 where served; heuristics and timing mode; TF32 on and off; a
+// non-default stream; errors that name the call. Skipped without a device (tests/gpu/main.cpp).
+// Tolerances, with their reasons:
+//  - float32: float32 accumulation in an order cuDNN picks (FFT/Winograd algorithms transform
+//    the data first): rtol 1e-4 plus 2e-5 sqrt(reduction length) absolute (convolution), GEMM
+//    1e-5 relative and 1e-5 k absolute (cuBLAS without TF32 sums plain products).
+//  - TF32: inputs rounded to 10 mantissa bits: rtol/atol 1e-2 relative to the reduction size.
+//  - float16: inputs exact (rounded before the ref), float32 accumulation, output rounded to 11
+//    bits (rel 4.9e-4), split reductions may round partial sums: rtol 1e-2.
+//  - bfloat16: as float16 with 8 mantissa bits (rel 3.9e-3): rtol 3e-2.
+//   ctest --test-dir build -L gpu -R cudnn --output-on-failure
+#include <doctest/doctest.h>
+
+#if defined(KILN_HAVE_CUDNN)
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/common/error.h"
+#include "kernels/cpu/ref/conv.h"
+#include "kernels/cpu/ref/elementwise.h"
+#include "kernels/cpu/ref/gemm.h"
+#include "kernels/cpu/ref/norm.h"
+#include "kernels/cpu/ref/pool.h"
+#include "kernels/cuda/cudnn/activation.h"
+#include "kernels/cuda/cudnn/conv.h"
+#include "kernels/cuda/cudnn/gemm.h"
+#include "kernels/cuda/cudnn/handles.h"
+#include "kernels/cuda/cudnn/norm.h"
+#include "kernels/cuda/cudnn/pool.h"
+#include "kernels/cuda/runtime.h"
+
+using namespace kiln;
+
+namespace {
+
+std::vector<double> random_values(size_t n, uint64_t seed, double lo = -1, double hi = 1) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  std::vector<double> v(n);
+  for (double& x : v) x = u(gen);
+  return v;
+}
+
+double round_to(DType t, double v) {
+  if (t == DType::float16) return double(float(Half(float(v))));
+  if (t == DType::bfloat16) return double(float(BFloat16(float(v))));
+  return double(float(v));
+}
+
+// A device buffer of n elements of dtype t; upload() rounds the host values to t in place (so
+// the ref sees exactly what the GPU sees), download() reads them back as double.
+struct DevBuf {
+  void* p = nullptr;
+  size_t n = 0;
+  DType t = DType::float32;
+  DevBuf(size_t count, DType type) : n(count), t(type) {
+    REQUIRE(cudaMalloc(&p, std::max<size_t>(1, n * element_size(t))) == cudaSuccess);
+    REQUIRE(cudaMemset(p, 0xff, std::max<size_t>(1, n * element_size(t))) == cudaSuccess);  // NaN garbage
+  }
+  DevBuf(std::vector<double>& host, DType type) : DevBuf(host.size(), type) { upload(host); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  void upload(std::vector<double>& host) {
+    REQUIRE(host.size() == n);
+    std::vector<char> bytes(n * element_size(t));
+    for (size_t i = 0; i < n; ++i) {
+      host[i] = round_to(t, host[i]);
+      if (t == DType::float32)
+        reinterpret_cast<float*>(bytes.data())[i] = float(host[i]);
+      else if (t == DType::float16)
+        reinterpret_cast<Half*>(bytes.data())[i] = Half(float(host[i]));
+      else
+        reinterpret_cast<BFloat16*>(bytes.data())[i] = BFloat16(float(host[i]));
+    }
+    REQUIRE(cudaMemcpy(p, bytes.data(), bytes.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  std::vector<double> download() const {
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    std::vector<char> bytes(n * element_size(t));
+    REQUIRE(cudaMemcpy(bytes.data(), p, bytes.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+    std::vector<double> out(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (t == DType::float32)
+        out[i] = reinterpret_cast<const float*>(bytes.data())[i];
+      else if (t == DType::float16)
+        out[i] = float(reinterpret_cast<const Half*>(bytes.data())[i]);
+      else
+        out[i] = float(reinterpret_cast<const BFloat16*>(bytes.data())[i]);
+    }
+    return out;
+  }
+};
+
+// "" when |got - want| <= atol + rtol |want| everywhere, else the worst element.
+std::string compare(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol) {
+  if (got.size() != want.size()) return "size " + std::to_string(got.size()) + " vs " + std::to_string(want.size());
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double excess = std::abs(got[i] - want[i]) - (atol + rtol * std::abs(want[i]));
+    if (!(excess <= worst)) {  // NaN counts
+      worst = std::isnan(excess) ? INFINITY : excess;
+      at = i;
+      if (std::isnan(excess)) break;
+    }
+  }
+  if (worst <= 0) return "";
+  std::ostringstream os;
+  os << "element " << at << ": got " << got[at] << ", want " << want[at] << " (rtol " << rtol << ", atol " << atol
+     << ")";
+  return os.str();
+}
+#define CHECK_NEAR_ALL(got, want, rtol, atol)                          \
+  do {                                                                 \
+    const std::string kiln_m_ = compare((got), (want), (rtol), (atol)); \
+    CHECK_MESSAGE(kiln_m_.empty(), kiln_m_);                           \
+  } while (0)
+
+double rtol_for(DType t) { return t == DType::float32 ? 1e-4 : (t == DType::float16 ? 1e-2 : 3e-2); }
+// Absolute slack for a reduction over `terms` products of values in [-1, 1].
+double atol_for(DType t, double terms) {
+  // Winograd/FFT algorithms transform the operands first, spreading the rounding of the largest
+  // values onto every output: an absolute term growing like the typical output, sqrt(terms).
+  if (t == DType::float32) return 1e-5 + 2e-5 * std::sqrt(terms);
+  return rtol_for(t) * std::sqrt(terms);
+}
+
+bool device_has(DType t) { return cudnn::device_supports(t); }
+
+// ---------------------------------------------------------------- GEMM
+
+void check_gemm(GemmDesc d, double rtol, double atol) {
+  CAPTURE(d.str());
+  REQUIRE(cudnn::supports_gemm(d));
+  const size_t na = size_t(d.stride_a * (d.batch - 1) + (d.trans_a ? d.k : d.m) * d.lda);
+  const size_t nb = size_t(d.stride_b * (d.batch - 1) + (d.trans_b ? d.n : d.k) * d.ldb);
+  const size_t nc = size_t(d.stride_c * (d.batch - 1) + d.m * d.ldc);
+  std::vector<double> a = random_values(na, 1), b = random_values(nb, 2), c = random_values(nc, 3);
+  DevBuf da(a, d.dtype), db(b, d.dtype), dc(c, d.dtype);
+  std::vector<double> want = c;
+  ref::gemm<double>(d, a.data(), b.data(), want.data());
+  cudnn::gemm(d, da.p, db.p, dc.p);
+  CHECK_NEAR_ALL(dc.download(), want, rtol, atol);
+}
+
+GemmDesc gemm_desc(DType t, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch, double beta) {
+  GemmDesc d;
+  d.dtype = t;
+  d.trans_a = ta;
+  d.trans_b = tb;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  d.lda = (ta ? m : k) + 1;
+  d.ldb = (tb ? k : n) + 2;
+  d.ldc = n + 3;
+  d.alpha = 0.75;
+  d.beta = beta;
+  d.batch = batch;
+  d.stride_a = (ta ? k : m) * d.lda;
+  d.stride_b = (tb ? n : k) * d.ldb;
+  d.stride_c = m * d.ldc;
+  return d;
+}
+
+// ---------------------------------------------------------------- convolution
+
+ConvDesc conv_desc(DType t, int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t stride,
+                   int64_t pad, int64_t dilation, int64_t groups, bool bias, bool nhwc, bool relu = false) {
+  ConvDesc d;
+  d.dtype = t;
+  d.N = n;
+  d.C = c;
+  d.H = h;
+  d.W = w;
+  d.K = k;
+  d.R = d.S = r;
+  d.stride_h = d.stride_w = stride;
+  d.pad_h = d.pad_w = pad;
+  d.dilation_h = d.dilation_w = dilation;
+  d.groups = groups;
+  d.has_bias = bias;
+  d.nhwc = nhwc;
+  d.relu = relu;
+  d.set_output_size();
+  return d;
+}
+
+void check_conv(const ConvDesc& d) {
+  CAPTURE(d.str());
+  CAPTURE(d.relu);
+  REQUIRE(cudnn::supports_conv(d));
+  ConvDesc plain = d;
+  plain.relu = false;
+  REQUIRE(cudnn::supports_conv_fwd(d));  // cuDNN's heuristics have an algorithm for each direction
+  REQUIRE(cudnn::supports_conv_bwd_data(plain));
+  REQUIRE(cudnn::supports_conv_bwd_weights(plain));
+  const DType t = d.dtype;
+  std::vector<double> x = random_values(size_t(d.src_elems()), 11), w = random_values(size_t(d.wei_elems()), 12),
+                      b = random_values(size_t(d.K), 13), dy = random_values(size_t(d.dst_elems()), 14);
+  DevBuf gx(x, t), gw(w, t), gdy(dy, t), gb(b, DType::float32);
+  const double rtol = rtol_for(t);
+
+  // forward
+  std::vector<double> y(size_t(d.dst_elems()));
+  ref::conv2d_fwd<double>(d, x.data(), w.data(), d.has_bias ? b.data() : nullptr, y.data());
+  DevBuf gy(size_t(d.dst_elems()), t);
+  cudnn::conv2d_fwd(d, gx.p, gw.p, d.has_bias ? gb.p : nullptr, gy.p);
+  CHECK_NEAR_ALL(gy.download(), y, rtol, atol_for(t, double(d.C / d.groups * d.R * d.S)));
+
+  ConvDesc bd = d;
+  bd.relu = false;
+  // backward-data
+  std::vector<double> dx(size_t(d.src_elems()));
+  ref::conv2d_bwd_data<double>(bd, dy.data(), w.data(), dx.data());
+  DevBuf gdx(size_t(d.src_elems()), t);
+  cudnn::conv2d_bwd_data(bd, gdy.p, gw.p, gdx.p);
+  CHECK_NEAR_ALL(gdx.download(), dx, rtol, atol_for(t, double(d.K / d.groups * d.R * d.S)));
+
+  // backward-weights (+ bias)
+  std::vector<double> dw(size_t(d.wei_elems())), dbias(size_t(d.K));
+  ref::conv2d_bwd_weights<double>(bd, x.data(), dy.data(), dw.data(), d.has_bias ? dbias.data() : nullptr);
+  DevBuf gdw(size_t(d.wei_elems()), t), gdb(size_t(d.K), DType::float32);
+  cudnn::conv2d_bwd_weights(bd, gx.p, gdy.p, gdw.p, d.has_bias ? gdb.p : nullptr);
+  CHECK_NEAR_ALL(gdw.download(), dw, rtol, atol_for(t, double(d.N * d.P * d.Q)));
+  if (d.has_bias) CHECK_NEAR_ALL(gdb.download(), dbias, 1e-4, atol_for(DType::float32, double(d.N * d.P * d.Q)));
+
+  // only the bias gradient
+  if (d.has_bias) {
+    DevBuf gdb2(size_t(d.K), DType::float32);
+    cudnn::conv2d_bwd_weights(bd, gx.p, gdy.p, nullptr, gdb2.p);
+    CHECK_NEAR_ALL(gdb2.download(), dbias, 1e-4, atol_for(DType::float32, double(d.N * d.P * d.Q)));
+  }
+}
+
+std::vector<ConvDesc> conv_cases(DType t) {
+  const bool bias = t == DType::float32;  // half types with a float32 bias are declined
+  std::vector<ConvDesc> v;
+  for (bool nhwc : {false, true}) {
+    v.push_back(conv_desc(t, 2, 3, 9, 11, 4, 3, 1, 1, 1, 1, bias, nhwc));         // odd sizes, pad 1
+    v.push_back(conv_desc(t, 3, 8, 12, 12, 16, 3, 2, 1, 1, 1, bias, nhwc, true));  // stride 2, fused relu
+    v.push_back(conv_desc(t, 2, 6, 10, 7, 9, 3, 1, 2, 2, 3, bias, nhwc));          // dilation 2, groups 3
+    v.push_back(conv_desc(t, 2, 16, 7, 7, 32, 1, 1, 0, 1, 1, bias, nhwc, true));   // 1x1
+    v.push_back(conv_desc(t, 1, 3, 31, 29, 8, 5, 2, 2, 1, 1, bias, nhwc));         // 5x5
+    v.push_back(conv_desc(t, 2, 8, 9, 9, 8, 3, 1, 1, 1, 8, bias, nhwc));           // depthwise
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("cudnn gemm: float32 against ref, transposes, padded ld, batches, beta") {
+  cudnn::set_allow_tf32(false);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t batch : {1, 3})
+        for (double beta : {0.0, 0.5}) {
+          check_gemm(gemm_desc(DType::float32, ta, tb, 7, 33, 65, batch, beta), 1e-5, 1e-5 * 65);
+          check_gemm(gemm_desc(DType::float32, ta, tb, 1, 1, 1, batch, beta), 1e-6, 1e-6);
+        }
+  check_gemm(gemm_desc(DType::float32, false, false, 256, 300, 517, 1, 0), 1e-5, 1e-5 * 517);
+}
+
+TEST_CASE("cudnn gemm: TF32 when allowed, float16 and bfloat16 with float32 accumulation") {
+  cudnn::set_allow_tf32(true);
+  check_gemm(gemm_desc(DType::float32, false, true, 64, 96, 256, 2, 0), 1e-2, 1e-2 * 16);
+  cudnn::set_allow_tf32(false);
+  for (DType t : {DType::float16, DType::bfloat16}) {
+    if (!device_has(t)) {
+      MESSAGE("device lacks ", dtype_name(t), ": skipped");
+      continue;
+    }
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        check_gemm(gemm_desc(t, ta, tb, 17, 40, 129, 2, 0.5), rtol_for(t), rtol_for(t) * std::sqrt(129.0));
+  }
+}
+
+TEST_CASE("cudnn conv: float32 forward and backward, NCHW and NHWC, heuristics and timing mode") {
+  cudnn::set_allow_tf32(false);
+  for (bool bench : {false, true}) {
+    CAPTURE(bench);
+    cudnn::set_benchmark(bench);
+    for (const ConvDesc& d : conv_cases(DType::float32)) check_conv(d);
+  }
+  cudnn::set_benchmark(false);
+}
+
+TEST_CASE("cudnn conv: float16 and bfloat16 on tensor cores") {
+  for (DType t : {DType::float16, DType::bfloat16}) {
+    if (!device_has(t)) {
+      MESSAGE("device lacks ", dtype_name(t), ": skipped");
+      continue;
+    }
+    for (const ConvDesc& d : conv_cases(t)) check_conv(d);
+  }
+}
+
+TEST_CASE("cudnn conv: what cuDNN cannot express is declined, and calling it anyway is an Error") {
+  ConvDesc d = conv_desc(DType::float32, 1, 3, 8, 8, 4, 3, 2, 1, 1, 1, true, false);
+  d.P += 1;  // asymmetric bottom padding (transposed convolution's output_padding)
+  CHECK_FALSE(cudnn::supports_conv(d));
+  CHECK_THROWS_WITH_AS(cudnn::conv2d_fwd(d, nullptr, nullptr, nullptr, nullptr),
+                       doctest::Contains("symmetric"), kiln::Error);
+  ConvDesc h = conv_desc(DType::float16, 1, 3, 8, 8, 4, 3, 1, 1, 1, 1, true, false);
+  CHECK_FALSE(cudnn::supports_conv(h));
+}
+
+TEST_CASE("cudnn: library errors name the call and cuDNN's status; workspace limit") {
+  cudnn::TensorDesc t;
+  CHECK_THROWS_WITH_AS(t.set(DType::float32, -1, 2, 3, 4), doctest::Contains("cudnnSetTensor4dDescriptor"),
+                       kiln::Error);
+  cudnn::Context& ctx = cudnn::context();
+  CHECK(ctx.dnn != nullptr);
+  CHECK(ctx.blas != nullptr);
+  CHECK(cudnn::workspace(ctx, 1000) != nullptr);
+  CHECK(ctx.workspace_bytes >= 1000);
+  CHECK_THROWS_WITH_AS(cudnn::workspace(ctx, cudnn::workspace_limit() + 1), doctest::Contains("KILN_CUDNN_WORKSPACE_MB"),
+                       kiln::Error);
+}
+
+TEST_CASE("cudnn: a non-default current stream gets its own handles and orders the work") {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+  kiln::cuda::set_current_stream(reinterpret_cast<kiln::cuda::Stream>(s));
+  CHECK(cudnn::context().stream == s);
+  check_gemm(gemm_desc(DType::float32, true, false, 31, 17, 45, 2, 0), 1e-5, 1e-5 * 45);
+  check_conv(conv_desc(DType::float32, 2, 4, 9, 9, 6, 3, 1, 1, 1, 1, true, true, true));
+  kiln::cuda::set_current_stream(nullptr);
+  CHECK(cudnn::context().stream == nullptr);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  cudaStreamDestroy(s);
+}
+
+TEST_CASE("cudnn batch norm: training and eval forward, training backward, kiln's statistics contract") {
+  for (bool nhwc : {false, true})
+    for (bool affine : {true, false})
+      for (bool relu : {false, true}) {
+        BatchNormDesc d;
+        d.N = 4;
+        d.C = 5;
+        d.S = 21;
+        d.nhwc = nhwc;
+        d.relu = relu;
+        d.momentum = 0.1;
+        d.eps = 1e-5;
+        CAPTURE(d.str());
+        CAPTURE(affine);
+        CAPTURE(relu);
+        const size_t n = size_t(d.N * d.C * d.S), c = size_t(d.C);
+        std::vector<double> x = random_values(n, 21, -2, 3), w = random_values(c, 22), b = random_values(c, 23),
+                            rm = random_values(c, 24), rv = random_values(c, 25, 0.5, 2), dy = random_values(n, 26);
+        DevBuf gx(x, DType::float32), gw(w, DType::float32), gb(b, DType::float32), grm(rm, DType::float32),
+            grv(rv, DType::float32), gdy(dy, DType::float32);
+        const double* wp = affine ? w.data() : nullptr;
+        const double* bp = affine ? b.data() : nullptr;
+        const void* gwp = affine ? gw.p : nullptr;
+        const void* gbp = affine ? gb.p : nullptr;
+
+        // training forward: dst, running stats (unbiased var), save_mean, save_invstd
+        d.training = true;
+        REQUIRE(cudnn::supports_batch_norm_fwd(d));
+        std::vector<double> y(n), sm(c), si(c), rm_ref = rm, rv_ref = rv;
+        ref::batch_norm_fwd<double>(d, x.data(), wp, bp, rm_ref.data(), rv_ref.data(), y.data(), sm.data(), si.data());
+        DevBuf gy(n, DType::float32), gsm(c, DType::float32), gsi(c, DType::float32);
+        cudnn::batch_norm_fwd(d, gx.p, gwp, gbp, grm.p, grv.p, gy.p, gsm.p, gsi.p);
+        CHECK_NEAR_ALL(gy.download(), y, 1e-4, 1e-4);
+        CHECK_NEAR_ALL(grm.download(), rm_ref, 1e-5, 1e-5);
+        CHECK_NEAR_ALL(grv.download(), rv_ref, 1e-5, 1e-5);
+        CHECK_NEAR_ALL(gsm.download(), sm, 1e-5, 1e-5);
+        CHECK_NEAR_ALL(gsi.download(), si, 1e-4, 1e-5);
+
+        // training backward from the GPU's own saved statistics
+        BatchNormDesc bd = d;
+        bd.relu = false;
+        REQUIRE(cudnn::supports_batch_norm_bwd(bd));
+        std::vector<double> dx(n), dw(c), db(c);
+        ref::batch_norm_bwd<double>(bd, x.data(), dy.data(), wp, sm.data(), si.data(), dx.data(), dw.data(), db.data());
+        DevBuf gdx(n, DType::float32), gdw(c, DType::float32), gdb(c, DType::float32);
+        cudnn::batch_norm_bwd(bd, gx.p, gdy.p, gwp, gsm.p, gsi.p, gdx.p, gdw.p, gdb.p);
+        CHECK_NEAR_ALL(gdx.download(), dx, 1e-3, 1e-4);
+        CHECK_NEAR_ALL(gdw.download(), dw, 1e-4, 1e-4);
+        CHECK_NEAR_ALL(gdb.download(), db, 1e-4, 1e-4);
+        // unwanted outputs may be null
+        DevBuf gdw2(c, DType::float32);
+        cudnn::batch_norm_bwd(bd, gx.p, gdy.p, gwp, gsm.p, gsi.p, nullptr, gdw2.p, nullptr);
+        CHECK_NEAR_ALL(gdw2.download(), dw, 1e-4, 1e-4);
+
+        // eval forward: running stats read only, save_* = running_mean and 1/sqrt(running_var + eps)
+        d.training = false;
+        std::vector<double> rm_now = grm.download(), rv_now = grv.download();
+        std::vector<double> ye(n), sme(c), sie(c);
+        ref::batch_norm_fwd<double>(d, x.data(), wp, bp, rm_now.data(), rv_now.data(), ye.data(), sme.data(),
+                                    sie.data());
+        cudnn::batch_norm_fwd(d, gx.p, gwp, gbp, grm.p, grv.p, gy.p, gsm.p, gsi.p);
+        CHECK_NEAR_ALL(gy.download(), ye, 1e-4, 1e-4);
+        CHECK_NEAR_ALL(gsm.download(), sme, 0, 0);
+        CHECK_NEAR_ALL(gsi.download(), sie, 1e-5, 1e-6);
+        CHECK_NEAR_ALL(grm.download(), rm_now, 0, 0);
+        CHECK_FALSE(cudnn::supports_batch_norm_bwd(d));
+      }
+}
+
+TEST_CASE("cudnn softmax and log-softmax: forward and backward") {
+  for (bool log : {false, true})
+    for (auto [outer, dim, inner] : std::vector<std::array<int64_t, 3>>{{3, 10, 4}, {5, 1000, 1}, {1, 7, 33}}) {
+      SoftmaxDesc d;
+      d.outer = outer;
+      d.dim = dim;
+      d.inner = inner;
+      d.log = log;
+      CAPTURE(d.str());
+      REQUIRE(cudnn::supports_softmax(d));
+      const size_t n = size_t(outer * dim * inner);
+      std::vector<double> x = random_values(n, 31, -4, 4), dy = random_values(n, 32);
+      DevBuf gx(x, DType::float32), gdy(dy, DType::float32), gy(n, DType::float32), gdx(n, DType::float32);
+      std::vector<double> y(n), dx(n);
+      ref::softmax_fwd<double>(d, x.data(), y.data());
+      cudnn::softmax_fwd(d, gx.p, gy.p);
+      CHECK_NEAR_ALL(gy.download(), y, 1e-5, 1e-6);
+      ref::softmax_bwd<double>(d, y.data(), dy.data(), dx.data());
+      cudnn::softmax_bwd(d, gy.p, gdy.p, gdx.p);
+      CHECK_NEAR_ALL(gdx.download(), dx, 1e-4, 1e-5);
+    }
+}
+
+TEST_CASE("cudnn average pooling: count_include_pad on and off, NCHW and NHWC; max declined") {
+  for (bool nhwc : {false, true})
+    for (bool include : {true, false})
+      for (auto [k, s, p] : std::vector<std::array<int64_t, 3>>{{3, 2, 1}, {2, 2, 0}, {3, 1, 1}, {5, 3, 2}}) {
+        PoolDesc d;
+        d.alg = PoolAlg::avg;
+        d.n = 2;
+        d.c = 5;
+        d.ih = 11;
+        d.iw = 9;
+        d.kh = d.kw = k;
+        d.sh = d.sw = s;
+        d.ph = d.pw = p;
+        d.count_include_pad = include;
+        d.nhwc = nhwc;
+        d.oh = pool_output_size(d.ih, k, p, s, 1, false);
+        d.ow = pool_output_size(d.iw, k, p, s, 1, false);
+        CAPTURE(d.str());
+        REQUIRE(cudnn::supports_pool(d));
+        const size_t ni = size_t(d.n * d.c * d.ih * d.iw), no = size_t(d.n * d.c * d.oh * d.ow);
+        std::vector<double> x = random_values(ni, 41), dy = random_values(no, 42);
+        DevBuf gx(x, DType::float32), gdy(dy, DType::float32), gy(no, DType::float32), gdx(ni, DType::float32);
+        std::vector<double> y(no), dx(ni);
+        ref::pool_fwd<double>(d, x.data(), y.data(), nullptr);
+        cudnn::pool_fwd(d, gx.p, gy.p, nullptr);
+        CHECK_NEAR_ALL(gy.download(), y, 1e-5, 1e-6);
+        ref::pool_bwd<double>(d, dy.data(), nullptr, dx.data());
+        cudnn::pool_bwd(d, gdy.p, nullptr, gdx.p);
+        CHECK_NEAR_ALL(gdx.download(), dx, 1e-5, 1e-6);
+        PoolDesc m = d;
+        m.alg = PoolAlg::max;
+        CHECK_FALSE(cudnn::supports_pool(m));
+      }
+}
+
+TEST_CASE("cudnn LRN across channels: dst, kiln's scale, backward") {
+  for (int64_t size : {1, 3, 5}) {
+    LrnDesc d;
+    d.n = 2;
+    d.c = 7;
+    d.inner = 15;
+    d.size = size;
+    d.alpha = 0.05;
+    d.beta = 0.75;
+    d.k = 2.0;
+    CAPTURE(d.str());
+    REQUIRE(cudnn::supports_lrn(d));
+    const size_t n = size_t(d.n * d.c * d.inner);
+    std::vector<double> x = random_values(n, 51, -3, 3), dy = random_values(n, 52);
+    DevBuf gx(x, DType::float32), gdy(dy, DType::float32), gy(n, DType::float32), gs(n, DType::float32),
+        gdx(n, DType::float32);
+    std::vector<double> y(n), scale(n), dx(n);
+    ref::lrn_fwd<double>(d, x.data(), y.data(), scale.data());
+    cudnn::lrn_fwd(d, gx.p, gy.p, gs.p);
+    CHECK_NEAR_ALL(gy.download(), y, 1e-5, 1e-6);
+    CHECK_NEAR_ALL(gs.download(), scale, 1e-5, 1e-6);
+    ref::lrn_bwd<double>(d, x.data(), y.data(), scale.data(), dy.data(), dx.data());
+    cudnn::lrn_bwd(d, gx.p, gy.p, gs.p, gdy.p, gdx.p);
+    CHECK_NEAR_ALL(gdx.download(), dx, 1e-4, 1e-5);
+  }
+}
+
+TEST_CASE("cudnn activations: relu, sigmoid, tanh forward and relu backward") {
+  const int64_t n = 1001;
+  std::vector<double> x = random_values(size_t(n), 61, -5, 5), g = random_values(size_t(n), 62);
+  x[0] = 0;  // relu's kink: kiln's gradient there is 0
+  DevBuf gx(x, DType::float32), gg(g, DType::float32), gy(size_t(n), DType::float32);
+  for (UnaryOp op : {UnaryOp::relu, UnaryOp::sigmoid, UnaryOp::tanh}) {
+    UnaryDesc d;
+    d.op = op;
+    d.loop.ndim = 1;
+    d.loop.noperands = 2;
+    d.loop.sizes[0] = n;
+    d.loop.strides[0][0] = d.loop.strides[1][0] = 1;
+    CAPTURE(d.str());
+    REQUIRE(cudnn::supports_unary(d));
+    std::vector<double> y(static_cast<size_t>(n));
+    ref::unary<double>(d, x.data(), y.data());
+    cudnn::unary(d, gx.p, gy.p);
+    CHECK_NEAR_ALL(gy.download(), y, 1e-6, 1e-6);
+  }
+  BinaryDesc b;
+  b.op = BinaryOp::relu_bwd;
+  b.loop.ndim = 1;
+  b.loop.noperands = 3;
+  b.loop.sizes[0] = n;
+  b.loop.strides[0][0] = b.loop.strides[1][0] = b.loop.strides[2][0] = 1;
+  REQUIRE(cudnn::supports_binary(b));
+  std::vector<double> dx(static_cast<size_t>(n));
+  ref::binary<double>(b, g.data(), x.data(), dx.data());
+  cudnn::binary(b, gg.p, gx.p, gy.p);
+  CHECK_NEAR_ALL(gy.download(), dx, 0, 0);
+}
+
+#endif  // KILN_HAVE_CUDNN
