@@ -76,6 +76,11 @@ double sum_squares(const Tensor& x0) {
   VecDesc d;
   d.dtype = x.dtype();
   d.n = x.numel();
+  if (x.device().is_cuda()) {  // the kernel writes its double where the data lives
+    Tensor out = zeros({1}, TensorOptions(DType::float64).with_device(x.device()));
+    KILN_SUM_SQUARES(x.device().type, d, x.data_ptr(), out.data<double>());
+    return out.item();
+  }
   double out = 0;
   KILN_SUM_SQUARES(x.device().type, d, x.data_ptr(), &out);
   return out;
