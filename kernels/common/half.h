@@ -5,19 +5,21 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/common/host_device.h"
+
 namespace kiln {
 
 struct BFloat16 {
   uint16_t bits = 0;
   BFloat16() = default;
-  BFloat16(float f) : bits(from_float(f)) {}  // NOLINT: implicit like a numeric type
-  operator float() const {                    // NOLINT
+  KILN_HOST_DEVICE BFloat16(float f) : bits(from_float(f)) {}  // NOLINT: implicit like a numeric type
+  KILN_HOST_DEVICE operator float() const {                    // NOLINT
     uint32_t u = uint32_t(bits) << 16;
     float f;
     std::memcpy(&f, &u, 4);
     return f;
   }
-  static uint16_t from_float(float f) {
+  KILN_HOST_DEVICE static uint16_t from_float(float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
     if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
@@ -29,10 +31,10 @@ struct BFloat16 {
 struct Half {
   uint16_t bits = 0;
   Half() = default;
-  Half(float f) : bits(from_float(f)) {}  // NOLINT
-  operator float() const { return to_float(bits); }  // NOLINT
+  KILN_HOST_DEVICE Half(float f) : bits(from_float(f)) {}  // NOLINT
+  KILN_HOST_DEVICE operator float() const { return to_float(bits); }  // NOLINT
 
-  static uint16_t from_float(float f) {
+  KILN_HOST_DEVICE static uint16_t from_float(float f) {
     uint32_t x;
     std::memcpy(&x, &f, 4);
     uint32_t sign = (x >> 16) & 0x8000u;
@@ -53,7 +55,7 @@ struct Half {
     r += 0xfffu + ((r >> 13) & 1u);   // round to nearest even on the 13 dropped bits
     return uint16_t(sign | (r >> 13));
   }
-  static float to_float(uint16_t h) {
+  KILN_HOST_DEVICE static float to_float(uint16_t h) {
     uint32_t sign = uint32_t(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
     uint32_t mant = h & 0x3ffu;
