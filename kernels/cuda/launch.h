@@ -1,0 +1,184 @@
+// The one header kiln's own CUDA kernels (kernels/cuda/native/*.cu) include. Under nvcc it is
+// plain CUDA; with KILN_CUDA_EMU the same sources compile as C++ against the emulator
+// (kernels/cuda/emu/emu.h), which is how CI runs them without a GPU (tests/emu/).
+//
+//   KILN_GLOBAL void k(...)              a kernel
+//   KILN_DEVICE float f(...)             a device helper (KILN_HOST_DEVICE: shared with the CPU)
+//   KILN_SHARED float tile[32][33];      static shared memory
+//   KILN_DYNAMIC_SHARED(float, buf);     float* buf: the launch's dynamic shared memory
+//   KILN_LAUNCH((k<float, 4>), grid, block, shmem, stream, args...)  checked launch, named in errors
+//
+// launch() checks the bounds (threads per block, grid dims, shared memory) and the launch's
+// error and throws kiln::Error naming the kernel. Host wrappers live in KILN_CUDA_NAMESPACE.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "kernels/common/error.h"
+#include "kernels/common/host_device.h"
+#include "kernels/cuda/namespace.h"
+
+#if defined(__CUDACC__)
+#include <cuda_runtime.h>
+#define KILN_GLOBAL __global__
+#define KILN_SHARED __shared__
+#define KILN_DYNAMIC_SHARED(T, name)                                  \
+  extern __shared__ __align__(16) unsigned char kiln_dynamic_smem_[]; \
+  T* name = reinterpret_cast<T*>(kiln_dynamic_smem_)
+#elif defined(KILN_CUDA_EMU)
+#include "kernels/cuda/emu/emu.h"
+#define KILN_GLOBAL
+// Shared by the fibers of a block; blocks run one after another, so one copy serves the grid.
+#define KILN_SHARED static
+#define KILN_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::kiln::cuda::emu::detail::dynamic_shared())
+#else
+#error "kernels/cuda/launch.h is for .cu files (nvcc) and the emulator build (KILN_CUDA_EMU)"
+#endif
+
+KILN_CUDA_NAMESPACE_BEGIN
+
+#if defined(__CUDACC__)
+using Stream = cudaStream_t;
+#else
+using Stream = EmuStream*;
+#endif
+
+// The stream kernels launch on. The GPU build's is defined by the CUDA runtime
+// (kernels/cuda/runtime.cpp); the emulator's is the null stream (launches run synchronously).
+Stream current_stream();
+
+constexpr size_t kDefaultMaxDynamicShared = 48 * 1024;
+
+namespace detail {
+
+struct SharedOptIn {
+  std::mutex mu;
+  std::unordered_map<const void*, size_t> bytes;
+};
+inline SharedOptIn& shared_opt_in() {
+  static SharedOptIn s;
+  return s;
+}
+inline size_t max_dynamic_shared(const void* kernel) {
+  SharedOptIn& s = shared_opt_in();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.bytes.find(kernel);
+  return it == s.bytes.end() ? kDefaultMaxDynamicShared : it->second;
+}
+
+inline void check_launch(const char* name, const void* kernel, dim3 grid, dim3 block, size_t shmem) {
+  const char* n = name ? name : "?";
+  const unsigned long long threads = 1ull * block.x * block.y * block.z;
+  KILN_CHECK(threads >= 1 && threads <= 1024 && block.x <= 1024 && block.y <= 1024 && block.z <= 64,
+             "launch of kernel '", n, "': block (", block.x, ",", block.y, ",", block.z,
+             ") exceeds the launch bounds (1..1024 threads; x,y <= 1024, z <= 64)");
+  KILN_CHECK(grid.x >= 1 && grid.y >= 1 && grid.z >= 1 && grid.x <= 0x7fffffffu && grid.y <= 65535 && grid.z <= 65535,
+             "launch of kernel '", n, "': grid (", grid.x, ",", grid.y, ",", grid.z,
+             ") exceeds the launch bounds (x < 2^31, y,z <= 65535, none 0)");
+  const size_t limit = max_dynamic_shared(kernel);
+  KILN_CHECK(shmem <= limit, "launch of kernel '", n, "': ", shmem, " bytes of dynamic shared memory exceed the ",
+             limit, " allowed (set_max_dynamic_shared opts in to more)");
+}
+
+}  // namespace detail
+
+// Opts `kernel` in to more than 48 KiB of dynamic shared memory (cudaFuncSetAttribute on a GPU).
+template <class... P>
+void set_max_dynamic_shared(void (*kernel)(P...), size_t bytes) {
+#if defined(__CUDACC__)
+  cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+  KILN_CHECK(e == cudaSuccess, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize, ", bytes,
+             "): ", cudaGetErrorString(e));
+#endif
+  detail::SharedOptIn& s = detail::shared_opt_in();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.bytes[reinterpret_cast<const void*>(kernel)] = bytes;
+}
+
+// Launches kernel<<<grid, block, shmem, s>>>(args...) with the checks above; `name` names it in
+// errors (KILN_LAUNCH passes the kernel's spelling).
+template <class... P, class... A>
+void launch_named(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, Stream s,
+                  A... args) {
+  static_assert(sizeof...(P) == sizeof...(A), "launch: argument count differs from the kernel's parameters");
+  detail::check_launch(name, reinterpret_cast<const void*>(kernel), grid, block, shmem);
+#if defined(__CUDACC__)
+  kernel<<<grid, block, shmem, s>>>(args...);
+  const cudaError_t e = cudaGetLastError();
+  KILN_CHECK(e == cudaSuccess, "launch of kernel '", name ? name : "?", "' grid (", grid.x, ",", grid.y, ",", grid.z,
+             ") block (", block.x, ",", block.y, ",", block.z, ") shmem ", shmem, ": ", cudaGetErrorString(e));
+#else
+  (void)s;
+  struct Ctx {
+    void (*kernel)(P...);
+    std::tuple<P...> params;
+  } ctx{kernel, std::tuple<P...>(args...)};
+  emu::detail::run_grid(
+      name, grid, block, shmem, [](void* c) {
+        auto* x = static_cast<Ctx*>(c);
+        std::apply(x->kernel, x->params);
+      },
+      &ctx);
+#endif
+}
+
+template <class... P, class... A>
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shmem, Stream s, A... args) {
+  launch_named(nullptr, kernel, grid, block, shmem, s, args...);
+}
+
+// Temporary device memory for one operation on stream s (freed in stream order). The GPU build
+// uses the driver's stream-ordered pool until the runtime's caching allocator takes this over.
+class Scratch {
+ public:
+  Scratch(size_t bytes, Stream s) : stream_(s) {
+    if (bytes == 0) return;
+#if defined(__CUDACC__)
+#if CUDART_VERSION >= 11020
+    const cudaError_t e = cudaMallocAsync(&ptr_, bytes, s);
+#else
+    const cudaError_t e = cudaMalloc(&ptr_, bytes);
+#endif
+    KILN_CHECK(e == cudaSuccess, "scratch of ", bytes, " bytes on the GPU: ", cudaGetErrorString(e));
+#else
+    host_.reset(new unsigned char[bytes]);
+    ptr_ = host_.get();
+#endif
+  }
+  ~Scratch() {
+#if defined(__CUDACC__)
+    if (!ptr_) return;
+#if CUDART_VERSION >= 11020
+    cudaFreeAsync(ptr_, stream_);
+#else
+    cudaStreamSynchronize(stream_);
+    cudaFree(ptr_);
+#endif
+#endif
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  Stream stream_;
+#if !defined(__CUDACC__)
+  std::unique_ptr<unsigned char[]> host_;
+#endif
+};
+
+KILN_CUDA_NAMESPACE_END
+
+// Template kernels go in parentheses: KILN_LAUNCH((k<float, 4>), grid, block, 0, s, args...).
+#define KILN_LAUNCH(kernel, ...) ::kiln::cuda::launch_named(#kernel, kernel, __VA_ARGS__)
