@@ -17,7 +17,8 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;
-constexpr int64_t kColBudgetBytes = int64_t(64) << 20;
+constexpr int64_t kDefaultColBudgetBytes = int64_t(64) << 20;
+int64_t g_col_budget_bytes = kDefaultColBudgetBytes;  // set_conv_column_budget (tests)
 
 // The column buffer: grow-only, one per host thread (kernels queued by two threads on two
 // streams must not share it). Kept in this one function so the integrator can point it at the
@@ -185,11 +186,13 @@ bool is_pointwise(const ConvDesc& d) {
 // Images per chunk so the column buffer stays within budget.
 int64_t chunk_images(const ConvDesc& d) {
   const int64_t per_image = d.C * d.R * d.S * d.P * d.Q * int64_t(sizeof(float));
-  const int64_t nb = per_image > 0 ? kColBudgetBytes / per_image : d.N;
+  const int64_t nb = per_image > 0 ? g_col_budget_bytes / per_image : d.N;
   return nb < 1 ? 1 : (nb > d.N ? d.N : nb);
 }
 
 }  // namespace
+
+void set_conv_column_budget(int64_t bytes) { g_col_budget_bytes = bytes > 0 ? bytes : kDefaultColBudgetBytes; }
 
 bool supports_conv(const ConvDesc& d) {
   return d.dtype == DType::float32 && d.groups >= 1 && d.C % d.groups == 0 && d.K % d.groups == 0;
