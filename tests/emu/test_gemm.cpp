@@ -89,13 +89,10 @@ const int64_t kSizes[] = {1, 7, 33, 65, 130};
 }  // namespace
 
 TEST_CASE("emu gemm float32: sizes x transposes, batch 3, both kernels") {
-  // Each size in each of m, n, k, paired so both the small and the tiled kernel see every
-  // value, plus the full 130 cube; cheaper than the 125-shape product under the emulator.
+  // Each size once in each of m, n, k (a Latin square), plus shapes for the tiled kernel; the
+  // 125-shape product would take minutes under the emulator.
   std::vector<std::array<int64_t, 3>> shapes;
-  for (int i = 0; i < 5; ++i) {
-    shapes.push_back({kSizes[i], kSizes[(i + 2) % 5], kSizes[(i + 4) % 5]});
-    shapes.push_back({kSizes[(i + 3) % 5], kSizes[i], kSizes[(i + 1) % 5]});
-  }
+  for (int i = 0; i < 5; ++i) shapes.push_back({kSizes[i], kSizes[(i + 2) % 5], kSizes[(i + 4) % 5]});
   shapes.push_back({130, 130, 130});
   shapes.push_back({65, 130, 1});
   shapes.push_back({130, 65, 7});
