@@ -7,8 +7,6 @@
 //   emu test: ctest --test-dir build -R test_conv -L emu
 #include "kernels/cuda/native/conv.h"
 
-#include <cstdlib>
-
 #include "kernels/common/error.h"
 #include "kernels/cuda/native/gemm.h"
 
@@ -19,41 +17,6 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 4096;
 constexpr int64_t kDefaultColBudgetBytes = int64_t(64) << 20;
 int64_t g_col_budget_bytes = kDefaultColBudgetBytes;  // set_conv_column_budget (tests)
-
-// The column buffer: grow-only, one per host thread (kernels queued by two threads on two
-// streams must not share it). Kept in this one function so the integrator can point it at the
-// caching allocator. Growing frees the old buffer; cudaFree waits for queued work to finish.
-float* workspace(size_t bytes) {
-  struct Buffer {
-    void* ptr = nullptr;
-    size_t size = 0;
-    ~Buffer() {
-#if defined(KILN_CUDA_EMU) || !defined(__CUDACC__)
-      std::free(ptr);
-#else
-      if (ptr) cudaFree(ptr);  // at thread exit: an error here has nobody to report to
-#endif
-    }
-  };
-  thread_local Buffer buf;
-  if (bytes > buf.size) {
-#if defined(KILN_CUDA_EMU) || !defined(__CUDACC__)
-    std::free(buf.ptr);
-    buf.ptr = std::malloc(bytes);
-    buf.size = buf.ptr ? bytes : 0;
-    KILN_CHECK(buf.ptr, "cuda conv: cannot allocate a ", bytes, "-byte column buffer");
-#else
-    if (buf.ptr) cudaFree(buf.ptr);
-    buf.ptr = nullptr;
-    buf.size = 0;
-    const cudaError_t e = cudaMalloc(&buf.ptr, bytes);
-    KILN_CHECK(e == cudaSuccess, "cuda conv: cudaMalloc of a ", bytes, "-byte column buffer: ", cudaGetErrorName(e),
-               ": ", cudaGetErrorString(e));
-    buf.size = bytes;
-#endif
-  }
-  return static_cast<float*>(buf.ptr);
-}
 
 unsigned blocks_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
@@ -208,7 +171,11 @@ void conv2d_fwd(const ConvDesc& d, const void* src_v, const void* wei_v, const v
   const int64_t pq = d.P * d.Q, hw = d.H * d.W;
   const bool direct = is_pointwise(d);
   const int64_t nb_max = chunk_images(d);
-  float* col = direct ? nullptr : workspace(size_t(nb_max * crs * pq) * sizeof(float));
+  // The column buffer, stream-ordered (launch.h's Scratch: freed after the queued kernels
+  // that use it, so two streams never share one); the integrator may point it at the caching
+  // allocator.
+  const Scratch col_buf(direct ? 0 : size_t(nb_max * crs * pq) * sizeof(float), current_stream());
+  float* col = col_buf.as<float>();
   for (int64_t n0 = 0; n0 < d.N; n0 += nb_max) {
     const int64_t nb = d.N - n0 < nb_max ? d.N - n0 : nb_max;
     const float* cp = direct ? src + n0 * d.C * hw : col;
@@ -239,7 +206,8 @@ void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst_v, const void* wei_
   const int64_t pq = d.P * d.Q, hw = d.H * d.W;
   const bool direct = is_pointwise(d);
   const int64_t nb_max = chunk_images(d);
-  float* col = direct ? nullptr : workspace(size_t(nb_max * crs * pq) * sizeof(float));
+  const Scratch col_buf(direct ? 0 : size_t(nb_max * crs * pq) * sizeof(float), current_stream());
+  float* col = col_buf.as<float>();
   for (int64_t n0 = 0; n0 < d.N; n0 += nb_max) {
     const int64_t nb = d.N - n0 < nb_max ? d.N - n0 : nb_max;
     float* cp = direct ? diff_src + n0 * d.C * hw : col;
@@ -272,7 +240,8 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src_v, const void* diff_d
   float* diff_wei = static_cast<float*>(diff_wei_v);
   const bool direct = is_pointwise(d);
   const int64_t nb_max = chunk_images(d);
-  float* col = direct ? nullptr : workspace(size_t(nb_max * crs * pq) * sizeof(float));
+  const Scratch col_buf(direct ? 0 : size_t(nb_max * crs * pq) * sizeof(float), current_stream());
+  float* col = col_buf.as<float>();
   if (d.N == 0) {  // no images: the gradient is zero
     launch(zero_kernel, dim3(blocks_for(d.wei_elems())), dim3(kThreads), 0, current_stream(), d.wei_elems(), diff_wei);
     return;

@@ -19,7 +19,8 @@ void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst, const void* wei, v
 // diff_wei or diff_bias may be null (not wanted).
 void conv2d_bwd_weights(const ConvDesc& d, const void* src, const void* diff_dst, void* diff_wei, void* diff_bias);
 
-// The column buffer's budget in bytes (default 64 MiB; <= 0 restores it). Images are processed
+// The column buffer's budget in bytes (default 64 MiB; <= 0 restores it). The buffer is
+// stream-ordered scratch memory (launch.h's Scratch), allocated per call. Images are processed
 // in chunks that fit it (at least one image per chunk). Not thread-safe: for tests and tuning.
 void set_conv_column_budget(int64_t bytes);
 

@@ -1,8 +1,10 @@
 // kiln's own CUDA GEMM. Two kernels:
-//  - tiled: 128x128 block tile, k step 8, 256 threads each holding an 8x8 register block of C;
-//    operand tiles staged through shared memory (A stored k-major so the inner loop reads both
-//    tiles along their contiguous dim); each thread loads 4 consecutive elements along the
-//    operand's contiguous dim, as one 16-byte load when the operand is float32 and aligned.
+//  - tiled: 128x128 block tile, k step 8, 256 threads each holding an 8x8 register block of C
+//    (two 4x4 groups 64 apart: conflict-free shared reads); operand tiles staged through shared
+//    memory (A stored k-major so the inner loop reads both tiles along their contiguous dim);
+//    each thread loads 4 consecutive elements along the operand's contiguous dim, as one 16-byte
+//    load when the operand is float32 and aligned, and fetches the next k tile into registers
+//    before computing on the current one.
 //  - small: 16x16 tiles, one element of C per thread, for shapes too small to fill the big tile.
 // Batches and tile rows beyond the grid limits are walked by grid-stride loops.
 //   emu test: ctest --test-dir build -R test_gemm -L emu
@@ -15,7 +17,7 @@
 KILN_CUDA_NAMESPACE_BEGIN
 namespace {
 
-constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8, kThreads = 256;
+constexpr int kBM = 128, kBN = 128, kBK = 8, kTM = 8, kTN = 8, kThreads = 256;  // 16 x 16 threads
 constexpr int kSmall = 16;
 constexpr int64_t kMaxGridYZ = 65535;
 
@@ -50,14 +52,39 @@ KILN_DEVICE inline void load4(const T* p, int64_t avail, bool vec, T out[4]) {
   for (int j = 0; j < 4; ++j) out[j] = j < avail ? p[j] : T(0);
 }
 
+// Row (or column) of the block tile that register i of a thread with tile index u covers: two
+// groups of 4, 64 apart, so the 16 threads of a half-warp read 16 consecutive float4s of a
+// shared row (no bank conflicts) rather than 16 float4s 32 bytes apart.
+KILN_DEVICE inline int tile_index(int u, int i) { return (i < 4 ? 0 : 64) + u * 4 + (i & 3); }
+
+// Four consecutive shared-memory elements (16-byte aligned for float: one 128-bit load).
+template <class T>
+KILN_DEVICE inline void shared4(const T* p, T out[4]) {
+  if constexpr (std::is_same<T, float>::value) {
+    const Float4 v = *reinterpret_cast<const Float4*>(p);
+    out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
+  } else {
+    for (int j = 0; j < 4; ++j) out[j] = p[j];
+  }
+}
+
 template <class T>
 KILN_GLOBAL void gemm_tiled_kernel(GemmArgs<T> g) {
-  KILN_SHARED T As[kBK][kBM];  // As[kk][i] = op(A)[i0 + i][k0 + kk]
-  KILN_SHARED T Bs[kBK][kBN];  // Bs[kk][j] = op(B)[k0 + kk][j0 + j]
+  struct alignas(16) Tiles {  // 16-byte aligned rows for shared4
+    T a[kBK][kBM];  // a[kk][i] = op(A)[i0 + i][k0 + kk]
+    T b[kBK][kBN];  // b[kk][j] = op(B)[k0 + kk][j0 + j]
+  };
+  KILN_SHARED Tiles tiles;
+  auto& As = tiles.a;
+  auto& Bs = tiles.b;
   const int t = threadIdx.x;
-  const int ty = t / (kBN / kTN), tx = t % (kBN / kTN);
+  const int ty = t / 16, tx = t % 16;
   const int64_t j0 = int64_t(blockIdx.x) * kBN;
   const int64_t mtiles = (g.m + kBM - 1) / kBM;
+  // This thread's 4 elements of each operand tile: 4 consecutive along the operand's
+  // contiguous dim (see the loads below), at tile coordinates (ra, ka) and (kb, cb).
+  const int ra = g.ta ? (t % 32) * 4 : t / 2, ka = g.ta ? t / 32 : (t % 2) * 4;
+  const int cb = g.tb ? t / 2 : (t % 32) * 4, kb = g.tb ? (t % 2) * 4 : t / 32;
   for (int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
     const T* a = g.a + z * g.sa;
     const T* b = g.b + z * g.sb;
@@ -67,50 +94,50 @@ KILN_GLOBAL void gemm_tiled_kernel(GemmArgs<T> g) {
       T acc[kTM][kTN];
       for (int i = 0; i < kTM; ++i)
         for (int j = 0; j < kTN; ++j) acc[i][j] = T(0);
+      T va[4], vb[4];
+      // Global -> registers for the k tile at k0 (issued before the previous tile's compute,
+      // so the loads are in flight while it runs).
+      auto fetch = [&](int64_t k0) {
+        const int64_t i = i0 + ra, ka_ = k0 + ka;
+        if (!g.ta) load4(a + i * g.lda + ka_, i < g.m ? g.k - ka_ : 0, g.vec_a, va);
+        else load4(a + ka_ * g.lda + i, ka_ < g.k ? g.m - i : 0, g.vec_a, va);
+        const int64_t j = j0 + cb, kb_ = k0 + kb;
+        if (!g.tb) load4(b + kb_ * g.ldb + j, kb_ < g.k ? g.n - j : 0, g.vec_b, vb);
+        else load4(b + j * g.ldb + kb_, j < g.n ? g.k - kb_ : 0, g.vec_b, vb);
+      };
+      if (g.k > 0) fetch(0);
       for (int64_t k0 = 0; k0 < g.k; k0 += kBK) {
-        T v[4];
-        if (!g.ta) {  // A row-major M x K: 4 consecutive k of one row
-          const int r = t / 2, kc = (t % 2) * 4;
-          const int64_t i = i0 + r, kk = k0 + kc;
-          const int64_t avail = i < g.m ? g.k - kk : 0;
-          load4(a + i * g.lda + kk, avail, g.vec_a, v);
-          for (int j = 0; j < 4; ++j) As[kc + j][r] = v[j];
-        } else {  // A stored K x M: 4 consecutive m of one k
-          const int kc = t / 32, r = (t % 32) * 4;
-          const int64_t i = i0 + r, kk = k0 + kc;
-          const int64_t avail = kk < g.k ? g.m - i : 0;
-          load4(a + kk * g.lda + i, avail, g.vec_a, v);
-          for (int j = 0; j < 4; ++j) As[kc][r + j] = v[j];
-        }
-        if (!g.tb) {  // B row-major K x N: 4 consecutive n of one k
-          const int kc = t / 32, cidx = (t % 32) * 4;
-          const int64_t j = j0 + cidx, kk = k0 + kc;
-          const int64_t avail = kk < g.k ? g.n - j : 0;
-          load4(b + kk * g.ldb + j, avail, g.vec_b, v);
-          for (int q = 0; q < 4; ++q) Bs[kc][cidx + q] = v[q];
-        } else {  // B stored N x K: 4 consecutive k of one n
-          const int cidx = t / 2, kc = (t % 2) * 4;
-          const int64_t j = j0 + cidx, kk = k0 + kc;
-          const int64_t avail = j < g.n ? g.k - kk : 0;
-          load4(b + j * g.ldb + kk, avail, g.vec_b, v);
-          for (int q = 0; q < 4; ++q) Bs[kc + q][cidx] = v[q];
+        for (int q = 0; q < 4; ++q) {
+          if (!g.ta) As[ka + q][ra] = va[q];
+          else As[ka][ra + q] = va[q];
+          if (!g.tb) Bs[kb][cb + q] = vb[q];
+          else Bs[kb + q][cb] = vb[q];
         }
         __syncthreads();
+        if (k0 + kBK < g.k) fetch(k0 + kBK);
+        // Unrolled for float (128-bit shared loads, no index math); double would spill.
+        constexpr int kUnroll = std::is_same<T, float>::value ? kBK : 1;
+        (void)kUnroll;
+#if defined(__CUDACC__)
+#pragma unroll kUnroll
+#endif
         for (int kk = 0; kk < kBK; ++kk) {
           T ar[kTM], br[kTN];
-          for (int i = 0; i < kTM; ++i) ar[i] = As[kk][ty * kTM + i];
-          for (int j = 0; j < kTN; ++j) br[j] = Bs[kk][tx * kTN + j];
+          shared4(&As[kk][ty * 4], ar);
+          shared4(&As[kk][64 + ty * 4], ar + 4);
+          shared4(&Bs[kk][tx * 4], br);
+          shared4(&Bs[kk][64 + tx * 4], br + 4);
           for (int i = 0; i < kTM; ++i)
             for (int j = 0; j < kTN; ++j) acc[i][j] += ar[i] * br[j];
         }
         __syncthreads();
       }
       for (int i = 0; i < kTM; ++i) {
-        const int64_t row = i0 + ty * kTM + i;
-        if (row >= g.m) break;
+        const int64_t row = i0 + tile_index(ty, i);
+        if (row >= g.m) continue;
         for (int j = 0; j < kTN; ++j) {
-          const int64_t col = j0 + tx * kTN + j;
-          if (col >= g.n) break;
+          const int64_t col = j0 + tile_index(tx, j);
+          if (col >= g.n) continue;
           T& out = c[row * g.ldc + col];
           out = g.beta == T(0) ? g.alpha * acc[i][j] : g.alpha * acc[i][j] + g.beta * out;
         }
