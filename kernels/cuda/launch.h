@@ -35,7 +35,11 @@
 #include "kernels/cuda/emu/emu.h"
 #define KILN_GLOBAL
 // Shared by the fibers of a block; blocks run one after another, so one copy serves the grid.
-#define KILN_SHARED static
+// The section lets the emulator fill static shared memory with NaN bytes as each block starts,
+// so a read before any thread wrote shows up. GCC ignores the section for statics of templates
+// and inline functions (COMDAT): those keep what the previous block left (dynamic shared memory
+// is always refilled).
+#define KILN_SHARED static __attribute__((section("kiln_emu_shared")))
 #define KILN_DYNAMIC_SHARED(T, name) T* name = reinterpret_cast<T*>(::kiln::cuda::emu::detail::dynamic_shared())
 #else
 #error "kernels/cuda/launch.h is for .cu files (nvcc) and the emulator build (KILN_CUDA_EMU)"

@@ -7,6 +7,8 @@
 // load-then-use code with a missing barrier, thread 0 uses what the other threads have not yet
 // written and the result comes out wrong. Barrier divergence and warp collectives whose lanes
 // do not all arrive are reported as kiln::Error naming the kernel, block and thread.
+// One OS thread runs a grid; launches on several OS threads at once are fine unless they share a
+// kernel with static shared memory (one copy per process, as KILN_SHARED is a static).
 // Emulated device memory is host memory: built with AddressSanitizer, the kernels' out-of-bounds
 // accesses are caught (tests/emu/planted_oob.cpp). Test: ctest --test-dir build -L emu
 #pragma once
@@ -24,7 +26,7 @@
 #define __global__
 #define __device__
 #define __host__
-#define __shared__ static
+#define __shared__ static __attribute__((section("kiln_emu_shared")))
 #define __constant__ static
 #define __launch_bounds__(...)
 #define __forceinline__ inline __attribute__((always_inline))
@@ -42,6 +44,19 @@ struct dim3 {
   constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
   constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}  // NOLINT: as CUDA's
 };
+
+// The vector types kernels load and store through (16- and 8-byte aligned, as on a GPU).
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(8) float2 {
+  float x, y;
+};
+struct alignas(16) double2 {
+  double x, y;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
 
 constexpr int warpSize = 32;
 
@@ -197,6 +212,7 @@ inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }
 inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
 inline long min(long a, long b) { return a < b ? a : b; }
+inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
 inline float min(float a, float b) { return std::fmin(a, b); }
 inline double min(double a, double b) { return std::fmin(a, b); }
 inline int max(int a, int b) { return a > b ? a : b; }
@@ -204,6 +220,7 @@ inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
 inline long long max(long long a, long long b) { return a > b ? a : b; }
 inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
 inline long max(long a, long b) { return a > b ? a : b; }
+inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
 inline float max(float a, float b) { return std::fmax(a, b); }
 inline double max(double a, double b) { return std::fmax(a, b); }
 

@@ -1,0 +1,17 @@
+// kiln's own CUDA reductions over the middle axis of a contiguous [outer, reduce, inner] array
+// (kernels/common/reduce.h): sum and mean, float32 and float64. Deterministic: no atomics; long
+// axes are reduced in two passes (fixed chunks into a scratch buffer, then the chunks), and the
+// split depends only on the shape, so one shape always gives the same bits.
+// Test: ctest --test-dir build -R emu.reduce (emulated); the gpu tests on a real device.
+#pragma once
+
+#include "kernels/common/reduce.h"
+#include "kernels/cuda/namespace.h"
+
+KILN_CUDA_NAMESPACE_BEGIN
+
+bool supports_reduce(const ReduceDesc& d);
+// index must be null (max/min with indices are not supported yet: supports_reduce says so).
+void reduce(const ReduceDesc& d, const void* src, void* dst, int64_t* index);
+
+KILN_CUDA_NAMESPACE_END
