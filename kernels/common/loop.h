@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/common/host_device.h"
+
 namespace kiln {
 
 constexpr int kMaxLoopDims = 8;
@@ -17,13 +19,13 @@ struct StridedLoop {
   int64_t sizes[kMaxLoopDims] = {};
   int64_t strides[kMaxOperands][kMaxLoopDims] = {};
 
-  int64_t numel() const {
+  KILN_HOST_DEVICE int64_t numel() const {
     int64_t n = 1;
     for (int d = 0; d < ndim; ++d) n *= sizes[d];
     return n;
   }
   // One dim with unit stride for every operand (or no dims at all): a plain array loop.
-  bool contiguous() const {
+  KILN_HOST_DEVICE bool contiguous() const {
     if (ndim == 0) return true;
     if (ndim != 1) return false;
     for (int k = 0; k < noperands; ++k)
