@@ -16,6 +16,7 @@
 #include "engine/tensor.h"
 #include "kernels/common/linear.h"
 #include "kernels/common/multi_tensor.h"
+#include "kernels/cuda/native/concat.h"
 #include "kernels/cuda/native/conv.h"
 #include "kernels/cuda/native/copy.h"
 #include "kernels/cuda/native/elementwise.h"
@@ -165,6 +166,8 @@ void register_cuda_kernels(Registry& r) {
       .add("native", kCuda, k::supports_optim_vec, k::sum_squares);
   r.op<VecDesc, void*>("optim_scale").add("native", kCuda, k::supports_optim_vec, k::scale);
 
+  r.op<ConcatDesc, const void* const*, void*>("concat").add("native", kCuda, k::supports_concat, k::concat);
+  r.op<SumDesc, const void* const*, void*>("sum").add("native", kCuda, k::supports_sum, k::sum);
   r.op<PadDesc, const void*, void*>("shape_pad_fwd").add("native", kCuda, k::supports_pad, k::pad_fwd);
   r.op<PadDesc, const void*, void*>("shape_pad_bwd").add("native", kCuda, k::supports_pad, k::pad_bwd);
   r.op<UpsampleDesc, const void*, void*>("shape_upsample_fwd")

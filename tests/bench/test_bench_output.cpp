@@ -347,9 +347,11 @@ TEST_CASE("what this build cannot time fails up front with a clear message") {
   s.device = "cuda:0";
   CHECK_THROWS_KILN(validate(s), "no CUDA");
   s = small(false);
-  s.dtype = "float16";
-  CHECK_THROWS_KILN(validate(s), "--dtype float16: kiln bench times float32 or bfloat16");
+  s.dtype = "int8";
+  CHECK_THROWS_KILN(validate(s), "--dtype int8: kiln bench times float32, or bfloat16/float16");
   s.dtype = "bfloat16";
+  validate(s);
+  s.dtype = "float16";
   validate(s);
   s = small(false);
   s.backend = "native,nope";

@@ -1,6 +1,6 @@
 // Self-tests of the CUDA emulator (kernels/cuda/emu/): built-in variables over 2-d/3-d grids,
 // static and dynamic shared memory, barriers, every shuffle, ballot/any/all, atomics, the launch
-// checks, and the fiber switch rate. Run: ctest --test-dir build -R emu.emulator
+// checks, and (printed) the fiber switch rate. Run: ctest --test-dir build -R emu.emulator
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -235,7 +235,9 @@ TEST_CASE("emu: launch bounds") {
   CHECK(dst[0] == 1.0f);
 }
 
-TEST_CASE("emu: fiber switch rate of a 256-thread block") {
+// The rate is printed for information only (tests assert values, not timings; under CI load it
+// varies tenfold).
+TEST_CASE("emu: 2000 barrier rounds of a 256-thread block") {
   const int rounds = 2000;
   std::vector<int> out(256);
   const auto t0 = std::chrono::steady_clock::now();
@@ -245,5 +247,4 @@ TEST_CASE("emu: fiber switch rate of a 256-thread block") {
   const double rate = 2.0 * 256 * (rounds + 1) / s;
   std::printf("emu: %.2f million fiber switches per second (256 threads, %d barriers, %.3f s)\n", rate / 1e6, rounds, s);
   CHECK(out[255] == rounds);
-  CHECK(rate > 2e5);  // the goal is 1e6 and more; this bound only catches a broken switch under load
 }

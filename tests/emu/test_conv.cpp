@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/error.h"
 #include "kernels/cpu/ref/conv.h"
 #include "kernels/cuda/native/conv.h"
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/error.h"
 #include "kernels/cpu/ref/gemm.h"
 #include "kernels/cuda/native/gemm.h"
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/error.h"
 #include "kernels/cpu/ref/shape.h"
 #include "kernels/cuda/native/shape.h"
 

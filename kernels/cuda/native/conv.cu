@@ -7,6 +7,8 @@
 //   emu test: ctest --test-dir build -R test_conv -L emu
 #include "kernels/cuda/native/conv.h"
 
+#include "kernels/cuda/launch.h"
+
 #include "kernels/common/error.h"
 #include "kernels/cuda/native/gemm.h"
 

@@ -9,7 +9,7 @@
 #pragma once
 
 #include "kernels/common/conv.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
 KILN_CUDA_NAMESPACE_BEGIN
 

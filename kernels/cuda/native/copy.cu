@@ -4,6 +4,8 @@
 //   emu test: ctest --test-dir build -R test_copy -L emu
 #include "kernels/cuda/native/copy.h"
 
+#include "kernels/cuda/launch.h"
+
 #include "kernels/common/error.h"
 #include "kernels/common/philox.h"
 

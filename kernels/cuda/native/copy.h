@@ -10,7 +10,7 @@
 
 #include "kernels/common/elementwise.h"
 #include "kernels/common/reduce.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
 KILN_CUDA_NAMESPACE_BEGIN
 

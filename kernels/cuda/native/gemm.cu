@@ -10,6 +10,8 @@
 //   emu test: ctest --test-dir build -R test_gemm -L emu
 #include "kernels/cuda/native/gemm.h"
 
+#include "kernels/cuda/launch.h"
+
 #include <type_traits>
 
 #include "kernels/common/error.h"

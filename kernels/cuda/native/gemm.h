@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/common/gemm.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
 KILN_CUDA_NAMESPACE_BEGIN
 

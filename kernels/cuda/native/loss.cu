@@ -11,6 +11,8 @@
 // Test (emulated): ctest --test-dir build -R emu
 #include "kernels/cuda/native/loss.h"
 
+#include "kernels/cuda/launch.h"
+
 #include <cmath>
 
 KILN_CUDA_NAMESPACE_BEGIN

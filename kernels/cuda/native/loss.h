@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "kernels/common/loss.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
 KILN_CUDA_NAMESPACE_BEGIN
 

@@ -16,6 +16,8 @@
 // Test (emulated): ctest --test-dir build -R emu
 #include "kernels/cuda/native/norm.h"
 
+#include "kernels/cuda/launch.h"
+
 #include <cmath>
 
 #include "kernels/common/half.h"

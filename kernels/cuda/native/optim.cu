@@ -8,6 +8,8 @@
 // Test (emulated): ctest --test-dir build -R emu
 #include "kernels/cuda/native/optim.h"
 
+#include "kernels/cuda/launch.h"
+
 #include <cmath>
 
 KILN_CUDA_NAMESPACE_BEGIN

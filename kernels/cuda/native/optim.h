@@ -11,7 +11,7 @@
 
 #include "kernels/common/multi_tensor.h"
 #include "kernels/common/optim.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
 KILN_CUDA_NAMESPACE_BEGIN
 

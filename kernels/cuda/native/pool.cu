@@ -11,6 +11,8 @@
 // Test (emulated): ctest --test-dir build -R emu
 #include "kernels/cuda/native/pool.h"
 
+#include "kernels/cuda/launch.h"
+
 #include <cmath>
 
 #include "kernels/common/error.h"

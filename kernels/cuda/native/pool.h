@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "kernels/common/pool.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
 KILN_CUDA_NAMESPACE_BEGIN
 

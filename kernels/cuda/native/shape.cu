@@ -7,6 +7,8 @@
 //   emu test: ctest --test-dir build -R test_shape -L emu
 #include "kernels/cuda/native/shape.h"
 
+#include "kernels/cuda/launch.h"
+
 #include "kernels/common/error.h"
 
 KILN_CUDA_NAMESPACE_BEGIN

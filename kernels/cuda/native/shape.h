@@ -6,7 +6,7 @@
 #pragma once
 
 #include "kernels/common/shape.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/namespace.h"
 
 KILN_CUDA_NAMESPACE_BEGIN
 
