@@ -39,8 +39,10 @@ int64_t label_count(const Tensor& labels) {
 }
 
 Splits synthetic(const std::string& spec) {
-  // synthetic:CxHxW:CLASSES:N
-  auto bad = [&] { KILN_THROW("open_dataset_dir: bad synthetic spec '", spec, "' (expected synthetic:CxHxW:CLASSES:N)"); };
+  // synthetic:CxHxW:CLASSES:N[:learnable]
+  auto bad = [&] {
+    KILN_THROW("open_dataset_dir: bad synthetic spec '", spec, "' (expected synthetic:CxHxW:CLASSES:N[:learnable])");
+  };
   std::vector<std::string> parts;
   size_t p = 0;
   while (true) {
@@ -49,7 +51,8 @@ Splits synthetic(const std::string& spec) {
     if (q == std::string::npos) break;
     p = q + 1;
   }
-  if (parts.size() != 4) bad();
+  if (parts.size() != 4 && !(parts.size() == 5 && parts[4] == "learnable")) bad();
+  const bool learnable = parts.size() == 5;
   Shape shape;
   try {
     size_t s = 0;
@@ -64,8 +67,8 @@ Splits synthetic(const std::string& spec) {
     int64_t n = std::stoll(parts[3]);
     if (n <= 0 || out.classes <= 0) bad();
     for (int64_t d : shape) if (d <= 0) bad();
-    out.train = std::make_shared<SyntheticDataset>(shape, out.classes, n, 0);
-    out.test = std::make_shared<SyntheticDataset>(shape, out.classes, std::max<int64_t>(1, n / 10), 1);
+    out.train = std::make_shared<SyntheticDataset>(shape, out.classes, n, 0, learnable);
+    out.test = std::make_shared<SyntheticDataset>(shape, out.classes, std::max<int64_t>(1, n / 10), 1, learnable);
     out.name = "synthetic";
     out.sample_shape = shape;
     return out;
@@ -188,7 +191,7 @@ Splits open_dataset_dir(const std::string& path) {
   KILN_THROW("open_dataset_dir: ", path, " holds no data set kiln recognises; looked for IDX files "
              "(train-images-idx3-ubyte[.gz], t10k-images-idx3-ubyte[.gz]), CIFAR-10 (data_batch_1.bin, test_batch.bin), "
              "CIFAR-100 (train.bin, test.bin), an image tree (train/ and val/ of class folders), a .npz file, or "
-             "synthetic:CxHxW:CLASSES:N");
+             "synthetic:CxHxW:CLASSES:N[:learnable]");
 }
 
 }  // namespace kiln

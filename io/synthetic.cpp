@@ -1,12 +1,14 @@
 // In-memory data sets. See synthetic.h.
 #include "io/synthetic.h"
 
+#include <algorithm>
+
 #include "kernels/common/philox.h"
 
 namespace kiln {
 
-SyntheticDataset::SyntheticDataset(Shape sample, int64_t classes, int64_t size, uint64_t seed)
-    : sample_(std::move(sample)), classes_(classes), size_(size), seed_(seed) {
+SyntheticDataset::SyntheticDataset(Shape sample, int64_t classes, int64_t size, uint64_t seed, bool learnable)
+    : sample_(std::move(sample)), classes_(classes), size_(size), seed_(seed), learnable_(learnable) {
   KILN_CHECK(classes > 0 && size > 0, "SyntheticDataset: classes ", classes, " and size ", size, " must be positive");
   for (int64_t d : sample_) KILN_CHECK(d > 0, "SyntheticDataset: bad sample shape ", shape_str(sample_));
 }
@@ -24,7 +26,16 @@ Example SyntheticDataset::get(int64_t index) const {
     for (int64_t k = 0; k < 4 && i + k < n; ++k) d[i + k] = uint_to_unit_float(r.v[k]);
   }
   Tensor y = empty(Shape{}, int64);
-  *y.data<int64_t>() = int64_t(philox4x32(seed_, base).v[0] % uint64_t(classes_));
+  const int64_t label = int64_t(philox4x32(seed_, base).v[0] % uint64_t(classes_));
+  *y.data<int64_t>() = label;
+  if (learnable_ && sample_.size() >= 2) {
+    // [.., H, W]: the class's band of rows, in every leading plane.
+    const int64_t H = sample_[sample_.size() - 2], W = sample_.back();
+    const int64_t r0 = label * H / classes_, r1 = std::max(r0 + 1, (label + 1) * H / classes_);
+    for (int64_t p = 0; p < n / (H * W); ++p)
+      for (int64_t r = r0; r < std::min(r1, H); ++r)
+        for (int64_t c = 0; c < W; ++c) d[(p * H + r) * W + c] += 1.0f;
+  }
   return {x, y};
 }
 

@@ -1,6 +1,7 @@
 // In-memory data sets: SyntheticDataset (deterministic random images and labels, for smoke runs
-// and benchmarks without files: "synthetic:CxHxW:CLASSES:N") and TensorDataset (rows of two
-// tensors, e.g. arrays read from a .npz).
+// and benchmarks without files: "synthetic:CxHxW:CLASSES:N"; with ":learnable" each image also
+// carries its class as a brighter band of rows, so a training run on a machine with no data set
+// can show that a net learns) and TensorDataset (rows of two tensors, e.g. arrays read from a .npz).
 //   ctest --test-dir build -R test_dataloader
 #pragma once
 
@@ -9,10 +10,11 @@
 namespace kiln {
 
 // Example i: input float32 `sample` uniform in [0, 1), target int64 scalar in [0, classes); both a
-// pure function of (seed, i) (Philox), generated on demand.
+// pure function of (seed, i) (Philox), generated on demand. learnable: rows [c*H/classes,
+// (c+1)*H/classes) of every channel (at least one row) get +1 for class c.
 class SyntheticDataset : public Dataset {
  public:
-  SyntheticDataset(Shape sample, int64_t classes, int64_t size, uint64_t seed = 0);
+  SyntheticDataset(Shape sample, int64_t classes, int64_t size, uint64_t seed = 0, bool learnable = false);
   int64_t size() const override { return size_; }
   Example get(int64_t index) const override;
   Shape sample_shape() const override { return sample_; }
@@ -22,6 +24,7 @@ class SyntheticDataset : public Dataset {
   Shape sample_;
   int64_t classes_, size_;
   uint64_t seed_;
+  bool learnable_;
 };
 
 // Example i: (inputs[i], targets[i]) as views of row i. Both need the same first dim.

@@ -255,6 +255,19 @@ TEST_CASE("open_dataset_dir: synthetic spec, unknown paths") {
   CHECK(s.sample_shape == Shape{3, 8, 8});
   CHECK(s.classes == 10);
   CHECK_THROWS_KILN(open_dataset_dir("synthetic:3x8:ten:50"), "bad synthetic spec");
+  CHECK_THROWS_KILN(open_dataset_dir("synthetic:3x8x8:10:50:easy"), "bad synthetic spec");
+  // :learnable: the same noise plus +1 on the class's band of rows (10 rows, 5 classes: 2 each).
+  Splits plain = open_dataset_dir("synthetic:2x10x4:5:20"), easy = open_dataset_dir("synthetic:2x10x4:5:20:learnable");
+  for (int64_t i = 0; i < 20; ++i) {
+    Example a = plain.train->get(i), b = easy.train->get(i);
+    const int64_t c = int64_t(b.target.item());
+    CHECK(a.target.item() == c);
+    std::vector<double> va = a.input.to_vector(), vb = b.input.to_vector();
+    for (size_t k = 0; k < va.size(); ++k) {
+      const int64_t row = int64_t(k / 4) % 10;
+      CHECK(vb[k] - va[k] == doctest::Approx(row / 2 == c ? 1.0 : 0.0));
+    }
+  }
   CHECK_THROWS_KILN(open_dataset_dir("/no/such/dir"), "does not exist");
   CHECK_THROWS_KILN(open_dataset_dir(KILN_SOURCE_DIR "/io"), "looked for IDX files");
 }

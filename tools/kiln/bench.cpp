@@ -16,6 +16,9 @@
 #include "bench/harness/results.h"
 #include "bench/harness/tf_compat.h"
 #include "kernels/common/parallel.h"
+#ifdef KILN_HAVE_CUDNN
+#include "kernels/cuda/cudnn/handles.h"
+#endif
 #include "nets/zoo.h"
 #include "tools/kiln/commands.h"
 
@@ -31,6 +34,7 @@ struct BenchOptions {
   std::string data;
   int iters = 10, warmup = 2, threads = 0;
   bool layers = false, tf_compat = false, vs_pytorch = false, no_progress = false;
+  bool cudnn_benchmark = true;
   std::vector<std::string> outs;
   CLI::Option* iters_opt = nullptr;
   CLI::Option* warmup_opt = nullptr;
@@ -124,6 +128,11 @@ int run_bench(const BenchOptions& opts) {
     bench::check_pytorch(python);
   }
   if (o.threads > 0) set_num_threads(o.threads);
+#ifdef KILN_HAVE_CUDNN
+  // cuDNN algorithms timed once per shape, as convnet-benchmarks and tf_cnn_benchmarks ran (and
+  // the PyTorch baseline's torch.backends.cudnn.benchmark).
+  cudnn::set_benchmark(o.cudnn_benchmark);
+#endif
 
   bench::Results results;
   results.machine = bench::machine_info();
@@ -187,6 +196,9 @@ Command add_bench(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--data", o->data, "real data directory (needs the io/ loaders: not yet built)");
+  sub->add_option("--cudnn-benchmark", o->cudnn_benchmark,
+                  "GPUs: time cuDNN's algorithms once per shape (true) or take its heuristics (false)")
+      ->capture_default_str();
   sub->add_flag("--layers", o->layers, "per-layer forward/backward breakdown (profiler on while timing)");
   sub->add_option("--out", o->outs, "write results: .json (every field) or .csv (one row per run); repeatable");
   sub->add_flag("--tf-compat", o->tf_compat,

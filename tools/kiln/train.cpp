@@ -49,8 +49,16 @@ Splits open_data(const std::string& spec) {
   return s;
 }
 
+// "cuda" without an index under mpirun or srun: the GPU of this rank's local rank (modulo the
+// devices present), as Horovod's and DDP's launch scripts do; "cuda:N" is taken as it is.
+Device pick_device(const std::string& spec) {
+  Device d(spec);
+  if (d.is_cuda() && spec == "cuda" && cuda::local_rank() >= 0) d.index = cuda::device_for_local_rank();
+  return d;
+}
+
 void apply_runtime(const TrainOptions& o) {
-  const Device device(o.device);
+  const Device device = pick_device(o.device);
   if (device.is_cuda()) cuda::check_device(device);  // "built without CUDA", "no CUDA device", "no device N"
   if (o.threads > 0) set_num_threads(o.threads);
   if (o.backend != "auto") set_backend_preference(o.backend);
@@ -111,7 +119,7 @@ int run_train(const TrainOptions& o) {
   KILN_CHECK(o.dtype == "float32" || o.dtype == "bfloat16" || o.dtype == "float16",
              "--dtype: 'float32', 'bfloat16' or 'float16', not '", o.dtype, "'");
   c.compute_dtype = o.dtype == "bfloat16" ? DType::bfloat16 : o.dtype == "float16" ? DType::float16 : DType::float32;
-  c.device = Device(o.device);
+  c.device = pick_device(o.device);
 
   manual_seed(o.seed);  // the weights' initialisation
   ModulePtr model = build_model(o.model, data, c.task);
@@ -154,7 +162,7 @@ int run_eval(const TrainOptions& o) {
   c.workers = o.workers;
   c.limit_test = o.limit_test;
   c.progress = false;
-  c.device = Device(o.device);
+  c.device = pick_device(o.device);
   c.task = pick_task(o.task, data);
   ModulePtr net = build_model(model, data, c.task);
   net->load_state_dict(ck.weights, true);
