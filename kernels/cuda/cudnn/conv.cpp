@@ -499,7 +499,8 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src, const void* diff_dst
       direct = p.bias_grad_direct;
     }
     if (direct) {
-      const cudnnStatus_t s = cudnnConvolutionBackwardBias(ctx.dnn, &kOne, p.y.d, diff_dst, &kZero, p.bias.d, diff_bias);
+      const cudnnStatus_t s =
+          cudnnConvolutionBackwardBias(ctx.dnn, &kOne, p.y.d, diff_dst, &kZero, p.bias.d, diff_bias);
       if (s == CUDNN_STATUS_SUCCESS) return;
       if (!is_not_supported(s) && !is_bad_param(s))
         detail::throw_cudnn(s, "cudnnConvolutionBackwardBias", what, __FILE__, __LINE__);

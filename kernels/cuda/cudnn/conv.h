@@ -1,10 +1,11 @@
 // cuDNN convolution behind kiln's ConvDesc: forward (bias and the fused ReLU of ConvDesc.relu),
 // backward-data, backward-weights (+ bias). NCHW or NHWC activations, KCRS weights, groups,
 // stride, dilation, symmetric padding; float32 (no TF32 unless allowed), float16/bfloat16 with
-// float32 compute on tensor cores and a float32 bias (converted in workspace; mapping.h's ConvTypes). Algorithms by heuristics, or timed once per shape with
-// KILN_CUDNN_BENCHMARK=1 / cudnn::set_benchmark; cached per (descriptor, device); workspace within
-// KILN_CUDNN_WORKSPACE_MB. Device pointers, current stream, no synchronisation. Same signatures as
-// kiln::native's conv entry points.
+// float32 compute on tensor cores and a float32 bias (converted in workspace; mapping.h's
+// ConvTypes). Algorithms by heuristics, or timed once per shape with KILN_CUDNN_BENCHMARK=1 /
+// cudnn::set_benchmark; cached per (descriptor, device); workspace within KILN_CUDNN_WORKSPACE_MB.
+// Device pointers, current stream, no synchronisation. Same signatures as kiln::native's conv
+// entry points.
 //   ctest -L gpu -R cudnn (tests/gpu/test_cudnn.cpp); mapping: ctest -R cudnn_mapping
 #pragma once
 
