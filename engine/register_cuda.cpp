@@ -4,6 +4,10 @@
 // with PyTorch's indices, adaptive pooling, dropout, the losses, the optimizers ...). Every op
 // that exists on the CPU exists here (shared/DESIGN.md); the inner product is a composite of the
 // `gemm` op (cuBLAS or kiln's GEMM), with the bias as a rank-1 product against a ones vector.
+// float16/bfloat16 inner products (mixed precision: engine/ops/linalg.cpp sends them here on
+// CUDA) run where a gemm candidate takes the half type, i.e. cuBLAS's cublasGemmEx with float32
+// accumulation on tensor cores; the bias is in the data type (LinearDesc's contract) and is added
+// by a second product with beta = 1, so dst rounds to half once per product.
 // Compiled only with CUDA (KILN_HAVE_CUDA); the kernels' own tests run in the emulator
 // (ctest -L emu), their registration on a GPU (ctest -L gpu, tools/gpu-check).
 #include "engine/dispatch.h"
@@ -66,9 +70,21 @@ GemmDesc gemm_desc(DType dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t 
 }
 
 bool supports_linear(const LinearDesc& d) {
-  if (d.dtype != DType::float32 && d.dtype != DType::float64) return false;
-  const GemmDesc g = gemm_desc(d.dtype, false, true, d.n, d.oc, d.ic, d.ic, d.ic, d.oc, 0);
-  return gemm_op().find(kCuda, g) != nullptr;
+  const bool half = d.dtype == DType::float16 || d.dtype == DType::bfloat16;
+  if (d.dtype != DType::float32 && d.dtype != DType::float64 && !half) return false;
+  // Every product the three passes make must find a gemm (the half types: only cuBLAS takes them).
+  const GemmDesc g[] = {gemm_desc(d.dtype, false, true, d.n, d.oc, d.ic, d.ic, d.ic, d.oc, 0),
+                        gemm_desc(d.dtype, false, false, d.n, d.ic, d.oc, d.oc, d.ic, d.ic, 0),
+                        gemm_desc(d.dtype, true, false, d.oc, d.ic, d.n, d.oc, d.ic, d.ic, 0)};
+  for (const GemmDesc& x : g)
+    if (!gemm_op().find(kCuda, x)) return false;
+  if (d.has_bias) {
+    const GemmDesc b[] = {gemm_desc(d.dtype, false, false, d.n, d.oc, 1, 1, d.oc, d.oc, 1),
+                          gemm_desc(d.dtype, false, false, 1, d.oc, d.n, d.n, d.oc, d.oc, 0)};
+    for (const GemmDesc& x : b)
+      if (!gemm_op().find(kCuda, x)) return false;
+  }
+  return true;
 }
 
 // dst[n, oc] = src[n, ic] . wei[oc, ic]^T (+ ones[n] . bias[oc]).

@@ -30,12 +30,17 @@ void Linear::reset_parameters() {
 Tensor Linear::bias() { return has_bias_ ? param("bias") : Tensor(); }
 
 Tensor Linear::forward(const Tensor& x) {
-  // Mixed precision (a half-type input, float32 master weights): the product runs in float32 on
-  // the input's float32 copy and comes back in the input's type.
+  // Mixed precision (a half-type input, float32 master weights): on the CPU the product runs in
+  // float32 on the input's float32 copy and comes back in the input's type; on CUDA it takes half
+  // copies of the weights (their gradients flow back to the float32 masters), so ops::linear
+  // runs it in the half type on cuBLAS's tensor cores where it can (else on float32 copies).
   const Tensor& w = param("weight");
   if (x.dtype() != w.dtype() && (x.dtype() == DType::bfloat16 || x.dtype() == DType::float16) &&
-      w.dtype() == DType::float32)
+      w.dtype() == DType::float32) {
+    if (x.device().type == DeviceType::cuda)
+      return ops::linear(x, w.to(x.dtype()), has_bias_ ? bias().to(x.dtype()) : Tensor());
     return ops::linear(x.to(DType::float32), w, bias()).to(x.dtype());
+  }
   return ops::linear(x, w, bias());
 }
 

@@ -45,7 +45,10 @@ MemoryFormat format_of(const ConvDesc& d) { return d.nhwc ? MemoryFormat::channe
 template <class Op>
 ConvDesc pick_layout(const Op& op, ConvDesc d, bool want, Device dev) {
   d.nhwc = false;
-  if (want && (d.dtype == DType::float32 || d.dtype == DType::float64 || d.dtype == DType::bfloat16)) {
+  // float16 channels-last on CUDA only (cuDNN's tensor-core kernels prefer NHWC); the CPU
+  // keeps float16 in NCHW as before.
+  const bool f16_cuda = d.dtype == DType::float16 && dev.type == DeviceType::cuda;
+  if (want && (d.dtype == DType::float32 || d.dtype == DType::float64 || d.dtype == DType::bfloat16 || f16_cuda)) {
     ConvDesc n = d;
     n.nhwc = true;
     if (op.find(dev.type, n)) d.nhwc = true;

@@ -179,6 +179,17 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return y;
 }
 
+namespace {
+// Whether a half-type inner product runs in its own type on `dev`: CUDA only (the CPU keeps
+// float32 copies), and only where forward and both backward passes have a candidate.
+bool half_linear_runs(DeviceType dev, const LinearDesc& d) {
+  if (dev != DeviceType::cuda) return false;
+  return KILN_OP("linear_fwd", LinearDesc, const void*, const void*, const void*, void*).find(dev, d) &&
+         KILN_OP("linear_bwd_data", LinearDesc, const void*, const void*, void*).find(dev, d) &&
+         KILN_OP("linear_bwd_weights", LinearDesc, const void*, const void*, void*, void*).find(dev, d);
+}
+}  // namespace
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_operands("linear", x, weight, "input", "weight");
   KILN_CHECK(weight.dim() == 2, "linear: weight must be 2-d [out, in], got ", shape_str(weight.sizes()));
@@ -191,10 +202,6 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     KILN_CHECK(bias.dim() == 1 && bias.size(0) == out, "linear: bias ", shape_str(bias.sizes()),
                " does not match weight ", shape_str(weight.sizes()), " (expects [", out, "])");
   }
-  if (is_half(x.dtype()))
-    return linear(x.to(DType::float32), weight.to(DType::float32), bias.defined() ? bias.to(DType::float32) : bias)
-        .to(x.dtype());
-
   int64_t rows = 1;  // the leading dims, flattened
   for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
   Shape out_shape = x.sizes();
@@ -207,6 +214,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   d.ic = in;
   d.oc = out;
   d.has_bias = bias.defined();
+  // Half types run as they are on CUDA where every pass has a candidate (cuBLAS, float32
+  // accumulation on tensor cores); otherwise, and always on the CPU, through float32 copies.
+  if (is_half(x.dtype()) && !half_linear_runs(x.device().type, d))
+    return linear(x.to(DType::float32), weight.to(DType::float32), bias.defined() ? bias.to(DType::float32) : bias)
+        .to(x.dtype());
   Tensor X = x.detach().reshape({rows, in}).contiguous();
   Tensor W = weight.detach().contiguous();
   Tensor B = bias.defined() ? bias.detach().contiguous() : Tensor();

@@ -120,11 +120,13 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, 
   KILN_CHECK(is_floating(x0.dtype()), "batch_norm: needs a floating-point input, got ", x0.dtype(), " ",
              shape_str(x0.sizes()));
   const Tensor& x = x0;
-  // bfloat16 data runs as it is where a kernel takes it (oneDNN: bfloat16 data, float32
-  // parameters and statistics, BatchNormDesc's contract), else through float32 copies.
+  // Half data runs as it is where a kernel takes it (BatchNormDesc's contract: half data, float32
+  // parameters and statistics): bfloat16 on any device (oneDNN), float16 on CUDA only (cuDNN,
+  // kiln's CUDA kernel; the CPU keeps float16 on float32 copies); else through float32 copies.
   if (is_half(x.dtype())) {
     const BatchNormDesc probe = bn_desc(x, training, momentum, eps);
-    if (x.dtype() != DType::bfloat16 || !KILN_BN_FWD.find(x.device().type, probe) ||
+    const bool half_ok = x.dtype() == DType::bfloat16 || x.device().type == DeviceType::cuda;
+    if (!half_ok || !KILN_BN_FWD.find(x.device().type, probe) ||
         !KILN_BN_BWD.find(x.device().type, probe))
       return batch_norm(x.to(DType::float32), half_to_float(weight0), half_to_float(bias0), running_mean,
                         running_var, training, momentum, eps)
@@ -140,7 +142,7 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, 
 
 namespace {
 
-// The kernel call and autograd of batch_norm. mixed: x is bfloat16 and the parameters and
+// The kernel call and autograd of batch_norm. mixed: x is half and the parameters and
 // statistics float32 (their gradients are returned in the parameters' own dtypes).
 Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bias0, const Tensor& running_mean,
                        const Tensor& running_var, bool training, double momentum, double eps, bool mixed,

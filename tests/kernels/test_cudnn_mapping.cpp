@@ -152,8 +152,13 @@ TEST_CASE("cudnn mapping: convolution shapes and what cuDNN cannot express") {
   e = conv(1, 3, 8, 4, 3, 1, 1);
   e.dtype = DType::bfloat16;
   CHECK(cudnn::conv_unsupported(e) == nullptr);
-  e.has_bias = true;  // kiln's half convolutions take a float32 bias
-  CHECK(cudnn::conv_unsupported(e) != nullptr);
+  e.has_bias = true;  // kiln's half convolutions take a float32 bias: converted in workspace
+  CHECK(cudnn::conv_unsupported(e) == nullptr);
+  e.dtype = DType::float16;
+  CHECK(cudnn::conv_unsupported(e) == nullptr);
+  e.relu = true;
+  CHECK(cudnn::conv_unsupported(e) == nullptr);
+  e.relu = false;
   e.dtype = DType::float32;
   CHECK(cudnn::conv_unsupported(e) == nullptr);
   e.dtype = DType::float64;
@@ -163,6 +168,37 @@ TEST_CASE("cudnn mapping: convolution shapes and what cuDNN cannot express") {
   CHECK(cudnn::conv_unsupported(e) != nullptr);
   e = conv(70000, 128, 200, 4, 3, 1, 1);  // > 2^31 input elements
   CHECK(std::string(cudnn::conv_unsupported(e)).find("int32") != std::string::npos);
+}
+
+TEST_CASE("cudnn mapping: convolution types of mixed precision") {
+  // float32: float32 everywhere, no tensor cores unless TF32 is allowed.
+  cudnn::ConvTypes f = cudnn::conv_types(DType::float32, false);
+  CHECK(f.data == DType::float32);
+  CHECK(f.compute == DType::float32);
+  CHECK(f.bias == DType::float32);
+  CHECK_FALSE(f.bias_cast());
+  CHECK_FALSE(f.tensor_ops);
+  CHECK(cudnn::conv_types(DType::float32, true).tensor_ops);
+  // Half data: float32 accumulation (PSEUDO_HALF), float32 bias in kiln's API converted to the
+  // data type for cuDNN's add, tensor cores always.
+  for (DType t : {DType::float16, DType::bfloat16}) {
+    CAPTURE(dtype_name(t));
+    for (bool tf32 : {false, true}) {
+      const cudnn::ConvTypes h = cudnn::conv_types(t, tf32);
+      CHECK(h.data == t);
+      CHECK(h.compute == DType::float32);
+      CHECK(h.bias == DType::float32);
+      CHECK(h.bias_compute == t);
+      CHECK(h.bias_cast());
+      CHECK(h.tensor_ops);
+    }
+  }
+  CHECK(std::string(cudnn::math_type_name(1)) == "CUDNN_TENSOR_OP_MATH");
+  CHECK(std::string(cudnn::math_type_name(3)) == "CUDNN_FMA_MATH");
+  CHECK(cudnn::math_uses_tensor_cores(1));
+  CHECK(cudnn::math_uses_tensor_cores(2));
+  CHECK_FALSE(cudnn::math_uses_tensor_cores(0));
+  CHECK_FALSE(cudnn::math_uses_tensor_cores(3));
 }
 
 TEST_CASE("cudnn mapping: average pooling maps, max pooling and ceil-mode windows do not") {
@@ -247,7 +283,15 @@ TEST_CASE("cudnn mapping: LRN, softmax, batch norm and activations") {
   CHECK(cudnn::batch_norm_fwd_unsupported(bn) == nullptr);
   CHECK(cudnn::batch_norm_bwd_unsupported(bn) != nullptr);
   bn.training = true;
-  bn.dtype = DType::bfloat16;
+  // Half data with float32 scale, shift and statistics (cudnnDeriveBNTensorDescriptor's rule).
+  for (DType t : {DType::bfloat16, DType::float16}) {
+    bn.dtype = t;
+    CHECK(cudnn::batch_norm_fwd_unsupported(bn) == nullptr);
+    CHECK(cudnn::batch_norm_bwd_unsupported(bn) == nullptr);
+    CHECK(cudnn::bn_param_dtype(t) == DType::float32);
+  }
+  CHECK(cudnn::bn_param_dtype(DType::float32) == DType::float32);
+  bn.dtype = DType::float64;
   CHECK(cudnn::batch_norm_fwd_unsupported(bn) != nullptr);
 
   UnaryDesc u;

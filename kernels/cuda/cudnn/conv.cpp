@@ -4,6 +4,13 @@
 // declines at run time (NOT_SUPPORTED) is skipped and the next one remembered, so a wrong
 // heuristic costs one failed call, not an error. Algorithm 0 of each direction (implicit GEMM,
 // little or no workspace) is always the last resort.
+// Mixed precision (mapping.h, ConvTypes): half data convolves in half with float32 accumulation
+// on tensor cores. kiln's bias stays float32, cuDNN adds a bias of the data's type: each forward
+// call converts the K bias values into workspace with kiln's own CUDA copy kernel (cuDNN's
+// cudnnTransformTensor refuses differing data types) and then adds it (fused with the ReLU where
+// cudnnConvolutionBiasActivationForward takes the shape). The bias gradient first asks cuDNN for
+// half diff_dst summed straight into a float32 gradient; where cuDNN refuses that mix (remembered
+// per plan) it sums into a half scratch and widens it to float32, PyTorch AMP's behaviour.
 // Built with CUDA (the kernels/cuda host rule); compiled empty where cuDNN was not found.
 #if defined(KILN_HAVE_CUDNN)
 
@@ -18,6 +25,7 @@
 
 #include "kernels/cuda/cudnn/handles.h"
 #include "kernels/cuda/cudnn/mapping.h"
+#include "kernels/cuda/native/copy.h"
 
 // The legacy (non-graph) cuDNN API is deprecated in cuDNN 9 but is the one cuDNN 8 has.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -27,6 +35,14 @@ namespace kiln::cudnn {
 namespace {
 
 const float kOne = 1.0f, kZero = 0.0f;
+
+// mapping.h names cuDNN's math types by value.
+static_assert(int(CUDNN_DEFAULT_MATH) == 0 && int(CUDNN_TENSOR_OP_MATH) == 1 &&
+                  int(CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) == 2,
+              "cudnnMathType_t values changed: update mapping.cpp's math_type_name");
+#if CUDNN_VERSION >= 8000
+static_assert(int(CUDNN_FMA_MATH) == 3, "cudnnMathType_t values changed: update mapping.cpp's math_type_name");
+#endif
 
 struct Candidate {
   int algo = 0;
@@ -42,11 +58,14 @@ struct Choice {
 struct Plan {
   ConvDesc d;
   TensorDesc x, y, bias;
+  TensorDesc bias_half;  // [1, K, 1, 1] in the data type: the bias as cuDNN adds it (half data)
+  ConvTypes types;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnActivationDescriptor_t relu = nullptr;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   bool fused_ok = true;  // cudnnConvolutionBiasActivationForward accepted so far
+  bool bias_grad_direct = true;  // half diff_dst summed straight into a float32 bias gradient
   Choice fwd, bwd_data, bwd_filter;
   int viable[3] = {-1, -1, -1};  // per direction: heuristics' algorithm count, -1 = not asked
   std::mutex mu;  // guards the Choices and fused_ok
@@ -94,14 +113,16 @@ std::unique_ptr<Plan> make_plan(const ConvDesc& d) {
   const std::string what = "conv2d " + d.str();
   p->x.set(d.dtype, s.x, s.nhwc);
   p->y.set(d.dtype, s.y, s.nhwc);
-  if (d.has_bias) p->bias.set(DType::float32, 1, s.y[1], 1, 1);
+  p->types = conv_types(d.dtype, allow_tf32());
+  if (d.has_bias) p->bias.set(p->types.bias, 1, s.y[1], 1, 1);
+  if (d.has_bias && p->types.bias_cast()) p->bias_half.set(p->types.bias_compute, 1, s.y[1], 1, 1);
   KILN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w), what);
   KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, data_type(d.dtype), CUDNN_TENSOR_NCHW, s.w[0], s.w[1], s.w[2], s.w[3]),
                    what);
   KILN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv), what);
   KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv, s.pad[0], s.pad[1], s.stride[0], s.stride[1],
                                                    s.dilation[0], s.dilation[1], CUDNN_CROSS_CORRELATION,
-                                                   CUDNN_DATA_FLOAT),
+                                                   data_type(p->types.compute)),
                    what);
   KILN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(p->conv, s.groups), what);
   p->math = math_for(d.dtype);
@@ -333,6 +354,23 @@ bool ready(Plan& p, Choice& c) {
   return c.ready;
 }
 
+size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
+
+// n contiguous values from one dtype to another on the current stream: kiln's own CUDA copy
+// kernel (cuDNN converts no data types outside its compute calls).
+void convert(DType from, DType to, int64_t n, const void* src, void* dst, const ConvDesc& d) {
+  CopyDesc c;
+  c.src_dtype = from;
+  c.dst_dtype = to;
+  c.loop.ndim = 1;
+  c.loop.noperands = 2;
+  c.loop.sizes[0] = n;
+  c.loop.strides[0][0] = c.loop.strides[1][0] = 1;
+  KILN_CHECK(cuda::supports_copy(c), "cudnn conv2d: no CUDA copy from ", dtype_name(from), " to ", dtype_name(to),
+             " for the bias (", d.str(), ")");
+  cuda::copy(c, src, dst);
+}
+
 }  // namespace
 
 bool supports_conv(const ConvDesc& d) { return conv_unsupported(d) == nullptr && device_supports(d.dtype); }
@@ -352,7 +390,13 @@ void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void*
   Context& ctx = context();
   Plan& p = plan_for(d, ctx.device);
   if (!ready(p, p.fwd)) choose_fwd(ctx, p, src, wei, dst);
-  const bool want_fused = d.has_bias && d.relu && d.dtype == DType::float32;
+  // Half data: the float32 bias goes to the data type behind the algorithm's workspace (both
+  // live while the fused call runs); bias_desc/bias_ptr are what cuDNN adds.
+  const bool cast_bias = d.has_bias && p.types.bias_cast();
+  const size_t bias_bytes = cast_bias ? align256(size_t(d.K) * element_size(p.types.bias_compute)) : 0;
+  const cudnnTensorDescriptor_t bias_desc = cast_bias ? p.bias_half.d : p.bias.d;
+  const void* bias_ptr = bias;
+  const bool want_fused = d.has_bias && d.relu;
   bool fused_done = false;
   run_candidates(
       ctx, p, p.fwd, "cudnnConvolutionForward",
@@ -362,6 +406,14 @@ void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void*
       },
       [&](int a, void* ws, size_t bytes) {
         const auto algo = cudnnConvolutionFwdAlgo_t(a);
+        if (cast_bias) {
+          // Stream order keeps this safe: the conversion is queued before the call reading it.
+          char* base = static_cast<char*>(workspace(ctx, align256(bytes) + bias_bytes, true));
+          ws = base;
+          void* half_bias = base + align256(bytes);
+          convert(p.types.bias, p.types.bias_compute, d.K, bias, half_bias, d);
+          bias_ptr = half_bias;
+        }
         bool fused = false;
         if (want_fused) {
           std::lock_guard<std::mutex> lock(p.mu);
@@ -370,7 +422,7 @@ void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void*
         if (fused) {
           // z = dst with alpha2 = 0: cuDNN reads no z; y = relu(conv + bias) in one pass.
           const cudnnStatus_t s = cudnnConvolutionBiasActivationForward(
-              ctx.dnn, &kOne, p.x.d, src, p.w, wei, p.conv, algo, ws, bytes, &kZero, p.y.d, dst, p.bias.d, bias,
+              ctx.dnn, &kOne, p.x.d, src, p.w, wei, p.conv, algo, ws, bytes, &kZero, p.y.d, dst, bias_desc, bias_ptr,
               p.relu, p.y.d, dst);
           if (s == CUDNN_STATUS_SUCCESS) {
             fused_done = true;
@@ -387,7 +439,7 @@ void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void*
       });
   if (fused_done) return;
   const std::string what = "conv2d_fwd " + d.str();
-  if (d.has_bias) KILN_CUDNN_CHECK(cudnnAddTensor(ctx.dnn, &kOne, p.bias.d, bias, &kOne, p.y.d, dst), what);
+  if (d.has_bias) KILN_CUDNN_CHECK(cudnnAddTensor(ctx.dnn, &kOne, bias_desc, bias_ptr, &kOne, p.y.d, dst), what);
   if (d.relu) KILN_CUDNN_CHECK(cudnnActivationForward(ctx.dnn, p.relu, &kOne, p.y.d, dst, &kZero, p.y.d, dst), what);
 }
 
@@ -434,9 +486,54 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src, const void* diff_dst
   }
   if (diff_bias) {
     KILN_CHECK(d.has_bias, "cudnn conv2d_bwd_weights: a bias gradient without has_bias (", d.str(), ")");
-    KILN_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn, &kOne, p.y.d, diff_dst, &kZero, p.bias.d, diff_bias),
-                     "conv2d_bwd_weights (bias) ", d.str());
+    const std::string what = "conv2d_bwd_weights (bias) " + d.str();
+    if (!p.types.bias_cast()) {
+      KILN_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn, &kOne, p.y.d, diff_dst, &kZero, p.bias.d, diff_bias),
+                       what);
+      return;
+    }
+    // Half diff_dst: a float32 sum written as float32 if cuDNN takes the mixed descriptors...
+    bool direct = false;
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      direct = p.bias_grad_direct;
+    }
+    if (direct) {
+      const cudnnStatus_t s =
+          cudnnConvolutionBackwardBias(ctx.dnn, &kOne, p.y.d, diff_dst, &kZero, p.bias.d, diff_bias);
+      if (s == CUDNN_STATUS_SUCCESS) return;
+      if (!is_not_supported(s) && !is_bad_param(s))
+        detail::throw_cudnn(s, "cudnnConvolutionBackwardBias", what, __FILE__, __LINE__);
+      std::lock_guard<std::mutex> lock(p.mu);
+      p.bias_grad_direct = false;
+    }
+    // ... else summed (float32 inside cuDNN) into a half scratch, then widened.
+    void* scratch = workspace(ctx, align256(size_t(d.K) * element_size(p.types.bias_compute)), true);
+    KILN_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn, &kOne, p.y.d, diff_dst, &kZero, p.bias_half.d, scratch),
+                     what);
+    convert(p.types.bias_compute, p.types.bias, d.K, scratch, diff_bias, d);
   }
+}
+
+ConvAlgoUsed conv_algo_used(const ConvDesc& desc, int direction) {
+  KILN_CHECK(direction >= 0 && direction <= 2, "cudnn conv_algo_used: direction ", direction, " not 0, 1 or 2");
+  Context& ctx = context();
+  ConvDesc d = desc;
+  if (direction != kFwd) d.relu = false;
+  Plan& p = plan_for(d, ctx.device);
+  cudnnMathType_t dm = CUDNN_DEFAULT_MATH;
+  KILN_CUDNN_CHECK(cudnnGetConvolutionMathType(p.conv, &dm), "conv_algo_used ", d.str());
+  std::lock_guard<std::mutex> lock(p.mu);
+  const Choice& c = direction == kFwd ? p.fwd : direction == kBwdData ? p.bwd_data : p.bwd_filter;
+  ConvAlgoUsed u;
+  u.descriptor_math = int(dm);
+  u.fused = direction == kFwd && d.has_bias && d.relu && p.fused_ok;
+  u.bias_grad_direct = p.bias_grad_direct;
+  if (c.ready && c.first < c.candidates.size()) {
+    u.algo = c.candidates[c.first].algo;
+    u.math = int(c.candidates[c.first].math);
+  }
+  return u;
 }
 
 }  // namespace kiln::cudnn

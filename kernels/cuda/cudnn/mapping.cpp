@@ -66,7 +66,6 @@ ConvShape conv_shape(const ConvDesc& d) {
 
 const char* conv_unsupported(const ConvDesc& d) {
   if (d.dtype != DType::float32 && !is_half(d.dtype)) return "dtype not float32/float16/bfloat16";
-  if (is_half(d.dtype) && d.has_bias) return "half-type convolution with a float32 bias";
   if (d.N <= 0 || d.C <= 0 || d.H <= 0 || d.W <= 0 || d.K <= 0 || d.R <= 0 || d.S <= 0 || d.P <= 0 || d.Q <= 0)
     return "empty extent";
   if (d.groups <= 0 || d.C % d.groups || d.K % d.groups) return "channels not divisible by groups";
@@ -83,6 +82,30 @@ const char* conv_unsupported(const ConvDesc& d) {
     if (!fits_int32(v)) return "tensor beyond int32 elements";
   return nullptr;
 }
+
+ConvTypes conv_types(DType data, bool allow_tf32) {
+  ConvTypes t;
+  t.data = data;
+  // Half data accumulates in float32 (cuDNN's PSEUDO_HALF configuration, not TRUE_HALF): the
+  // products of two halves are exact in float32 and long sums keep their low bits.
+  t.compute = data == DType::float64 ? DType::float64 : DType::float32;
+  t.bias = data == DType::float64 ? DType::float64 : DType::float32;
+  t.bias_compute = is_half(data) ? data : t.bias;
+  t.tensor_ops = is_half(data) || (data == DType::float32 && allow_tf32);
+  return t;
+}
+
+const char* math_type_name(int math) {
+  switch (math) {
+    case 0: return "CUDNN_DEFAULT_MATH";
+    case 1: return "CUDNN_TENSOR_OP_MATH";
+    case 2: return "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION";
+    case 3: return "CUDNN_FMA_MATH";
+    default: return "unknown math type";
+  }
+}
+
+DType bn_param_dtype(DType data) { return data == DType::float64 ? DType::float64 : DType::float32; }
 
 PoolShape pool_shape(const PoolDesc& d) {
   PoolShape s;
@@ -152,7 +175,7 @@ const char* softmax_unsupported(const SoftmaxDesc& d) {
 }
 
 const char* batch_norm_fwd_unsupported(const BatchNormDesc& d) {
-  if (d.dtype != DType::float32) return "dtype not float32";
+  if (d.dtype != DType::float32 && !is_half(d.dtype)) return "dtype not float32/float16/bfloat16";
   if (d.N <= 0 || d.C <= 0 || d.S <= 0) return "empty extent";
   if (!fits_int32(d.N * d.C * d.S)) return "tensor beyond int32 elements";
   if (d.eps < 1e-5) return "eps below 1e-5 (cuDNN 8's minimum)";

@@ -40,10 +40,31 @@ struct ConvShape {
   bool nhwc = false;
 };
 ConvShape conv_shape(const ConvDesc& d);
-// Dtypes: float32, float16, bfloat16; half types without bias (kiln's half convolutions carry a
-// float32 bias cuDNN's fused and add-tensor paths do not mix in). Output size must be the one
-// cuDNN derives from symmetric padding; every extent within int32.
+// Dtypes: float32, float16, bfloat16. Output size must be the one cuDNN derives from symmetric
+// padding; every extent within int32.
 const char* conv_unsupported(const ConvDesc& d);
+
+// The types of one convolution as the cudnn backend runs it. kiln's half convolutions carry a
+// float32 bias and want a float32 bias gradient (ConvDesc's contract), while cuDNN's fused and
+// add-tensor calls take a bias of the data's own type: the backend converts the bias to the data
+// type in workspace (bias_compute) before adding it, and sums the bias gradient from half
+// diff_dst into a bias_compute scratch before widening it to float32 (what PyTorch AMP does).
+struct ConvTypes {
+  DType data = DType::float32;          // x, w, y and their gradients
+  DType compute = DType::float32;       // the convolution descriptor's accumulation type
+  DType bias = DType::float32;          // kiln's bias and bias gradient
+  DType bias_compute = DType::float32;  // the bias as cuDNN adds it
+  bool tensor_ops = false;              // tensor-core math requested for this data type
+  bool bias_cast() const { return bias != bias_compute; }
+};
+// allow_tf32: whether float32 may use TF32 tensor cores (the backend's option).
+ConvTypes conv_types(DType data, bool allow_tf32);
+
+// cuDNN's cudnnMathType_t values (stable across cuDNN 7..9), named for reports and tests:
+// 0 DEFAULT, 1 TENSOR_OP, 2 TENSOR_OP_ALLOW_CONVERSION, 3 FMA.
+const char* math_type_name(int math);
+// Whether an algorithm reported with this math type may run on tensor cores.
+inline bool math_uses_tensor_cores(int math) { return math == 1 || math == 2; }
 
 // Pooling: cuDNN's window, padding, stride and mode.
 enum class PoolMode : uint8_t { max, avg_include_pad, avg_exclude_pad };
@@ -72,8 +93,11 @@ const char* lrn_unsupported(const LrnDesc& d);
 // Softmax over the middle axis of [outer, dim, inner]: cuDNN's CHANNEL mode on N=outer, C=dim,
 // H=inner, W=1.
 const char* softmax_unsupported(const SoftmaxDesc& d);
-// Batch norm, spatial mode on N, C, H = S, W = 1 (NHWC memory with nhwc); float32.
-// Backward in eval mode (no differentiation through the statistics) has no cuDNN call.
+// Batch norm, spatial mode on N, C, H = S, W = 1 (NHWC memory with nhwc); float32, or float16 /
+// bfloat16 data with float32 scale, shift and statistics (cuDNN's derived BN type for half data:
+// bn_param_dtype). Backward in eval mode (no differentiation through the statistics) has no
+// cuDNN call.
+DType bn_param_dtype(DType data);
 const char* batch_norm_fwd_unsupported(const BatchNormDesc& d);
 const char* batch_norm_bwd_unsupported(const BatchNormDesc& d);
 

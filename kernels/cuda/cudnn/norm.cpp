@@ -1,6 +1,9 @@
 // cuDNN batch norm and softmax (see norm.h). Missing optional operands (affine=false weights,
 // unwanted gradients, absent running statistics) become per-channel scratch vectors in the
 // workspace, because the legacy cuDNN calls take no null pointers for most of them.
+// Mixed precision: float16/bfloat16 x, y and their gradients with float32 scale, shift, running
+// and saved statistics (cuDNN's derived BN type for half data; BatchNormDesc's contract), so the
+// statistics accumulate in float32 inside cuDNN.
 // Built with CUDA (the kernels/cuda host rule); compiled empty where cuDNN was not found.
 #if defined(KILN_HAVE_CUDNN)
 
@@ -50,8 +53,13 @@ void check_supported(const char* why, const char* op, const BatchNormDesc& d) {
 
 }  // namespace
 
-bool supports_batch_norm_fwd(const BatchNormDesc& d) { return batch_norm_fwd_unsupported(d) == nullptr; }
-bool supports_batch_norm_bwd(const BatchNormDesc& d) { return batch_norm_bwd_unsupported(d) == nullptr; }
+// Half data also needs the device to run cuDNN in that type (bfloat16: sm_80, cuDNN >= 8.1).
+bool supports_batch_norm_fwd(const BatchNormDesc& d) {
+  return batch_norm_fwd_unsupported(d) == nullptr && (d.dtype == DType::float32 || device_supports(d.dtype));
+}
+bool supports_batch_norm_bwd(const BatchNormDesc& d) {
+  return batch_norm_bwd_unsupported(d) == nullptr && (d.dtype == DType::float32 || device_supports(d.dtype));
+}
 
 void batch_norm_fwd(const BatchNormDesc& d, const void* src, const void* wei, const void* bias, void* running_mean,
                     void* running_var, void* dst, void* save_mean, void* save_invstd) {
@@ -59,8 +67,8 @@ void batch_norm_fwd(const BatchNormDesc& d, const void* src, const void* wei, co
   const std::string what = "batch_norm_fwd " + d.str();
   Context& ctx = context();
   TensorDesc x, bn;
-  x.set(DType::float32, int(d.N), int(d.C), int(d.S), 1, d.nhwc);
-  bn.set(DType::float32, 1, int(d.C), 1, 1);
+  x.set(d.dtype, int(d.N), int(d.C), int(d.S), 1, d.nhwc);
+  bn.set(bn_param_dtype(d.dtype), 1, int(d.C), 1, 1);
   const Scratch s = scratch(ctx, bn, d.C, 0, what);
   const void* w = wei ? wei : s.ones;
   const void* b = bias ? bias : s.zeros;
@@ -111,8 +119,8 @@ void batch_norm_bwd(const BatchNormDesc& d, const void* src, const void* diff_ds
   const std::string what = "batch_norm_bwd " + d.str();
   Context& ctx = context();
   TensorDesc x, bn;
-  x.set(DType::float32, int(d.N), int(d.C), int(d.S), 1, d.nhwc);
-  bn.set(DType::float32, 1, int(d.C), 1, 1);
+  x.set(d.dtype, int(d.N), int(d.C), int(d.S), 1, d.nhwc);
+  bn.set(bn_param_dtype(d.dtype), 1, int(d.C), 1, 1);
   const Scratch s = scratch(ctx, bn, d.C, diff_src ? 0 : d.N * d.C * d.S, what);
   const void* w = wei ? wei : s.ones;
   void* dx = diff_src ? diff_src : s.big;
