@@ -123,12 +123,17 @@ void register_cuda_kernels(Registry& r) {
       .add("native", kCuda, k::supports_index_scatter, k::index_scatter);
 
   r.op<GemmDesc, const void*, const void*, void*>("gemm").add("native", kCuda, k::supports_gemm, k::gemm);
-  r.op<LinearDesc, const void*, const void*, const void*, void*>("linear_fwd")
-      .add("native", kCuda, supports_linear, linear_fwd);
-  r.op<LinearDesc, const void*, const void*, void*>("linear_bwd_data")
-      .add("native", kCuda, supports_linear, linear_bwd_data);
-  r.op<LinearDesc, const void*, const void*, void*, void*>("linear_bwd_weights")
-      .add("native", kCuda, supports_linear, linear_bwd_weights);
+  // The inner product is the gemm op's composite under both names: under a strict "cudnn" it
+  // runs on cuBLAS, under a strict "native" on kiln's GEMM (the gemm dispatch inside follows the
+  // same preference).
+  auto& lf = r.op<LinearDesc, const void*, const void*, const void*, void*>("linear_fwd");
+  auto& ld = r.op<LinearDesc, const void*, const void*, void*>("linear_bwd_data");
+  auto& lw = r.op<LinearDesc, const void*, const void*, void*, void*>("linear_bwd_weights");
+  for (const char* name : {"cudnn", "native"}) {
+    lf.add(name, kCuda, supports_linear, linear_fwd);
+    ld.add(name, kCuda, supports_linear, linear_bwd_data);
+    lw.add(name, kCuda, supports_linear, linear_bwd_weights);
+  }
 
   r.op<ConvDesc, const void*, const void*, const void*, void*>("conv2d_fwd")
       .add("native", kCuda, k::supports_conv, k::conv2d_fwd);
