@@ -302,6 +302,17 @@ void with_single_desc(const MultiTensorDesc& d, const TensorListEntry& e, const 
   }
 }
 
+// entry e's elements [lo, hi) as an entry of its own (pointers advanced, state0 kept null).
+TensorListEntry sub_entry(const TensorListEntry& e, int64_t lo, int64_t hi, size_t elem) {
+  const auto at = [&](const void* ptr) -> void* {
+    return ptr ? static_cast<char*>(const_cast<void*>(ptr)) + size_t(lo) * elem : nullptr;
+  };
+  TensorListEntry s = e;
+  s.param = at(e.param), s.grad = at(e.grad), s.state0 = at(e.state0), s.state1 = at(e.state1);
+  s.n = hi - lo;
+  return s;
+}
+
 void native_one_step(const MultiTensorDesc& d, const TensorListEntry& e) {
   with_single_desc(d, e, [&](const auto& s) {
     using S = std::decay_t<decltype(s)>;
@@ -311,45 +322,51 @@ void native_one_step(const MultiTensorDesc& d, const TensorListEntry& e) {
   });
 }
 
-void native_one_sum_squares(const MultiTensorDesc& d, const TensorListEntry& e, bool of_grad, double* out) {
-  VecDesc v;
-  v.dtype = d.dtype;
-  v.n = e.n;
-  native::sum_squares(v, of_grad ? e.grad : e.param, out);
+// Below this many elements in all a list is updated by one thread (the native kernels' own grain).
+constexpr int64_t kGrain = 16384;
+
+// The whole list in ONE parallel region: the concatenated elements are split into one contiguous
+// range per thread, and each thread runs the single-tensor native kernels on the pieces of the
+// tensors in its range (inside the region they run serially: parallel_for never nests). One
+// region instead of one per tensor matters where threads must be woken per region, above all on
+// busy machines. Elementwise updates: the same bits for any split.
+void native_multi_step(const MultiTensorDesc& d, const TensorListEntry* entries) {
+  std::vector<int64_t> begin(size_t(d.count) + 1, 0);  // prefix offsets of the entries
+  for (int64_t i = 0; i < d.count; ++i) begin[size_t(i) + 1] = begin[size_t(i)] + entries[i].n;
+  const size_t elem = element_size(d.dtype);
+  parallel_for(0, begin.back(), kGrain, [&](int64_t lo, int64_t hi) {
+    int64_t i = int64_t(std::upper_bound(begin.begin(), begin.end(), lo) - begin.begin()) - 1;
+    for (; i < d.count && begin[size_t(i)] < hi; ++i) {
+      const int64_t a = std::max(lo, begin[size_t(i)]) - begin[size_t(i)];
+      const int64_t b = std::min(hi, begin[size_t(i) + 1]) - begin[size_t(i)];
+      if (a < b) native_one_step(d, sub_entry(entries[i], a, b, elem));
+    }
+  });
 }
 
-// Below this many elements a native optimizer kernel does not split a tensor across threads (its
-// own grain), so such tensors run side by side, one per thread, while each bigger tensor uses the
-// whole team itself. Elementwise updates and fixed-block sums: the same bits for any split.
-constexpr int64_t kSmallTensor = 16384;
-
-template <class F>
-void native_over_list(const MultiTensorDesc& d, const TensorListEntry* entries, const F& one) {
-  std::vector<int64_t> small;
-  int64_t small_elems = 0;
-  for (int64_t i = 0; i < d.count; ++i) {
-    if (entries[i].n >= kSmallTensor) one(i);  // parallel inside
-    else small.push_back(i), small_elems += entries[i].n;
-  }
-  if (small_elems < kSmallTensor) {  // not worth waking threads
-    for (int64_t i : small) one(i);
-    return;
-  }
-  parallel_for(0, int64_t(small.size()), 1, [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) one(small[size_t(k)]);
+// Sums of squares need each tensor whole (native::sum_squares adds fixed blocks from the tensor's
+// start, in order: the per-tensor bits): thread t takes the tensors that START in its share of
+// the concatenated elements, all in one parallel region.
+void native_multi_sum_squares(const MultiTensorDesc& d, const TensorListEntry* entries, bool of_grad, double* out) {
+  int64_t total = 0;
+  for (int64_t i = 0; i < d.count; ++i) total += entries[i].n;
+  const int64_t parts = total < kGrain ? 1 : std::max(1, num_threads());
+  parallel_for(0, parts, 1, [&](int64_t t0, int64_t t1) {
+    int64_t start = 0;
+    for (int64_t i = 0; i < d.count; ++i) {
+      const int64_t owner = total == 0 ? 0 : std::min(parts - 1, start * parts / total);
+      start += entries[i].n;
+      if (owner < t0 || owner >= t1) continue;
+      VecDesc v;
+      v.dtype = d.dtype;
+      v.n = entries[i].n;
+      native::sum_squares(v, of_grad ? entries[i].grad : entries[i].param, out + i);
+    }
   });
 }
 
 bool supports_multi_cpu(const MultiTensorDesc& d) {
   return (d.dtype == DType::float32 || d.dtype == DType::float64) && d.chunk > 0;
-}
-
-void native_multi_step(const MultiTensorDesc& d, const TensorListEntry* entries) {
-  native_over_list(d, entries, [&](int64_t i) { native_one_step(d, entries[i]); });
-}
-
-void native_multi_sum_squares(const MultiTensorDesc& d, const TensorListEntry* entries, bool of_grad, double* out) {
-  native_over_list(d, entries, [&](int64_t i) { native_one_sum_squares(d, entries[i], of_grad, out + i); });
 }
 
 void ref_multi_step(const MultiTensorDesc& d, const TensorListEntry* entries) {

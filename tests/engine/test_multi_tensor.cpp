@@ -13,6 +13,7 @@
 #include "engine/dispatch.h"
 #include "engine/ops/optim.h"
 #include "engine/optim.h"
+#include "kernels/common/parallel.h"
 
 using namespace kiln;
 using kiln::test::make_input;
@@ -124,19 +125,25 @@ std::vector<MultiTensorDesc> op_cases() {
 
 TEST_CASE("multi_tensor_step equals the single-tensor ops bit for bit (native and ref, float32 and float64)") {
   const std::vector<int64_t> sizes = list_sizes();
-  for (const char* backend : {"native", "ref"})
-    for (DType dt : {DType::float32, DType::float64}) {
-      BackendGuard guard(backend, true);
-      const Lists base = make_lists(sizes, dt, 7);
-      for (const MultiTensorDesc& d : op_cases()) {
-        CAPTURE(backend);
-        CAPTURE(d.str());
-        CAPTURE(d.sgd.str());
-        Lists a = clone(base), b = clone(base);
-        run_both(d, a, b);
-        check_lists_equal(a, b);
+  const int threads = num_threads();
+  // native splits the concatenated list into one range per thread: 3 threads cut tensors at odd places.
+  for (int nt : {threads, 1, 3})
+    for (const char* backend : {"native", "ref"})
+      for (DType dt : {DType::float32, DType::float64}) {
+        set_num_threads(nt);
+        BackendGuard guard(backend, true);
+        const Lists base = make_lists(sizes, dt, 7);
+        for (const MultiTensorDesc& d : op_cases()) {
+          CAPTURE(nt);
+          CAPTURE(backend);
+          CAPTURE(d.str());
+          CAPTURE(d.sgd.str());
+          Lists a = clone(base), b = clone(base);
+          run_both(d, a, b);
+          check_lists_equal(a, b);
+        }
       }
-    }
+  set_num_threads(threads);
 }
 
 TEST_CASE("multi_tensor_step: SGD without momentum takes undefined buffers; errors name the item") {
@@ -166,23 +173,28 @@ TEST_CASE("multi_tensor_step: SGD without momentum takes undefined buffers; erro
 }
 
 TEST_CASE("multi_sum_squares equals sum_squares per tensor bit for bit, any layout and dtype") {
-  for (const char* backend : {"native", "ref"}) {
-    BackendGuard guard(backend, true);
-    CAPTURE(backend);
-    std::vector<Tensor> xs;
-    for (int64_t n : list_sizes()) xs.push_back(make_input({n}, uint64_t(n), DType::float32));
-    xs.push_back(make_input({0}, 1, DType::float32));
-    xs.push_back(make_input({33, 9}, 2, DType::float64).transpose(0, 1));  // not contiguous
-    xs.push_back(make_input({5, 3}, 3, DType::float64).to(DType::float16));
-    xs.push_back(make_input({4097}, 4, DType::float64));
-    const std::vector<double> got = ops::multi_sum_squares(xs);
-    REQUIRE(got.size() == xs.size());
-    for (size_t i = 0; i < xs.size(); ++i) {
-      CAPTURE(i);
-      const double want = ops::sum_squares(xs[i]);
-      CHECK(std::memcmp(&got[i], &want, sizeof(double)) == 0);
+  const int threads = num_threads();
+  for (int nt : {threads, 3})
+    for (const char* backend : {"native", "ref"}) {
+      set_num_threads(nt);
+      BackendGuard guard(backend, true);
+      CAPTURE(nt);
+      CAPTURE(backend);
+      std::vector<Tensor> xs;
+      for (int64_t n : list_sizes()) xs.push_back(make_input({n}, uint64_t(n), DType::float32));
+      xs.push_back(make_input({0}, 1, DType::float32));
+      xs.push_back(make_input({33, 9}, 2, DType::float64).transpose(0, 1));  // not contiguous
+      xs.push_back(make_input({5, 3}, 3, DType::float64).to(DType::float16));
+      xs.push_back(make_input({4097}, 4, DType::float64));
+      const std::vector<double> got = ops::multi_sum_squares(xs);
+      REQUIRE(got.size() == xs.size());
+      for (size_t i = 0; i < xs.size(); ++i) {
+        CAPTURE(i);
+        const double want = ops::sum_squares(xs[i]);
+        CHECK(std::memcmp(&got[i], &want, sizeof(double)) == 0);
+      }
     }
-  }
+  set_num_threads(threads);
   CHECK(ops::multi_sum_squares({}).empty());
 }
 
