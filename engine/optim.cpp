@@ -1,10 +1,13 @@
 // Optimizers (engine/optim.h): bookkeeping shared by all of them (which parameters have a
-// gradient, per-parameter state, checkpoint state as JSON + tensors) in Optimizer; the update
-// rules, one fused op per parameter, in the subclasses below.
+// gradient, per-parameter state, checkpoint state as JSON + tensors, grouping a step's parameters
+// for multi-tensor updates) in Optimizer; the update rules in the subclasses below, each both per
+// parameter (update) and per group (update_group, one ops::multi_tensor_step) from one descriptor.
 // Test: ctest --test-dir build -R optim
 #include "engine/optim.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -15,10 +18,18 @@ namespace kiln::optim {
 
 using json = nlohmann::json;
 
+namespace {
+bool multi_tensor_default() {
+  const char* v = std::getenv("KILN_OPTIM_MULTI_TENSOR");
+  return !(v && std::string(v) == "0");
+}
+}  // namespace
+
 Optimizer::~Optimizer() = default;
 
 Optimizer::Optimizer(std::string name, NamedTensors params, double lr)
-    : name_(std::move(name)), params_(std::move(params)), state_(params_.size()), lr_(lr) {
+    : name_(std::move(name)), params_(std::move(params)), state_(params_.size()), lr_(lr),
+      multi_tensor_(multi_tensor_default()) {
   std::set<std::string> seen;
   for (auto& [n, p] : params_) {
     KILN_CHECK(seen.insert(n).second, name_, ": parameter name '", n, "' appears twice");
@@ -37,6 +48,8 @@ void Optimizer::set_lr(double lr) {
 
 void Optimizer::step() {
   const std::vector<std::string> slots = slot_names();
+  // Every gradient is checked before any parameter or state changes.
+  std::vector<std::pair<size_t, Tensor>> with_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [n, p] = params_[i];
     Tensor g = p.grad();
@@ -44,12 +57,35 @@ void Optimizer::step() {
     KILN_CHECK(g.sizes() == p.sizes(), name_, ": gradient of '", n, "' is ", shape_str(g.sizes()),
                ", parameter is ", shape_str(p.sizes()));
     if (g.dtype() != p.dtype()) g = g.to(p.dtype());
-    g = g.contiguous();
+    with_grad.emplace_back(i, g.contiguous());
+  }
+  // Groups in order of first appearance: (device, dtype, group_key) -> parameters.
+  struct Group {
+    Device device;
+    DType dtype;
+    int64_t key;
+    std::vector<Pending> items;
+  };
+  std::vector<Group> groups;
+  for (auto& [i, g] : with_grad) {
+    const auto& [n, p] = params_[i];
     ParamState& s = state_[i];
     if (s.slots.empty())
       for (size_t k = 0; k < slots.size(); ++k) s.slots.push_back(zeros(p.sizes(), TensorOptions(p.dtype()).with_device(p.device())));
     ++s.step;
-    update(n, p, g, s);
+    const int64_t key = group_key(p, s);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& gr) {
+      return gr.device == p.device() && gr.dtype == p.dtype() && gr.key == key;
+    });
+    if (it == groups.end()) it = groups.insert(groups.end(), Group{p.device(), p.dtype(), key, {}});
+    it->items.push_back(Pending{&n, p, g, &s});
+  }
+  for (Group& gr : groups) {
+    if (multi_tensor_ && gr.items.size() > 1 && ops::has_multi_tensor(gr.device, gr.dtype)) {
+      update_group(gr.items);
+      continue;
+    }
+    for (Pending& it : gr.items) update(*it.name, it.param, it.grad, *it.state);
   }
   ++steps_;
 }
@@ -183,7 +219,7 @@ class SGD final : public Optimizer {
   std::vector<std::string> slot_names() const override {
     return o_.momentum != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
   }
-  void update(const std::string&, const Tensor& p, const Tensor& g, ParamState& s) override {
+  SGDStepDesc desc(const ParamState& s) const {
     SGDStepDesc d;
     d.lr = lr();
     d.momentum = o_.momentum;
@@ -191,7 +227,23 @@ class SGD final : public Optimizer {
     d.weight_decay = o_.weight_decay;
     d.nesterov = o_.nesterov;
     d.first = s.step == 1;
-    ops::sgd_step(p, g, s.slots.empty() ? Tensor() : s.slots[0], d);
+    return d;
+  }
+  void update(const std::string&, const Tensor& p, const Tensor& g, ParamState& s) override {
+    ops::sgd_step(p, g, s.slots.empty() ? Tensor() : s.slots[0], desc(s));
+  }
+  // A first step initialises the momentum buffer from d: it shares a call only with other first steps.
+  int64_t group_key(const Tensor&, const ParamState& s) const override {
+    return o_.momentum != 0 && s.step == 1 ? 1 : 0;
+  }
+  void update_group(const std::vector<Pending>& group) override {
+    MultiTensorDesc d;
+    d.op = MultiTensorOp::sgd;
+    d.sgd = desc(*group[0].state);
+    std::vector<ops::MultiTensorItem> items;
+    for (const Pending& it : group)
+      items.push_back({it.param, it.grad, it.state->slots.empty() ? Tensor() : it.state->slots[0], Tensor(), 1});
+    ops::multi_tensor_step(items, d);
   }
   std::vector<std::pair<std::string, double>> hyper() const override {
     return {{"momentum", o_.momentum},
@@ -232,7 +284,7 @@ class Adam final : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {"exp_avg", "exp_avg_sq"}; }
-  void update(const std::string&, const Tensor& p, const Tensor& g, ParamState& s) override {
+  AdamStepDesc desc(const ParamState& s) const {
     AdamStepDesc d;
     d.lr = lr();
     d.beta1 = o_.beta1;
@@ -241,7 +293,21 @@ class Adam final : public Optimizer {
     d.weight_decay = o_.weight_decay;
     d.decoupled = decoupled_;
     d.step = s.step;
-    ops::adam_step(p, g, s.slots[0], s.slots[1], d);
+    return d;
+  }
+  void update(const std::string&, const Tensor& p, const Tensor& g, ParamState& s) override {
+    ops::adam_step(p, g, s.slots[0], s.slots[1], desc(s));
+  }
+  // The bias corrections depend on each parameter's own update count (a parameter whose gradient
+  // was undefined on some step lags behind), so only equal counts share a call.
+  int64_t group_key(const Tensor&, const ParamState& s) const override { return s.step; }
+  void update_group(const std::vector<Pending>& group) override {
+    MultiTensorDesc d;
+    d.op = MultiTensorOp::adam;
+    d.adam = desc(*group[0].state);
+    std::vector<ops::MultiTensorItem> items;
+    for (const Pending& it : group) items.push_back({it.param, it.grad, it.state->slots[0], it.state->slots[1], 1});
+    ops::multi_tensor_step(items, d);
   }
   std::vector<std::pair<std::string, double>> hyper() const override {
     return {{"beta1", o_.beta1}, {"beta2", o_.beta2}, {"eps", o_.eps}, {"weight_decay", o_.weight_decay}};
@@ -272,19 +338,43 @@ class LARS final : public Optimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {"momentum_buffer"}; }
-  void update(const std::string&, const Tensor& p, const Tensor& g, ParamState& s) override {
+  bool excluded(const Tensor& p) const { return o_.exclude_1d && p.dim() <= 1; }
+  // The descriptor of an excluded (local rate 1, no decay) or included parameter, local rate 1.
+  LarsStepDesc desc(bool exclude) const {
     LarsStepDesc d;
     d.lr = lr();
     d.momentum = o_.momentum;
-    d.weight_decay = o_.weight_decay;
+    d.weight_decay = exclude ? 0 : o_.weight_decay;
     d.local_lr = 1;
-    if (!(o_.exclude_1d && p.dim() <= 1)) {
-      const double w = std::sqrt(ops::sum_squares(p)), gn = std::sqrt(ops::sum_squares(g));
-      if (w > 0 && gn > 0) d.local_lr = o_.trust_coefficient * w / (gn + o_.weight_decay * w + o_.eps);
-    } else {
-      d.weight_decay = 0;
-    }
+    return d;
+  }
+  // From the sums of squares of the parameter and its gradient.
+  double local_lr(double p_sq, double g_sq) const {
+    const double w = std::sqrt(p_sq), gn = std::sqrt(g_sq);
+    return w > 0 && gn > 0 ? o_.trust_coefficient * w / (gn + o_.weight_decay * w + o_.eps) : 1.0;
+  }
+  void update(const std::string&, const Tensor& p, const Tensor& g, ParamState& s) override {
+    LarsStepDesc d = desc(excluded(p));
+    if (!excluded(p)) d.local_lr = local_lr(ops::sum_squares(p), ops::sum_squares(g));
     ops::lars_step(p, g, s.slots[0], d);
+  }
+  // Excluded and included parameters differ in weight decay, which the list shares.
+  int64_t group_key(const Tensor& p, const ParamState&) const override { return excluded(p) ? 1 : 0; }
+  void update_group(const std::vector<Pending>& group) override {
+    const bool exclude = excluded(group[0].param);
+    MultiTensorDesc d;
+    d.op = MultiTensorOp::lars;
+    d.lars = desc(exclude);
+    std::vector<ops::MultiTensorItem> items;
+    for (const Pending& it : group) items.push_back({it.param, it.grad, it.state->slots[0], Tensor(), 1});
+    if (!exclude) {  // every norm of the group in one call: the parameters, then the gradients
+      std::vector<Tensor> xs;
+      for (const Pending& it : group) xs.push_back(it.param);
+      for (const Pending& it : group) xs.push_back(it.grad);
+      const std::vector<double> sq = ops::multi_sum_squares(xs);
+      for (size_t i = 0; i < group.size(); ++i) items[i].local_lr = local_lr(sq[i], sq[group.size() + i]);
+    }
+    ops::multi_tensor_step(items, d);
   }
   std::vector<std::pair<std::string, double>> hyper() const override {
     return {{"momentum", o_.momentum},
@@ -363,11 +453,15 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& c, NamedTensors
 double clip_grad_norm(const NamedTensors& params, double max_norm) {
   KILN_CHECK(std::isfinite(max_norm) && max_norm > 0, "clip_grad_norm: max_norm must be finite and > 0, got ",
              max_norm);
-  double total = 0;
+  // One multi-tensor call per (device, dtype); the per-tensor sums are added in parameter order,
+  // as one call per gradient would.
+  std::vector<Tensor> grads;
   for (auto& [n, p] : params) {
     Tensor g = p.defined() ? p.grad() : Tensor();
-    if (g.defined()) total += ops::sum_squares(g);
+    if (g.defined()) grads.push_back(g);
   }
+  double total = 0;
+  for (double sq : ops::multi_sum_squares(grads)) total += sq;
   total = std::sqrt(total);
   const double coef = max_norm / (total + 1e-6);
   if (!std::isfinite(total) || coef >= 1) return total;

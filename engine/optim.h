@@ -1,7 +1,10 @@
 // Optimizers with torch.optim's semantics (1.13): SGD (momentum, dampening, Nesterov, weight
 // decay), Adam (L2 in the gradient), AdamW (decoupled decay, Loshchilov & Hutter 2019) and LARS
-// (You et al. 2017), plus gradient clipping by global norm. Each step runs one fused kernel per
-// parameter through the dispatcher (engine/ops/optim.h). Checkpointing: state_json() and
+// (You et al. 2017), plus gradient clipping by global norm. A step groups the parameters by
+// (device, dtype, what the update formula needs alike: Adam's step count, SGD's first step, LARS's
+// 1-d exclusion) and updates each group with one multi-tensor call (engine/ops/optim.h: one
+// launch on CUDA; on the CPU a loop over the single-tensor kernels, bit-identical to one call per
+// parameter), falling back to one fused kernel per parameter where the list op has no candidate. Checkpointing: state_json() and
 // state_tensors() hold everything a resumed run needs to continue bit for bit.
 //   auto opt = optim::make_optimizer({"adam", 1e-3}, net->named_parameters());
 //   loss.backward(); optim::clip_grad_norm(opt->params(), 5.0); opt->step(); opt->zero_grad();
@@ -33,6 +36,11 @@ class Optimizer {
   void set_lr(double lr);  // a schedule sets it before every step
   int64_t steps() const { return steps_; }
   const NamedTensors& params() const { return params_; }
+  // Whether step() updates groups with the multi-tensor ops where they have a candidate (default:
+  // on unless KILN_OPTIM_MULTI_TENSOR=0); off, one call per parameter (benchmarks, debugging).
+  // The CPU results are the same bits either way.
+  void set_multi_tensor(bool on) { multi_tensor_ = on; }
+  bool multi_tensor() const { return multi_tensor_; }
   std::string name() const { return name_; }
 
   // Checkpoint state. JSON: {"optimizer", "lr", "steps", "hyper": {...}, "params": {name: number
@@ -55,6 +63,18 @@ class Optimizer {
   virtual std::vector<std::string> slot_names() const = 0;
   // Updates `param` in place; state.step is already incremented, state.slots allocated (zeros).
   virtual void update(const std::string& name, const Tensor& param, const Tensor& grad, ParamState& state) = 0;
+  // A parameter of this step with its gradient (contiguous, the parameter's dtype) and its state
+  // (step incremented, slots allocated).
+  struct Pending {
+    const std::string* name;
+    Tensor param, grad;
+    ParamState* state;
+  };
+  // Parameters of one device and dtype whose update can share one descriptor have equal keys.
+  virtual int64_t group_key(const Tensor& param, const ParamState& state) const = 0;
+  // Updates a group of equal (device, dtype, group_key) with one multi-tensor call (called only
+  // where ops::has_multi_tensor, for groups of two or more).
+  virtual void update_group(const std::vector<Pending>& group) = 0;
   // Hyper-parameters other than lr, as numbers (booleans 0/1), for state_json / load_state.
   virtual std::vector<std::pair<std::string, double>> hyper() const = 0;
   virtual void set_hyper(const std::vector<std::pair<std::string, double>>& values) = 0;
@@ -65,6 +85,7 @@ class Optimizer {
   std::vector<ParamState> state_;
   double lr_;
   int64_t steps_ = 0;
+  bool multi_tensor_;
 };
 
 struct SGDOptions {

@@ -186,6 +186,11 @@ void register_cuda_kernels(Registry& r) {
   r.op<VecDesc, const void*, double*>("optim_sum_squares")
       .add("native", kCuda, k::supports_optim_vec, k::sum_squares);
   r.op<VecDesc, void*>("optim_scale").add("native", kCuda, k::supports_optim_vec, k::scale);
+  // The whole list in one launch; engine/ops/optim.cpp copies the planned entries to the device.
+  r.op<MultiTensorDesc, const TensorListEntry*>("optim_multi_tensor")
+      .add("native", kCuda, k::supports_multi_tensor, k::multi_tensor_step);
+  r.op<MultiTensorDesc, const TensorListEntry*, bool, double*>("optim_multi_sum_squares")
+      .add("native", kCuda, k::supports_multi_tensor, k::multi_tensor_sum_squares);
 
   r.op<ConcatDesc, const void* const*, void*>("concat").add("native", kCuda, k::supports_concat, k::concat);
   r.op<SumDesc, const void* const*, void*>("sum").add("native", kCuda, k::supports_sum, k::sum);

@@ -2,7 +2,9 @@
 // kernels/cpu/ref/optim.h and the multi-tensor ref (kernels/cpu/ref/multi_tensor.h): SGD (every
 // momentum/nesterov/decay/first combination), Adam and AdamW, LARS, sum_squares and scale on
 // 1, 7, 33, 255, 1000 elements, then multi-tensor lists (update, per-tensor sums of squares)
-// with empty and multi-chunk entries.
+// with empty and multi-chunk entries; and lists laid out as engine/ops/optim.cpp plans them (the
+// default 65536-element chunk, a tensor over two chunks, SGD without momentum whose entries carry
+// no buffer, a first SGD step).
 // Elementwise updates run the ref's operations in the ref's order, so float64 AND float32 are
 // compared EXACTLY (the emulator compiles the kernels as C++ without FMA contraction; on a GPU,
 // nvcc's contraction changes the last bit, which the gpu tests allow for). sum_squares: 1e-13
@@ -187,6 +189,39 @@ TEST_CASE("emu multi_tensor_sum_squares: per-tensor sums of squares of params an
       CHECK(std::abs(out[i] - ref_out[i]) <= 1e-13 * ref_out[i]);  // tree versus sequential order
     }
   }
+}
+
+TEST_CASE("emu multi_tensor lists as the engine plans them: default chunk, null buffers, first step") {
+  const std::vector<int64_t> sizes = {1, 65536 + 5, 0, 7, 4097};
+  MultiTensorDesc d;
+  CHECK(d.chunk == 65536);  // engine/ops/optim.cpp keeps the descriptor's default
+  d.count = int64_t(sizes.size());
+  for (int key = 0; key < 2; ++key) {
+    d.op = MultiTensorOp::sgd;
+    d.sgd.lr = 0.1, d.sgd.momentum = key ? 0.9 : 0, d.sgd.first = key == 1, d.sgd.weight_decay = 1e-3;
+    CAPTURE(d.sgd.str());
+    TensorList<float> dev(sizes, 300), host(sizes, 300);
+    if (key == 0)  // SGD without momentum: ops::multi_tensor_step passes no buffer
+      for (TensorListEntry& e : dev.entries) e.state0 = nullptr, e.state1 = nullptr;
+    d.total_chunks = plan_tensor_list(dev.entries.data(), d.count, d.chunk);
+    plan_tensor_list(host.entries.data(), d.count, d.chunk);
+    CHECK(d.total_chunks == 1 + 2 + 0 + 1 + 1);
+    CHECK(dev.entries[2].chunk_begin == 3);
+    CHECK(dev.entries[3].chunk_begin == 3);  // the empty entry shares its successor's first chunk
+    cuda::multi_tensor_step(d, dev.entries.data());
+    ref::multi_tensor_step<float>(d, host.entries.data());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      CAPTURE(i);
+      CHECK(dev.p[i] == host.p[i]);
+      CHECK(dev.s0[i] == host.s0[i]);  // untouched without momentum
+    }
+  }
+  TensorList<float> list(sizes, 400);
+  d.total_chunks = plan_tensor_list(list.entries.data(), d.count, d.chunk);
+  std::vector<double> out(sizes.size(), -1.0), ref_out(sizes.size(), -2.0);
+  cuda::multi_tensor_sum_squares(d, list.entries.data(), false, out.data());
+  ref::multi_tensor_sum_squares<float>(d, list.entries.data(), false, ref_out.data());
+  for (size_t i = 0; i < sizes.size(); ++i) CHECK(std::abs(out[i] - ref_out[i]) <= 1e-13 * ref_out[i]);
 }
 
 TEST_CASE("emu multi_tensor_step (sgd, adam, lars) against the per-tensor ref") {
