@@ -349,34 +349,6 @@ TEST_CASE("gpu ops: max/avg/adaptive pooling, LRN") {
   run_cases(cs);
 }
 
-TEST_CASE("gpu ops: losses (cross_entropy, nll, bce_with_logits, mse)") {
-  std::vector<OpCase> cs;
-  for (Reduction r : {Reduction::mean, Reduction::sum, Reduction::none}) {
-    const std::string tag = r == Reduction::mean ? " mean" : r == Reduction::sum ? " sum" : " none";
-    cs.push_back({"cross_entropy" + tag, {in({5, 7}, 140, -3, 3), labels({5}, 7, 1)},
-                  [r](V x) { return Outs{ops::cross_entropy(x[0], x[1], r)}; }});
-    cs.push_back({"nll_loss" + tag, {in({5, 7}, 141, -3, 0), labels({5}, 7, 2)},
-                  [r](V x) { return Outs{ops::nll_loss(x[0], x[1], r)}; }});
-    cs.push_back({"bce_with_logits" + tag, {in({4, 6}, 142, -4, 4), in({4, 6}, 143, 0, 1)},
-                  [r](V x) { return Outs{ops::binary_cross_entropy_with_logits(x[0], x[1], r)}; }});
-    cs.push_back({"mse_loss" + tag, {in({3, 5, 7}, 144), in({3, 5, 7}, 145)},
-                  [r](V x) { return Outs{ops::mse_loss(x[0], x[1], r)}; }});
-  }
-  // Label smoothing and ignore_index (-100 in one place), spatial targets.
-  Tensor t = from_vector(std::vector<double>{0, 6, -100, 3, 2, 5}, {6}, TensorOptions(DType::int64));
-  cs.push_back({"cross_entropy smoothing 0.1 ignore_index", {in({6, 7}, 146, -3, 3), t},
-                [](V x) { return Outs{ops::cross_entropy(x[0], x[1], Reduction::mean, 0.1)}; }});
-  cs.push_back({"cross_entropy spatial [2,3,4,5]", {in({2, 3, 4, 5}, 147, -3, 3), labels({2, 4, 5}, 3, 4)},
-                [](V x) { return Outs{ops::cross_entropy(x[0], x[1], Reduction::none)}; }});
-  cs.push_back({"cross_entropy 1000 classes", {in({3, 1000}, 148, -5, 5), labels({3}, 1000, 5)},
-                [](V x) { return Outs{ops::cross_entropy(x[0], x[1])}; }});
-  cs.push_back({"nll_loss ignore_index", {in({6, 7}, 149, -3, 0), t},
-                [](V x) { return Outs{ops::nll_loss(x[0], x[1], Reduction::mean)}; }});
-  cs.push_back({"bce_with_logits pos_weight", {in({4, 6}, 150, -4, 4), in({4, 6}, 151, 0, 1), buf({6}, 152, 0.5, 3)},
-                [](V x) { return Outs{ops::binary_cross_entropy_with_logits(x[0], x[1], Reduction::mean, x[2])}; }});
-  run_cases(cs);
-}
-
 TEST_CASE("gpu ops: pad, upsample, cat, add_n, stack, split") {
   std::vector<OpCase> cs;
   const std::pair<const char*, PadMode> modes[] = {{"constant", PadMode::constant},
@@ -663,4 +635,35 @@ TEST_CASE("gpu ops: optimizer steps (SGD momentum/Nesterov, Adam, AdamW, LARS) a
       FAIL_CHECK("clip_grad_norm threw on cuda: ", e.what());
     }
   }
+}
+
+// Last in the file: cross_entropy / nll_loss validate the class indices on the host
+// (engine/ops/loss.cpp plan_class), which for a CUDA target would read device memory; should that
+// crash the process, every other case of this file has run already.
+TEST_CASE("gpu ops: losses (cross_entropy, nll, bce_with_logits, mse)") {
+  std::vector<OpCase> cs;
+  for (Reduction r : {Reduction::mean, Reduction::sum, Reduction::none}) {
+    const std::string tag = r == Reduction::mean ? " mean" : r == Reduction::sum ? " sum" : " none";
+    cs.push_back({"cross_entropy" + tag, {in({5, 7}, 140, -3, 3), labels({5}, 7, 1)},
+                  [r](V x) { return Outs{ops::cross_entropy(x[0], x[1], r)}; }});
+    cs.push_back({"nll_loss" + tag, {in({5, 7}, 141, -3, 0), labels({5}, 7, 2)},
+                  [r](V x) { return Outs{ops::nll_loss(x[0], x[1], r)}; }});
+    cs.push_back({"bce_with_logits" + tag, {in({4, 6}, 142, -4, 4), in({4, 6}, 143, 0, 1)},
+                  [r](V x) { return Outs{ops::binary_cross_entropy_with_logits(x[0], x[1], r)}; }});
+    cs.push_back({"mse_loss" + tag, {in({3, 5, 7}, 144), in({3, 5, 7}, 145)},
+                  [r](V x) { return Outs{ops::mse_loss(x[0], x[1], r)}; }});
+  }
+  // Label smoothing and ignore_index (-100 in one place), spatial targets.
+  Tensor t = from_vector(std::vector<double>{0, 6, -100, 3, 2, 5}, {6}, TensorOptions(DType::int64));
+  cs.push_back({"cross_entropy smoothing 0.1 ignore_index", {in({6, 7}, 146, -3, 3), t},
+                [](V x) { return Outs{ops::cross_entropy(x[0], x[1], Reduction::mean, 0.1)}; }});
+  cs.push_back({"cross_entropy spatial [2,3,4,5]", {in({2, 3, 4, 5}, 147, -3, 3), labels({2, 4, 5}, 3, 4)},
+                [](V x) { return Outs{ops::cross_entropy(x[0], x[1], Reduction::none)}; }});
+  cs.push_back({"cross_entropy 1000 classes", {in({3, 1000}, 148, -5, 5), labels({3}, 1000, 5)},
+                [](V x) { return Outs{ops::cross_entropy(x[0], x[1])}; }});
+  cs.push_back({"nll_loss ignore_index", {in({6, 7}, 149, -3, 0), t},
+                [](V x) { return Outs{ops::nll_loss(x[0], x[1], Reduction::mean)}; }});
+  cs.push_back({"bce_with_logits pos_weight", {in({4, 6}, 150, -4, 4), in({4, 6}, 151, 0, 1), buf({6}, 152, 0.5, 3)},
+                [](V x) { return Outs{ops::binary_cross_entropy_with_logits(x[0], x[1], Reduction::mean, x[2])}; }});
+  run_cases(cs);
 }
