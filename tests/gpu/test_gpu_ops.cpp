@@ -58,6 +58,8 @@ struct OpCase {
   MultiFn fn;                  // every output is compared; floating ones that need grad are back-propagated
   double rtol = 1e-4, atol = 1e-4;
   bool channels_last = false;  // 4-d floating inputs go NHWC on both sides
+  int half_inputs = -1;        // half-precision runs: how many leading inputs take the half dtype
+                               // (-1: all; batch norm's parameters and statistics stay float32)
 };
 
 // Uniform in [lo, hi), float64, rounded to float32 values (both sides see the same numbers).
@@ -93,17 +95,28 @@ struct Side {
   Outs grads;  // on the host, one per input that requires grad (undefined if none arrived)
 };
 
-// Runs `c` with its inputs as `dt` on `dev`. The caller holds the backend guard.
-Side run_side(const OpCase& c, Device dev, DType dt) {
+// How one side runs: on `dev`, floating inputs in `dt` (those past OpCase::half_inputs in
+// `rest`), their values first rounded to `grid` (the GPU run's dtype: the oracle sees the numbers
+// the GPU sees; the output weights of the backward pass are rounded to it too).
+struct Run {
+  Device dev;
+  DType dt, rest, grid;
+};
+
+// Runs `c` as `r` says. The caller holds the backend guard.
+Side run_side(const OpCase& c, const Run& r) {
   std::vector<Tensor> ins;
-  for (const Tensor& t : c.inputs) {
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    const Tensor& t = c.inputs[k];
     if (!t.defined()) { ins.push_back(t); continue; }
     Tensor x = t.detach();
     if (x.is_floating_point()) {
-      x = x.to(dt).clone();  // a fresh buffer: in-place ops (running stats) must not touch c.inputs
+      const bool half = c.half_inputs < 0 || int(k) < c.half_inputs;
+      // A fresh buffer: in-place ops (running stats) must not touch c.inputs.
+      x = x.to(half ? r.grid : DType::float32).to(half ? r.dt : r.rest).clone();
       if (c.channels_last && x.dim() == 4) x = x.contiguous(MemoryFormat::channels_last);
     }
-    x = x.to(dev);
+    x = x.to(r.dev);
     if (t.requires_grad()) x.requires_grad_(true);
     ins.push_back(x);
   }
@@ -111,8 +124,8 @@ Side run_side(const OpCase& c, Device dev, DType dt) {
   Tensor loss;
   for (size_t k = 0; k < ys.size(); ++k) {
     if (!ys[k].defined() || !ys[k].requires_grad()) continue;
-    CHECK_MESSAGE(ys[k].device() == dev, "output ", k, " is on ", ys[k].device().str());
-    Tensor w = test::make_input(ys[k].sizes(), 100 + k, DType::float64, 0.5, 1.5).to(ys[k].dtype()).to(dev);
+    CHECK_MESSAGE(ys[k].device() == r.dev, "output ", k, " is on ", ys[k].device().str());
+    Tensor w = test::make_input(ys[k].sizes(), 100 + k, DType::float64, 0.5, 1.5).to(r.grid).to(ys[k].dtype()).to(r.dev);
     Tensor term = ops::sum(ops::mul(ys[k], w));
     loss = loss.defined() ? ops::add(loss, term) : term;
   }
@@ -141,16 +154,20 @@ void compare_sides(const OpCase& c, const Side& got, const Side& want) {
   }
 }
 
-void run_cases(const std::vector<OpCase>& cases) {
+// Each case on the CPU oracle, then on cuda:0 in `gpu_dt` under each GPU backend.
+void run_cases(const std::vector<OpCase>& cases, DType gpu_dt = DType::float32) {
+  const Run oracle{Device(), DType::float64, DType::float64, gpu_dt};
+  const Run gpu{kGpu, gpu_dt, DType::float32, gpu_dt};
   for (const OpCase& c : cases) {
     CAPTURE(c.name);
+    CAPTURE(gpu_dt);
     std::string shapes;
     for (const Tensor& t : c.inputs) shapes += (t.defined() ? shape_str(t.sizes()) : std::string("-")) + " ";
     CAPTURE(shapes);
     Side want;
     try {
       BackendGuard g("ref", /*strict=*/false);
-      want = run_side(c, Device(), DType::float64);
+      want = run_side(c, oracle);
     } catch (const Error& e) {
       FAIL_CHECK("CPU oracle threw: ", e.what());
       continue;
@@ -160,7 +177,7 @@ void run_cases(const std::vector<OpCase>& cases) {
       CAPTURE(backend);
       try {
         BackendGuard g(b.name, b.strict);
-        Side got = run_side(c, kGpu, DType::float32);
+        Side got = run_side(c, gpu);
         compare_sides(c, got, want);
       } catch (const Error& e) {  // one op without a GPU kernel must not hide the others
         FAIL_CHECK("threw on cuda: ", e.what());
@@ -634,6 +651,51 @@ TEST_CASE("gpu ops: optimizer steps (SGD momentum/Nesterov, Adam, AdamW, LARS) a
     } catch (const Error& e) {
       FAIL_CHECK("clip_grad_norm threw on cuda: ", e.what());
     }
+  }
+}
+
+TEST_CASE("gpu ops: float16 and bfloat16 (the ops mixed precision runs in half)") {
+  // Inputs and output weights on the half grid (both sides see the same numbers); the GPU stores
+  // every result in half (float16: 11 mantissa bits, 4.9e-4 relative per rounding; bfloat16: 8
+  // bits, 3.9e-3) and composite ops round intermediates too: rtol/atol 1e-2 (float16) and 4e-2
+  // (bfloat16), on values of order 1.
+  for (DType dt : {DType::float16, DType::bfloat16}) {
+    const double tol = dt == DType::float16 ? 1e-2 : 4e-2;
+    std::vector<OpCase> cs;
+    cs.push_back({"relu", {in({3, 5, 7}, 500)}, [](V x) { return Outs{ops::relu(x[0])}; }, tol, tol});
+    cs.push_back({"sigmoid", {in({3, 5, 7}, 501)}, [](V x) { return Outs{ops::sigmoid(x[0])}; }, tol, tol});
+    cs.push_back({"add broadcast", {in({3, 5, 7}, 502), in({7}, 503)}, [](V x) { return Outs{ops::add(x[0], x[1])}; },
+                  tol, tol});
+    cs.push_back({"mul", {in({33}, 504), in({33}, 505)}, [](V x) { return Outs{ops::mul(x[0], x[1])}; }, tol, tol});
+    cs.push_back({"sum dim 1", {in({3, 5, 7}, 506)}, [](V x) { return Outs{ops::sum(x[0], {1})}; }, tol, tol});
+    cs.push_back({"matmul", {in({5, 7}, 507), in({7, 3}, 508)}, [](V x) { return Outs{ops::matmul(x[0], x[1])}; }, tol,
+                  tol});
+    for (bool cl : {false, true}) {
+      const std::string tag = cl ? " NHWC" : " NCHW";
+      cs.push_back({"conv 3x3 bias" + tag, {in({2, 3, 7, 9}, 509), in({5, 3, 3, 3}, 510), in({5}, 511)},
+                    [](V x) { return Outs{ops::conv2d(x[0], x[1], x[2], 1, 1)}; }, tol, tol, cl});
+      // Mixed precision's batch norm: half x, float32 parameters and statistics.
+      cs.push_back({"batch_norm train" + tag,
+                    {in({3, 5, 4, 7}, 512), in({5}, 513), in({5}, 514), buf({5}, 515), buf({5}, 516, 0.5, 1.5)},
+                    [](V x) { return Outs{ops::batch_norm(x[0], x[1], x[2], x[3], x[4], true), x[3], x[4]}; }, tol,
+                    tol, cl, 1});
+      cs.push_back({"max_pool2d 3 s2 p1" + tag, {distinct({2, 3, 9, 11}, 517)},
+                    [](V x) { return Outs{ops::max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})}; }, tol, tol, cl});
+      cs.push_back({"avg_pool2d 2" + tag, {in({2, 3, 8, 7}, 518)},
+                    [](V x) { return Outs{ops::avg_pool2d(x[0], {2, 2})}; }, tol, tol, cl});
+      cs.push_back({"adaptive_avg_pool2d 1x1" + tag, {in({2, 5, 7, 7}, 519)},
+                    [](V x) { return Outs{ops::adaptive_avg_pool2d(x[0], {1, 1})}; }, tol, tol, cl});
+    }
+    cs.push_back({"softmax", {in({5, 33}, 520, -4, 4)}, [](V x) { return Outs{ops::softmax(x[0], -1)}; }, tol, tol});
+    cs.push_back({"log_softmax", {in({5, 33}, 521, -4, 4)}, [](V x) { return Outs{ops::log_softmax(x[0], -1)}; }, tol,
+                  tol});
+    cs.push_back({"cat", {in({2, 3, 5}, 522), in({2, 1, 5}, 523)}, [](V x) { return Outs{ops::cat({x[0], x[1]}, 1)}; },
+                  tol, tol});
+    cs.push_back({"upsample_nearest2d", {in({2, 3, 4, 5}, 524)},
+                  [](V x) { return Outs{ops::upsample_nearest2d(x[0], 2.0, 2.0)}; }, tol, tol});
+    cs.push_back({"add_n", {in({3, 5, 7}, 525), in({3, 5, 7}, 526)}, [](V x) { return Outs{ops::add_n({x[0], x[1]})}; },
+                  tol, tol});
+    run_cases(cs, dt);
   }
 }
 
