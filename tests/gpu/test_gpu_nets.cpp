@@ -43,8 +43,8 @@ constexpr double kOutTol = 1e-3, kGradTol = 5e-3, kLossTol = 1e-4;
 // Square input sides smaller than the published ones, for nets whose zoo entry takes
 // NetOptions.image_size (adaptive pooling); the others run at their own input.
 const std::map<std::string, int64_t> kReducedSide = {
-    {"alexnet", 96},   {"vgg11", 64},      {"vgg16", 64},     {"vgg19", 64},   {"resnet18", 64},
-    {"resnet50", 64},  {"resnet101", 64},  {"googlenet", 96}, {"inception3", 96}, {"unet", 64}};
+    {"alexnet", 96},  {"vgg11", 64},     {"vgg16", 64},     {"vgg19", 64},      {"resnet18", 64},
+    {"resnet50", 64}, {"resnet101", 64}, {"googlenet", 96}, {"inception3", 96}, {"unet", 64}};
 
 // Cross-entropy against fixed labels: [N, classes] logits, or per pixel for [N, C, H, W] maps.
 Tensor loss_of(const Tensor& y) {
@@ -80,7 +80,7 @@ void check_net(const nets::NetInfo& info) {
   ModulePtr cpu = info.build(o);
   manual_seed(2);
   ModulePtr gpu = info.build(o);  // other initial weights, overwritten
-  NamedTensors start;              // weights and buffers before any training-mode pass
+  NamedTensors start;             // weights and buffers before any training-mode pass
   for (const auto& [name, t] : cpu->state_dict()) start.push_back({name, t.detach().clone()});
   gpu->to(kGpu);
   const Tensor x = test::make_input(xs, 17, DType::float32, 0, 1);
@@ -116,8 +116,10 @@ void check_net(const nets::NetInfo& info) {
   loss_of((*cpu)(xp)).backward();
   const double noise = rel_diff(first_conv_weight_grad(*cpu), gc);
   const double grad_tol = std::max(kGradTol, 5 * noise);
-  MESSAGE(info.name, ": first-conv gradient moves by ", noise, " under a 1e-6 input perturbation; tolerance ", grad_tol);
-  if (grad_tol > 0.1) MESSAGE(info.name, ": the gradient check is weak for this net (ill-conditioned); the loss check is not");
+  MESSAGE(info.name, ": first-conv gradient moves by ", noise, " under a 1e-6 input perturbation; tolerance ",
+          grad_tol);
+  if (grad_tol > 0.1)
+    MESSAGE(info.name, ": the gradient check is weak for this net (ill-conditioned); the loss check is not");
 
   for (const auto& b : kGpuBackends) {
     const std::string backend = b.name;
@@ -144,7 +146,8 @@ void check_net(const nets::NetInfo& info) {
       CHECK_MESSAGE(std::abs(l_gpu - l_cpu) <= kLossTol * std::max(1.0, std::abs(l_cpu)), "train loss ", l_gpu,
                     " on cuda, ", l_cpu, " on the CPU");
       const double dg = rel_diff(first_conv_weight_grad(*gpu), gc);
-      CHECK_MESSAGE(dg <= grad_tol, "first conv weight gradient differs by ", dg, " relative (tolerance ", grad_tol, ")");
+      CHECK_MESSAGE(dg <= grad_tol, "first conv weight gradient differs by ", dg, " relative (tolerance ", grad_tol,
+                    ")");
     } catch (const Error& e) {  // one net (or backend) failing must not hide the others
       FAIL_CHECK("threw on cuda: ", e.what());
     }
@@ -155,7 +158,7 @@ void check_net(const nets::NetInfo& info) {
 
 TEST_CASE("gpu nets: every zoo net's eval output, train loss and first-conv gradient on cuda match the CPU") {
   // The nets the issue names first, then the rest of the zoo.
-  const std::vector<std::string> first = {"mnist-cnn", "cifar10-cnn", "alexnet", "vgg11",
+  const std::vector<std::string> first = {"mnist-cnn", "cifar10-cnn", "alexnet",  "vgg11",
                                           "googlenet", "resnet50",    "resnet56", "unet"};
   std::vector<const nets::NetInfo*> order;
   for (const std::string& n : first) order.push_back(&nets::find(n));
@@ -166,8 +169,6 @@ TEST_CASE("gpu nets: every zoo net's eval output, train loss and first-conv grad
     MESSAGE("net ", info->name);
     try {
       check_net(*info);
-    } catch (const Error& e) {
-      FAIL_CHECK("threw: ", e.what());
-    }
+    } catch (const Error& e) { FAIL_CHECK("threw: ", e.what()); }
   }
 }

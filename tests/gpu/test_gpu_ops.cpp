@@ -1,9 +1,11 @@
 // Every functional op of engine/ops/*.h on cuda:0 against the CPU, under both GPU backends
 // ("cudnn" with fallback to kiln's kernels, and "native" strict: kiln's own CUDA kernels only),
 // forward and backward: outputs and the gradients of every input that requires one, with a
-// table of {name, inputs, fn} cases on small odd shapes. Also dropout's mask and the random fills
-// bit for bit against the CPU for the same generator state, copies between dtypes, fill, the
-// optimizer steps and clip_grad_norm. Skipped without a device (tests/gpu/main.cpp).
+// table of {name, inputs, fn} cases on small odd shapes (the harness: op_harness.h), in float32
+// and, for the ops mixed precision uses, float16/bfloat16. Also dropout's mask and the random
+// fills bit for bit against the CPU for the same generator state, copies between dtypes, fill,
+// the optimizer steps and clip_grad_norm. Skipped without a device (tests/gpu/main.cpp).
+// The harness self-check without a GPU: compile with -DKILN_GPUTEST_ON_CPU (gpu_compare.h).
 //
 // The oracle: the CPU in float64 (the `ref` backend first), on the same values the GPU gets
 // (inputs rounded to float32 first, so only the op's own arithmetic differs). The GPU runs float32.
@@ -40,165 +42,20 @@
 #include "engine/optim.h"
 #include "engine/random.h"
 #include "tests/gpu/gpu_compare.h"
+#include "tests/gpu/op_harness.h"
 #include "tests/support/testing.h"
 
 using namespace kiln;
-using kiln::gputest::kGpu;
-using kiln::gputest::kGpuBackends;
-using kiln::gputest::to_host;
-
-namespace {
-
-using Outs = std::vector<Tensor>;
-using MultiFn = std::function<Outs(const std::vector<Tensor>&)>;
-
-struct OpCase {
-  std::string name;
-  std::vector<Tensor> inputs;  // CPU float64 (or int64 targets); requires_grad: gradient compared
-  MultiFn fn;                  // every output is compared; floating ones that need grad are back-propagated
-  double rtol = 1e-4, atol = 1e-4;
-  bool channels_last = false;  // 4-d floating inputs go NHWC on both sides
-  int half_inputs = -1;        // half-precision runs: how many leading inputs take the half dtype
-                               // (-1: all; batch norm's parameters and statistics stay float32)
-};
-
-// Uniform in [lo, hi), float64, rounded to float32 values (both sides see the same numbers).
-Tensor in(const Shape& s, uint64_t seed, double lo = -1, double hi = 1, bool grad = true) {
-  Tensor t = test::make_input(s, seed, DType::float32, lo, hi).to(DType::float64);
-  t.requires_grad_(grad);
-  return t;
-}
-Tensor buf(const Shape& s, uint64_t seed, double lo = -1, double hi = 1) { return in(s, seed, lo, hi, false); }
-// Distinct values on a 1/8 grid in a seeded order (exact in float32: ties neither side breaks
-// differently, so indices compare exactly).
-Tensor distinct(const Shape& s, uint64_t seed, bool grad = true) {
-  const int64_t n = shape_numel(s);
-  std::vector<double> v(static_cast<size_t>(n));
-  uint64_t x = seed * 2654435761ULL + 1;
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = double(i - n / 2) / 8;
-  for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates with a small LCG
-    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    std::swap(v[size_t(i)], v[size_t((x >> 33) % uint64_t(i + 1))]);
-  }
-  Tensor t = from_vector(v, s, TensorOptions(DType::float64));
-  t.requires_grad_(grad);
-  return t;
-}
-Tensor labels(const Shape& s, int64_t classes, uint64_t seed) {
-  std::vector<double> v(size_t(shape_numel(s)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = double((i * 7 + seed) % uint64_t(classes));
-  return from_vector(v, s, TensorOptions(DType::int64));
-}
-
-struct Side {
-  Outs outs;   // on the host
-  Outs grads;  // on the host, one per input that requires grad (undefined if none arrived)
-};
-
-// How one side runs: on `dev`, floating inputs in `dt` (those past OpCase::half_inputs in
-// `rest`), their values first rounded to `grid` (the GPU run's dtype: the oracle sees the numbers
-// the GPU sees; the output weights of the backward pass are rounded to it too).
-struct Run {
-  Device dev;
-  DType dt, rest, grid;
-};
-
-// Runs `c` as `r` says. The caller holds the backend guard.
-Side run_side(const OpCase& c, const Run& r) {
-  std::vector<Tensor> ins;
-  for (size_t k = 0; k < c.inputs.size(); ++k) {
-    const Tensor& t = c.inputs[k];
-    if (!t.defined()) { ins.push_back(t); continue; }
-    Tensor x = t.detach();
-    if (x.is_floating_point()) {
-      const bool half = c.half_inputs < 0 || int(k) < c.half_inputs;
-      // A fresh buffer: in-place ops (running stats) must not touch c.inputs.
-      x = x.to(half ? r.grid : DType::float32).to(half ? r.dt : r.rest).clone();
-      if (c.channels_last && x.dim() == 4) x = x.contiguous(MemoryFormat::channels_last);
-    }
-    x = x.to(r.dev);
-    if (t.requires_grad()) x.requires_grad_(true);
-    ins.push_back(x);
-  }
-  Outs ys = c.fn(ins);
-  Tensor loss;
-  for (size_t k = 0; k < ys.size(); ++k) {
-    if (!ys[k].defined() || !ys[k].requires_grad()) continue;
-    CHECK_MESSAGE(ys[k].device() == r.dev, "output ", k, " is on ", ys[k].device().str());
-    Tensor w = test::make_input(ys[k].sizes(), 100 + k, DType::float64, 0.5, 1.5).to(r.grid).to(ys[k].dtype()).to(r.dev);
-    Tensor term = ops::sum(ops::mul(ys[k], w));
-    loss = loss.defined() ? ops::add(loss, term) : term;
-  }
-  if (loss.defined()) loss.backward();
-  Side s;
-  for (const Tensor& y : ys) s.outs.push_back(to_host(y));
-  for (size_t k = 0; k < ins.size(); ++k)
-    if (c.inputs[k].defined() && c.inputs[k].requires_grad()) s.grads.push_back(to_host(ins[k].grad()));
-  return s;
-}
-
-void compare_sides(const OpCase& c, const Side& got, const Side& want) {
-  if (got.outs.size() != want.outs.size()) {
-    FAIL_CHECK("output counts differ: ", got.outs.size(), " vs ", want.outs.size());
-    return;
-  }
-  for (size_t k = 0; k < want.outs.size(); ++k) {
-    CAPTURE(k);
-    const bool exact = want.outs[k].defined() && !want.outs[k].is_floating_point();
-    const std::string m = test::compare(got.outs[k], want.outs[k], exact ? 0.0 : c.rtol, exact ? 0.0 : c.atol);
-    CHECK_MESSAGE(m.empty(), "output ", k, ": ", m);
-  }
-  for (size_t k = 0; k < want.grads.size(); ++k) {
-    const std::string m = test::compare(got.grads[k], want.grads[k], c.rtol, c.atol);
-    CHECK_MESSAGE(m.empty(), "gradient of the ", k, "-th input that requires grad: ", m);
-  }
-}
-
-// Each case on the CPU oracle, then on cuda:0 in `gpu_dt` under each GPU backend.
-void run_cases(const std::vector<OpCase>& cases, DType gpu_dt = DType::float32) {
-  const Run oracle{Device(), DType::float64, DType::float64, gpu_dt};
-  const Run gpu{kGpu, gpu_dt, DType::float32, gpu_dt};
-  for (const OpCase& c : cases) {
-    CAPTURE(c.name);
-    CAPTURE(gpu_dt);
-    std::string shapes;
-    for (const Tensor& t : c.inputs) shapes += (t.defined() ? shape_str(t.sizes()) : std::string("-")) + " ";
-    CAPTURE(shapes);
-    Side want;
-    try {
-      BackendGuard g("ref", /*strict=*/false);
-      want = run_side(c, oracle);
-    } catch (const Error& e) {
-      FAIL_CHECK("CPU oracle threw: ", e.what());
-      continue;
-    }
-    for (const auto& b : kGpuBackends) {
-      const std::string backend = b.name;
-      CAPTURE(backend);
-      try {
-        BackendGuard g(b.name, b.strict);
-        Side got = run_side(c, gpu);
-        compare_sides(c, got, want);
-      } catch (const Error& e) {  // one op without a GPU kernel must not hide the others
-        FAIL_CHECK("threw on cuda: ", e.what());
-      }
-    }
-  }
-}
-
-using V = const std::vector<Tensor>&;
-
-}  // namespace
+using namespace kiln::gputest;  // kGpu, kGpuBackends, to_host; OpCase, Outs, V, in, buf, distinct, labels, run_cases
 
 TEST_CASE("gpu ops: elementwise unary, binary with broadcasting, scalars, comparisons") {
   std::vector<OpCase> cs;
   const double pr = 1e-5, pa = 1e-6;  // pointwise tolerances (see the header)
   using U = Tensor (*)(const Tensor&);
-  const std::pair<const char*, U> any[] = {{"neg", ops::neg},   {"abs", ops::abs},         {"exp", ops::exp},
-                                           {"square", ops::square}, {"relu", ops::relu},  {"sigmoid", ops::sigmoid},
-                                           {"tanh", ops::tanh}, {"gelu", ops::gelu}};
-  for (auto& [name, f] : any)
-    cs.push_back({name, {in({3, 5, 7}, 1)}, [f = f](V x) { return Outs{f(x[0])}; }, pr, pa});
+  const std::pair<const char*, U> any[] = {{"neg", ops::neg},       {"abs", ops::abs},   {"exp", ops::exp},
+                                           {"square", ops::square}, {"relu", ops::relu}, {"sigmoid", ops::sigmoid},
+                                           {"tanh", ops::tanh},     {"gelu", ops::gelu}};
+  for (auto& [name, f] : any) cs.push_back({name, {in({3, 5, 7}, 1)}, [f = f](V x) { return Outs{f(x[0])}; }, pr, pa});
   const std::pair<const char*, U> positive[] = {
       {"log", ops::log}, {"sqrt", ops::sqrt}, {"rsqrt", ops::rsqrt}, {"reciprocal", ops::reciprocal}};
   for (auto& [name, f] : positive)
@@ -209,26 +66,39 @@ TEST_CASE("gpu ops: elementwise unary, binary with broadcasting, scalars, compar
   cs.push_back({"mul scalar", {in({255}, 6)}, [](V x) { return Outs{ops::mul(x[0], -1.5)}; }, pr, pa});
   cs.push_back({"pow scalar", {in({7, 3}, 7, 0.25, 2)}, [](V x) { return Outs{ops::pow(x[0], 2.5)}; }, pr, pa});
   using B = Tensor (*)(const Tensor&, const Tensor&);
-  const std::pair<const char*, B> bin[] = {{"add", ops::add},         {"sub", ops::sub},        {"mul", ops::mul},
-                                           {"maximum", ops::maximum}, {"minimum", ops::minimum}};
+  const std::pair<const char*, B> bin[] = {
+      {"add", ops::add}, {"sub", ops::sub}, {"mul", ops::mul}, {"maximum", ops::maximum}, {"minimum", ops::minimum}};
   // Same shape, row broadcast, both sides broadcast, a scalar tensor.
-  const std::pair<Shape, Shape> shapes[] = {{{3, 5, 7}, {3, 5, 7}}, {{3, 5, 7}, {7}}, {{3, 1, 7}, {5, 1}}, {{2, 9}, {}}};
+  const std::pair<Shape, Shape> shapes[] = {
+      {{3, 5, 7}, {3, 5, 7}}, {{3, 5, 7}, {7}}, {{3, 1, 7}, {5, 1}}, {{2, 9}, {}}};
   for (auto& [name, f] : bin)
     for (auto& [sa, sb] : shapes)
-      cs.push_back({std::string(name) + " " + shape_str(sa) + " " + shape_str(sb), {in(sa, 8), in(sb, 9)},
-                    [f = f](V x) { return Outs{f(x[0], x[1])}; }, pr, pa});
+      cs.push_back({std::string(name) + " " + shape_str(sa) + " " + shape_str(sb),
+                    {in(sa, 8), in(sb, 9)},
+                    [f = f](V x) { return Outs{f(x[0], x[1])}; },
+                    pr,
+                    pa});
   // div and pow: b away from zero, pow's base positive (its exponent is differentiated too).
-  cs.push_back({"div broadcast", {in({3, 5, 7}, 10), in({5, 1}, 11, 0.5, 2)}, [](V x) { return Outs{ops::div(x[0], x[1])}; },
-                pr, pa});
-  cs.push_back({"pow tensor", {in({3, 1, 7}, 12, 0.5, 2), in({5, 1}, 13)}, [](V x) { return Outs{ops::pow(x[0], x[1])}; },
-                pr, pa});
+  cs.push_back({"div broadcast",
+                {in({3, 5, 7}, 10), in({5, 1}, 11, 0.5, 2)},
+                [](V x) { return Outs{ops::div(x[0], x[1])}; },
+                pr,
+                pa});
+  cs.push_back({"pow tensor",
+                {in({3, 1, 7}, 12, 0.5, 2), in({5, 1}, 13)},
+                [](V x) { return Outs{ops::pow(x[0], x[1])}; },
+                pr,
+                pa});
   // Comparisons of small integers (exact everywhere) so that equal pairs occur; 0/1 outputs exactly.
   using C = Tensor (*)(const Tensor&, const Tensor&);
   const std::pair<const char*, C> cmp[] = {{"eq", ops::eq}, {"ne", ops::ne}, {"gt", ops::gt},
                                            {"ge", ops::ge}, {"lt", ops::lt}, {"le", ops::le}};
   for (auto& [name, f] : cmp)
-    cs.push_back({name, {labels({5, 6}, 4, 1).to(DType::float64), labels({6}, 4, 3).to(DType::float64)},
-                  [f = f](V x) { return Outs{f(x[0], x[1])}; }, 0, 0});
+    cs.push_back({name,
+                  {labels({5, 6}, 4, 1).to(DType::float64), labels({6}, 4, 3).to(DType::float64)},
+                  [f = f](V x) { return Outs{f(x[0], x[1])}; },
+                  0,
+                  0});
   run_cases(cs);
 }
 
@@ -249,10 +119,12 @@ TEST_CASE("gpu ops: reductions, max/min with indices, argmax/argmin") {
                     auto r = ops::min(x[0], dim, true);
                     return Outs{r.values, r.indices};
                   }});
-    cs.push_back({"argmax dim " + std::to_string(dim), {distinct({3, 5, 7}, 32 + dim, false)},
-                  [dim](V x) { return Outs{ops::argmax(x[0], dim)}; }});
-    cs.push_back({"argmin dim " + std::to_string(dim), {distinct({3, 5, 7}, 35 + dim, false)},
-                  [dim](V x) { return Outs{ops::argmin(x[0], dim)}; }});
+    cs.push_back({"argmax dim " + std::to_string(dim), {distinct({3, 5, 7}, 32 + dim, false)}, [dim](V x) {
+                    return Outs{ops::argmax(x[0], dim)};
+                  }});
+    cs.push_back({"argmin dim " + std::to_string(dim), {distinct({3, 5, 7}, 35 + dim, false)}, [dim](V x) {
+                    return Outs{ops::argmin(x[0], dim)};
+                  }});
   }
   cs.push_back({"amax", {distinct({4, 33}, 38)}, [](V x) { return Outs{ops::amax(x[0])}; }});
   cs.push_back({"sum_to", {in({3, 5, 7}, 39)}, [](V x) { return Outs{ops::sum_to(x[0], {5, 1})}; }});
@@ -262,14 +134,20 @@ TEST_CASE("gpu ops: reductions, max/min with indices, argmax/argmin") {
 TEST_CASE("gpu ops: matmul and linear") {
   std::vector<OpCase> cs;
   cs.push_back({"matmul 2d", {in({5, 7}, 40), in({7, 3}, 41)}, [](V x) { return Outs{ops::matmul(x[0], x[1])}; }});
-  cs.push_back({"matmul batched", {in({2, 5, 7}, 42), in({2, 7, 3}, 43)}, [](V x) { return Outs{ops::matmul(x[0], x[1])}; }});
-  cs.push_back({"matmul broadcast b", {in({3, 5, 7}, 44), in({7, 9}, 45)}, [](V x) { return Outs{ops::matmul(x[0], x[1])}; }});
-  cs.push_back({"matmul transposed views", {in({7, 5}, 46), in({3, 7}, 47)},
-                [](V x) { return Outs{ops::matmul(x[0].t(), x[1].t())}; }});
-  cs.push_back({"matmul 33x65x17", {in({33, 65}, 48), in({65, 17}, 49)}, [](V x) { return Outs{ops::matmul(x[0], x[1])}; }});
-  cs.push_back({"linear bias", {in({6, 11}, 50), in({5, 11}, 51), in({5}, 52)},
-                [](V x) { return Outs{ops::linear(x[0], x[1], x[2])}; }});
-  cs.push_back({"linear no bias 3-d", {in({2, 3, 11}, 53), in({5, 11}, 54)}, [](V x) { return Outs{ops::linear(x[0], x[1])}; }});
+  cs.push_back(
+      {"matmul batched", {in({2, 5, 7}, 42), in({2, 7, 3}, 43)}, [](V x) { return Outs{ops::matmul(x[0], x[1])}; }});
+  cs.push_back(
+      {"matmul broadcast b", {in({3, 5, 7}, 44), in({7, 9}, 45)}, [](V x) { return Outs{ops::matmul(x[0], x[1])}; }});
+  cs.push_back({"matmul transposed views", {in({7, 5}, 46), in({3, 7}, 47)}, [](V x) {
+                  return Outs{ops::matmul(x[0].t(), x[1].t())};
+                }});
+  cs.push_back(
+      {"matmul 33x65x17", {in({33, 65}, 48), in({65, 17}, 49)}, [](V x) { return Outs{ops::matmul(x[0], x[1])}; }});
+  cs.push_back({"linear bias", {in({6, 11}, 50), in({5, 11}, 51), in({5}, 52)}, [](V x) {
+                  return Outs{ops::linear(x[0], x[1], x[2])};
+                }});
+  cs.push_back(
+      {"linear no bias 3-d", {in({2, 3, 11}, 53), in({5, 11}, 54)}, [](V x) { return Outs{ops::linear(x[0], x[1])}; }});
   run_cases(cs);
 }
 
@@ -277,24 +155,64 @@ TEST_CASE("gpu ops: conv2d (NCHW and channels-last, groups, stride, dilation, bi
   std::vector<OpCase> cs;
   for (bool cl : {false, true}) {
     const std::string tag = cl ? " NHWC" : " NCHW";
-    cs.push_back({"conv 3x3 pad 1 bias" + tag, {in({2, 3, 7, 9}, 60), in({5, 3, 3, 3}, 61), in({5}, 62)},
-                  [](V x) { return Outs{ops::conv2d(x[0], x[1], x[2], 1, 1)}; }, 1e-4, 1e-4, cl});
-    cs.push_back({"conv stride 2 pad (1,2) dilation 2" + tag, {in({1, 4, 11, 8}, 63), in({6, 4, 3, 2}, 64)},
-                  [](V x) { return Outs{ops::conv2d(x[0], x[1], Tensor(), 2, {1, 2}, 2)}; }, 1e-4, 1e-4, cl});
-    cs.push_back({"conv groups 2 stride (2,1)" + tag, {in({2, 4, 7, 7}, 65), in({6, 2, 3, 3}, 66), in({6}, 67)},
-                  [](V x) { return Outs{ops::conv2d(x[0], x[1], x[2], {2, 1}, 1, 1, 2)}; }, 1e-4, 1e-4, cl});
-    cs.push_back({"conv depthwise" + tag, {in({2, 6, 9, 7}, 68), in({6, 1, 3, 3}, 69), in({6}, 70)},
-                  [](V x) { return Outs{ops::conv2d(x[0], x[1], x[2], 1, 1, 1, 6)}; }, 1e-4, 1e-4, cl});
-    cs.push_back({"conv 1x1" + tag, {in({3, 8, 5, 5}, 71), in({7, 8, 1, 1}, 72), in({7}, 73)},
-                  [](V x) { return Outs{ops::conv2d(x[0], x[1], x[2])}; }, 1e-4, 1e-4, cl});
-    cs.push_back({"conv 5x5 stride 2 pad 2" + tag, {in({2, 3, 13, 11}, 74), in({4, 3, 5, 5}, 75), in({4}, 76)},
-                  [](V x) { return Outs{ops::conv2d(x[0], x[1], x[2], 2, 2)}; }, 1e-4, 1e-4, cl});
-    cs.push_back({"conv2d_relu" + tag, {in({2, 3, 7, 9}, 77), in({5, 3, 3, 3}, 78), in({5}, 79)},
-                  [](V x) { return Outs{ops::conv2d_relu(x[0], x[1], x[2], 1, 1)}; }, 1e-4, 1e-4, cl});
-    cs.push_back({"conv2d_relu groups 3 no bias" + tag, {in({1, 6, 8, 7}, 80), in({9, 2, 3, 3}, 81)},
-                  [](V x) { return Outs{ops::conv2d_relu(x[0], x[1], Tensor(), 1, 0, 1, 3)}; }, 1e-4, 1e-4, cl});
-    cs.push_back({"conv_transpose2d stride 2 output_padding 1" + tag, {in({2, 4, 5, 6}, 82), in({4, 3, 3, 3}, 83), in({3}, 84)},
-                  [](V x) { return Outs{ops::conv_transpose2d(x[0], x[1], x[2], 2, 1, 1)}; }, 1e-4, 1e-4, cl});
+    cs.push_back({"conv 3x3 pad 1 bias" + tag,
+                  {in({2, 3, 7, 9}, 60), in({5, 3, 3, 3}, 61), in({5}, 62)},
+                  [](V x) { return Outs{ops::conv2d(x[0], x[1], x[2], 1, 1)}; },
+                  1e-4,
+                  1e-4,
+                  cl});
+    cs.push_back({"conv stride 2 pad (1,2) dilation 2" + tag,
+                  {in({1, 4, 11, 8}, 63), in({6, 4, 3, 2}, 64)},
+                  [](V x) {
+                    return Outs{ops::conv2d(x[0], x[1], Tensor(), 2, {1, 2}, 2)};
+                  },
+                  1e-4,
+                  1e-4,
+                  cl});
+    cs.push_back({"conv groups 2 stride (2,1)" + tag,
+                  {in({2, 4, 7, 7}, 65), in({6, 2, 3, 3}, 66), in({6}, 67)},
+                  [](V x) {
+                    return Outs{ops::conv2d(x[0], x[1], x[2], {2, 1}, 1, 1, 2)};
+                  },
+                  1e-4,
+                  1e-4,
+                  cl});
+    cs.push_back({"conv depthwise" + tag,
+                  {in({2, 6, 9, 7}, 68), in({6, 1, 3, 3}, 69), in({6}, 70)},
+                  [](V x) { return Outs{ops::conv2d(x[0], x[1], x[2], 1, 1, 1, 6)}; },
+                  1e-4,
+                  1e-4,
+                  cl});
+    cs.push_back({"conv 1x1" + tag,
+                  {in({3, 8, 5, 5}, 71), in({7, 8, 1, 1}, 72), in({7}, 73)},
+                  [](V x) { return Outs{ops::conv2d(x[0], x[1], x[2])}; },
+                  1e-4,
+                  1e-4,
+                  cl});
+    cs.push_back({"conv 5x5 stride 2 pad 2" + tag,
+                  {in({2, 3, 13, 11}, 74), in({4, 3, 5, 5}, 75), in({4}, 76)},
+                  [](V x) { return Outs{ops::conv2d(x[0], x[1], x[2], 2, 2)}; },
+                  1e-4,
+                  1e-4,
+                  cl});
+    cs.push_back({"conv2d_relu" + tag,
+                  {in({2, 3, 7, 9}, 77), in({5, 3, 3, 3}, 78), in({5}, 79)},
+                  [](V x) { return Outs{ops::conv2d_relu(x[0], x[1], x[2], 1, 1)}; },
+                  1e-4,
+                  1e-4,
+                  cl});
+    cs.push_back({"conv2d_relu groups 3 no bias" + tag,
+                  {in({1, 6, 8, 7}, 80), in({9, 2, 3, 3}, 81)},
+                  [](V x) { return Outs{ops::conv2d_relu(x[0], x[1], Tensor(), 1, 0, 1, 3)}; },
+                  1e-4,
+                  1e-4,
+                  cl});
+    cs.push_back({"conv_transpose2d stride 2 output_padding 1" + tag,
+                  {in({2, 4, 5, 6}, 82), in({4, 3, 3, 3}, 83), in({3}, 84)},
+                  [](V x) { return Outs{ops::conv_transpose2d(x[0], x[1], x[2], 2, 1, 1)}; },
+                  1e-4,
+                  1e-4,
+                  cl});
   }
   run_cases(cs);
 }
@@ -306,29 +224,59 @@ TEST_CASE("gpu ops: batch norm (train/eval, NHWC), batch_norm_relu, softmax, log
     // Outputs: y and the running statistics the op updates in place.
     cs.push_back({"batch_norm train" + tag,
                   {in({3, 5, 4, 7}, 90), in({5}, 91), in({5}, 92), buf({5}, 93), buf({5}, 94, 0.5, 1.5)},
-                  [](V x) { return Outs{ops::batch_norm(x[0], x[1], x[2], x[3], x[4], true, 0.1, 1e-5), x[3], x[4]}; },
-                  1e-4, 1e-4, cl});
+                  [](V x) {
+                    return Outs{ops::batch_norm(x[0], x[1], x[2], x[3], x[4], true, 0.1, 1e-5), x[3], x[4]};
+                  },
+                  1e-4,
+                  1e-4,
+                  cl});
     cs.push_back({"batch_norm eval" + tag,
                   {in({3, 5, 4, 7}, 95), in({5}, 96), in({5}, 97), buf({5}, 98), buf({5}, 99, 0.5, 1.5)},
-                  [](V x) { return Outs{ops::batch_norm(x[0], x[1], x[2], x[3], x[4], false)}; }, 1e-4, 1e-4, cl});
+                  [](V x) { return Outs{ops::batch_norm(x[0], x[1], x[2], x[3], x[4], false)}; },
+                  1e-4,
+                  1e-4,
+                  cl});
     cs.push_back({"batch_norm_relu train" + tag,
                   {in({2, 6, 5, 3}, 100), in({6}, 101), in({6}, 102), buf({6}, 103), buf({6}, 104, 0.5, 1.5)},
-                  [](V x) { return Outs{ops::batch_norm_relu(x[0], x[1], x[2], x[3], x[4], true), x[3], x[4]}; },
-                  1e-4, 1e-4, cl});
+                  [](V x) {
+                    return Outs{ops::batch_norm_relu(x[0], x[1], x[2], x[3], x[4], true), x[3], x[4]};
+                  },
+                  1e-4,
+                  1e-4,
+                  cl});
     cs.push_back({"batch_norm_relu eval" + tag,
                   {in({2, 6, 5, 3}, 105), in({6}, 106), in({6}, 107), buf({6}, 108), buf({6}, 109, 0.5, 1.5)},
-                  [](V x) { return Outs{ops::batch_norm_relu(x[0], x[1], x[2], x[3], x[4], false)}; }, 1e-4, 1e-4, cl});
-    cs.push_back({"softmax dim 1 4-d" + tag, {in({2, 7, 3, 5}, 110, -3, 3)},
-                  [](V x) { return Outs{ops::softmax(x[0], 1)}; }, 1e-4, 1e-5, cl});
-    cs.push_back({"log_softmax dim 1 4-d" + tag, {in({2, 7, 3, 5}, 111, -3, 3)},
-                  [](V x) { return Outs{ops::log_softmax(x[0], 1)}; }, 1e-4, 1e-5, cl});
+                  [](V x) { return Outs{ops::batch_norm_relu(x[0], x[1], x[2], x[3], x[4], false)}; },
+                  1e-4,
+                  1e-4,
+                  cl});
+    cs.push_back({"softmax dim 1 4-d" + tag,
+                  {in({2, 7, 3, 5}, 110, -3, 3)},
+                  [](V x) { return Outs{ops::softmax(x[0], 1)}; },
+                  1e-4,
+                  1e-5,
+                  cl});
+    cs.push_back({"log_softmax dim 1 4-d" + tag,
+                  {in({2, 7, 3, 5}, 111, -3, 3)},
+                  [](V x) { return Outs{ops::log_softmax(x[0], 1)}; },
+                  1e-4,
+                  1e-5,
+                  cl});
   }
-  cs.push_back({"batch_norm 2-d no affine train", {in({9, 5}, 112), Tensor(), Tensor(), buf({5}, 113), buf({5}, 114, 0.5, 1.5)},
-                [](V x) { return Outs{ops::batch_norm(x[0], x[1], x[2], x[3], x[4], true), x[3], x[4]}; }});
-  cs.push_back({"softmax dim -1", {in({5, 33}, 115, -4, 4)}, [](V x) { return Outs{ops::softmax(x[0], -1)}; }, 1e-4, 1e-5});
-  cs.push_back({"softmax dim 0", {in({6, 9}, 116, -4, 4)}, [](V x) { return Outs{ops::softmax(x[0], 0)}; }, 1e-4, 1e-5});
-  cs.push_back({"log_softmax 1000 classes", {in({3, 1000}, 117, -8, 8)}, [](V x) { return Outs{ops::log_softmax(x[0], -1)}; },
-                1e-4, 1e-4});
+  cs.push_back({"batch_norm 2-d no affine train",
+                {in({9, 5}, 112), Tensor(), Tensor(), buf({5}, 113), buf({5}, 114, 0.5, 1.5)},
+                [](V x) {
+                  return Outs{ops::batch_norm(x[0], x[1], x[2], x[3], x[4], true), x[3], x[4]};
+                }});
+  cs.push_back(
+      {"softmax dim -1", {in({5, 33}, 115, -4, 4)}, [](V x) { return Outs{ops::softmax(x[0], -1)}; }, 1e-4, 1e-5});
+  cs.push_back(
+      {"softmax dim 0", {in({6, 9}, 116, -4, 4)}, [](V x) { return Outs{ops::softmax(x[0], 0)}; }, 1e-4, 1e-5});
+  cs.push_back({"log_softmax 1000 classes",
+                {in({3, 1000}, 117, -8, 8)},
+                [](V x) { return Outs{ops::log_softmax(x[0], -1)}; },
+                1e-4,
+                1e-4});
   run_cases(cs);
 }
 
@@ -336,33 +284,92 @@ TEST_CASE("gpu ops: max/avg/adaptive pooling, LRN") {
   std::vector<OpCase> cs;
   for (bool cl : {false, true}) {
     const std::string tag = cl ? " NHWC" : " NCHW";
-    cs.push_back({"max_pool2d 3 s2 p1 with indices" + tag, {distinct({2, 3, 9, 11}, 120)}, [](V x) {
+    cs.push_back({"max_pool2d 3 s2 p1 with indices" + tag,
+                  {distinct({2, 3, 9, 11}, 120)},
+                  [](V x) {
                     auto r = ops::max_pool2d_with_indices(x[0], {3, 3}, {2, 2}, {1, 1});
                     return Outs{r.values, r.indices};
-                  }, 1e-5, 1e-6, cl});
-    cs.push_back({"max_pool2d 2 ceil" + tag, {distinct({2, 3, 7, 9}, 121)},
-                  [](V x) { return Outs{ops::max_pool2d(x[0], {2, 2}, {2, 2}, {0, 0}, {1, 1}, true)}; }, 1e-5, 1e-6, cl});
-    cs.push_back({"max_pool2d dilation 2" + tag, {distinct({1, 2, 11, 10}, 122)},
-                  [](V x) { return Outs{ops::max_pool2d(x[0], {3, 2}, {1, 2}, {1, 1}, {2, 2})}; }, 1e-5, 1e-6, cl});
-    cs.push_back({"avg_pool2d 3 s2 p1" + tag, {in({2, 3, 9, 11}, 123)},
-                  [](V x) { return Outs{ops::avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})}; }, 1e-5, 1e-6, cl});
-    cs.push_back({"avg_pool2d exclude pad ceil" + tag, {in({2, 3, 8, 7}, 124)},
-                  [](V x) { return Outs{ops::avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}, true, false)}; }, 1e-5, 1e-6, cl});
-    cs.push_back({"avg_pool2d divisor 5" + tag, {in({1, 4, 6, 6}, 125)},
-                  [](V x) { return Outs{ops::avg_pool2d(x[0], {2, 3}, {2, 2}, {0, 1}, false, true, 5)}; }, 1e-5, 1e-6, cl});
-    cs.push_back({"adaptive_avg_pool2d 3x4" + tag, {in({2, 3, 7, 9}, 126)},
-                  [](V x) { return Outs{ops::adaptive_avg_pool2d(x[0], {3, 4})}; }, 1e-5, 1e-6, cl});
-    cs.push_back({"adaptive_avg_pool2d 1x1" + tag, {in({2, 5, 7, 7}, 127)},
-                  [](V x) { return Outs{ops::adaptive_avg_pool2d(x[0], {1, 1})}; }, 1e-5, 1e-6, cl});
-    cs.push_back({"adaptive_max_pool2d 3x4 with indices" + tag, {distinct({2, 3, 7, 9}, 128)}, [](V x) {
+                  },
+                  1e-5,
+                  1e-6,
+                  cl});
+    cs.push_back({"max_pool2d 2 ceil" + tag,
+                  {distinct({2, 3, 7, 9}, 121)},
+                  [](V x) {
+                    return Outs{ops::max_pool2d(x[0], {2, 2}, {2, 2}, {0, 0}, {1, 1}, true)};
+                  },
+                  1e-5,
+                  1e-6,
+                  cl});
+    cs.push_back({"max_pool2d dilation 2" + tag,
+                  {distinct({1, 2, 11, 10}, 122)},
+                  [](V x) {
+                    return Outs{ops::max_pool2d(x[0], {3, 2}, {1, 2}, {1, 1}, {2, 2})};
+                  },
+                  1e-5,
+                  1e-6,
+                  cl});
+    cs.push_back({"avg_pool2d 3 s2 p1" + tag,
+                  {in({2, 3, 9, 11}, 123)},
+                  [](V x) {
+                    return Outs{ops::avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})};
+                  },
+                  1e-5,
+                  1e-6,
+                  cl});
+    cs.push_back({"avg_pool2d exclude pad ceil" + tag,
+                  {in({2, 3, 8, 7}, 124)},
+                  [](V x) {
+                    return Outs{ops::avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1}, true, false)};
+                  },
+                  1e-5,
+                  1e-6,
+                  cl});
+    cs.push_back({"avg_pool2d divisor 5" + tag,
+                  {in({1, 4, 6, 6}, 125)},
+                  [](V x) {
+                    return Outs{ops::avg_pool2d(x[0], {2, 3}, {2, 2}, {0, 1}, false, true, 5)};
+                  },
+                  1e-5,
+                  1e-6,
+                  cl});
+    cs.push_back({"adaptive_avg_pool2d 3x4" + tag,
+                  {in({2, 3, 7, 9}, 126)},
+                  [](V x) {
+                    return Outs{ops::adaptive_avg_pool2d(x[0], {3, 4})};
+                  },
+                  1e-5,
+                  1e-6,
+                  cl});
+    cs.push_back({"adaptive_avg_pool2d 1x1" + tag,
+                  {in({2, 5, 7, 7}, 127)},
+                  [](V x) {
+                    return Outs{ops::adaptive_avg_pool2d(x[0], {1, 1})};
+                  },
+                  1e-5,
+                  1e-6,
+                  cl});
+    cs.push_back({"adaptive_max_pool2d 3x4 with indices" + tag,
+                  {distinct({2, 3, 7, 9}, 128)},
+                  [](V x) {
                     auto r = ops::adaptive_max_pool2d_with_indices(x[0], {3, 4});
                     return Outs{r.values, r.indices};
-                  }, 1e-5, 1e-6, cl});
-    cs.push_back({"local_response_norm 5" + tag, {in({2, 7, 4, 5}, 129)},
-                  [](V x) { return Outs{ops::local_response_norm(x[0], 5, 1e-2, 0.75, 2.0)}; }, 1e-4, 1e-5, cl});
+                  },
+                  1e-5,
+                  1e-6,
+                  cl});
+    cs.push_back({"local_response_norm 5" + tag,
+                  {in({2, 7, 4, 5}, 129)},
+                  [](V x) { return Outs{ops::local_response_norm(x[0], 5, 1e-2, 0.75, 2.0)}; },
+                  1e-4,
+                  1e-5,
+                  cl});
   }
-  cs.push_back({"local_response_norm 3 on 3-d", {in({6, 5, 4}, 130)},
-                [](V x) { return Outs{ops::local_response_norm(x[0], 3)}; }, 1e-4, 1e-5});
+  cs.push_back({"local_response_norm 3 on 3-d",
+                {in({6, 5, 4}, 130)},
+                [](V x) { return Outs{ops::local_response_norm(x[0], 3)}; },
+                1e-4,
+                1e-5});
   run_cases(cs);
 }
 
@@ -373,39 +380,109 @@ TEST_CASE("gpu ops: pad, upsample, cat, add_n, stack, split") {
                                                    {"replicate", PadMode::replicate},
                                                    {"circular", PadMode::circular}};
   for (auto& [name, m] : modes) {
-    cs.push_back({std::string("pad 2-d ") + name, {in({2, 3, 5, 6}, 160)},
-                  [m = m](V x) { return Outs{ops::pad(x[0], {1, 2, 2, 1}, m, 0.5)}; }, 1e-6, 1e-7});
-    cs.push_back({std::string("pad 1-d ") + name, {in({3, 7}, 161)},
-                  [m = m](V x) { return Outs{ops::pad(x[0], {3, 1}, m)}; }, 1e-6, 1e-7});
+    cs.push_back({std::string("pad 2-d ") + name,
+                  {in({2, 3, 5, 6}, 160)},
+                  [m = m](V x) {
+                    return Outs{ops::pad(x[0], {1, 2, 2, 1}, m, 0.5)};
+                  },
+                  1e-6,
+                  1e-7});
+    cs.push_back({std::string("pad 1-d ") + name,
+                  {in({3, 7}, 161)},
+                  [m = m](V x) {
+                    return Outs{ops::pad(x[0], {3, 1}, m)};
+                  },
+                  1e-6,
+                  1e-7});
   }
-  cs.push_back({"pad negative crop", {in({2, 3, 5, 6}, 162)},
-                [](V x) { return Outs{ops::pad(x[0], {-1, 2, 1, -2})}; }, 1e-6, 1e-7});
-  cs.push_back({"upsample_nearest2d size", {in({2, 3, 4, 5}, 163)},
-                [](V x) { return Outs{ops::upsample_nearest2d(x[0], {7, 11})}; }, 1e-6, 1e-7});
-  cs.push_back({"upsample_nearest2d scale 2", {in({2, 3, 4, 5}, 164)},
-                [](V x) { return Outs{ops::upsample_nearest2d(x[0], 2.0, 2.0)}; }, 1e-6, 1e-7});
-  cs.push_back({"upsample_bilinear2d size", {in({2, 3, 4, 5}, 165)},
-                [](V x) { return Outs{ops::upsample_bilinear2d(x[0], {7, 9})}; }, 1e-5, 1e-6});
-  cs.push_back({"upsample_bilinear2d align_corners", {in({2, 3, 4, 5}, 166)},
-                [](V x) { return Outs{ops::upsample_bilinear2d(x[0], {9, 7}, true)}; }, 1e-5, 1e-6});
-  cs.push_back({"upsample_bilinear2d scale 1.5", {in({1, 2, 6, 5}, 167)},
-                [](V x) { return Outs{ops::upsample_bilinear2d(x[0], 1.5, 1.5)}; }, 1e-5, 1e-6});
-  cs.push_back({"cat dim 1", {in({2, 3, 5}, 168), in({2, 1, 5}, 169), in({2, 4, 5}, 170)},
-                [](V x) { return Outs{ops::cat({x[0], x[1], x[2]}, 1)}; }, 1e-6, 1e-7});
-  cs.push_back({"cat dim 0 NCHW", {in({1, 3, 4, 5}, 171), in({2, 3, 4, 5}, 172)},
-                [](V x) { return Outs{ops::cat({x[0], x[1]}, 0)}; }, 1e-6, 1e-7});
-  cs.push_back({"cat dim -1", {in({3, 7}, 173), in({3, 2}, 174)}, [](V x) { return Outs{ops::cat({x[0], x[1]}, -1)}; },
-                1e-6, 1e-7});
-  cs.push_back({"add_n 3", {in({3, 5, 7}, 175), in({3, 5, 7}, 176), in({3, 5, 7}, 177)},
-                [](V x) { return Outs{ops::add_n({x[0], x[1], x[2]})}; }, 1e-6, 1e-6});
-  cs.push_back({"add_n 1000 x 2", {in({1000}, 178), in({1000}, 179)}, [](V x) { return Outs{ops::add_n({x[0], x[1]})}; },
-                1e-6, 1e-6});
-  cs.push_back({"stack dim 1", {in({3, 5}, 180), in({3, 5}, 181)}, [](V x) { return Outs{ops::stack({x[0], x[1]}, 1)}; },
-                1e-6, 1e-7});
-  cs.push_back({"split + mul", {in({7, 4}, 182)}, [](V x) {
+  cs.push_back({"pad negative crop",
+                {in({2, 3, 5, 6}, 162)},
+                [](V x) {
+                  return Outs{ops::pad(x[0], {-1, 2, 1, -2})};
+                },
+                1e-6,
+                1e-7});
+  cs.push_back({"upsample_nearest2d size",
+                {in({2, 3, 4, 5}, 163)},
+                [](V x) {
+                  return Outs{ops::upsample_nearest2d(x[0], {7, 11})};
+                },
+                1e-6,
+                1e-7});
+  cs.push_back({"upsample_nearest2d scale 2",
+                {in({2, 3, 4, 5}, 164)},
+                [](V x) { return Outs{ops::upsample_nearest2d(x[0], 2.0, 2.0)}; },
+                1e-6,
+                1e-7});
+  cs.push_back({"upsample_bilinear2d size",
+                {in({2, 3, 4, 5}, 165)},
+                [](V x) {
+                  return Outs{ops::upsample_bilinear2d(x[0], {7, 9})};
+                },
+                1e-5,
+                1e-6});
+  cs.push_back({"upsample_bilinear2d align_corners",
+                {in({2, 3, 4, 5}, 166)},
+                [](V x) {
+                  return Outs{ops::upsample_bilinear2d(x[0], {9, 7}, true)};
+                },
+                1e-5,
+                1e-6});
+  cs.push_back({"upsample_bilinear2d scale 1.5",
+                {in({1, 2, 6, 5}, 167)},
+                [](V x) { return Outs{ops::upsample_bilinear2d(x[0], 1.5, 1.5)}; },
+                1e-5,
+                1e-6});
+  cs.push_back({"cat dim 1",
+                {in({2, 3, 5}, 168), in({2, 1, 5}, 169), in({2, 4, 5}, 170)},
+                [](V x) {
+                  return Outs{ops::cat({x[0], x[1], x[2]}, 1)};
+                },
+                1e-6,
+                1e-7});
+  cs.push_back({"cat dim 0 NCHW",
+                {in({1, 3, 4, 5}, 171), in({2, 3, 4, 5}, 172)},
+                [](V x) {
+                  return Outs{ops::cat({x[0], x[1]}, 0)};
+                },
+                1e-6,
+                1e-7});
+  cs.push_back({"cat dim -1",
+                {in({3, 7}, 173), in({3, 2}, 174)},
+                [](V x) {
+                  return Outs{ops::cat({x[0], x[1]}, -1)};
+                },
+                1e-6,
+                1e-7});
+  cs.push_back({"add_n 3",
+                {in({3, 5, 7}, 175), in({3, 5, 7}, 176), in({3, 5, 7}, 177)},
+                [](V x) {
+                  return Outs{ops::add_n({x[0], x[1], x[2]})};
+                },
+                1e-6,
+                1e-6});
+  cs.push_back({"add_n 1000 x 2",
+                {in({1000}, 178), in({1000}, 179)},
+                [](V x) {
+                  return Outs{ops::add_n({x[0], x[1]})};
+                },
+                1e-6,
+                1e-6});
+  cs.push_back({"stack dim 1",
+                {in({3, 5}, 180), in({3, 5}, 181)},
+                [](V x) {
+                  return Outs{ops::stack({x[0], x[1]}, 1)};
+                },
+                1e-6,
+                1e-7});
+  cs.push_back({"split + mul",
+                {in({7, 4}, 182)},
+                [](V x) {
                   auto p = ops::split(x[0], {2, 5}, 0);
                   return Outs{ops::mul(p[0], 2.0), ops::exp(p[1])};
-                }, 1e-5, 1e-6});
+                },
+                1e-5,
+                1e-6});
   cs.push_back({"transposed contiguous", {in({5, 7}, 183)}, [](V x) { return Outs{x[0].t().contiguous()}; }, 1e-7, 0});
   run_cases(cs);
 }
@@ -436,9 +513,7 @@ TEST_CASE("gpu ops: dropout draws the same mask as the CPU for the same generato
         CHECK(to_host(xg.grad()).to_vector() == xc.grad().to_vector());
         // Eval mode and p = 0 are the identity.
         CHECK(to_host(ops::dropout(x.to(kGpu), p, false, &gg)).to_vector() == x.to_vector());
-      } catch (const Error& e) {
-        FAIL_CHECK("threw on cuda: ", e.what());
-      }
+      } catch (const Error& e) { FAIL_CHECK("threw on cuda: ", e.what()); }
     }
   }
 }
@@ -469,9 +544,7 @@ TEST_CASE("gpu ops: random fills match the CPU (uniform, bernoulli bit for bit; 
         CHECK_CLOSE(dn, from_vector(cn, {n}), 1e-6, 1e-6);
         CHECK(to_host(uniform_(d64, 0, 1, &gg)).to_vector() == cu64);  // float64 draws on the device too
         CHECK(gg.offset() == gc.offset());
-      } catch (const Error& e) {
-        FAIL_CHECK("threw on cuda: ", e.what());
-      }
+      } catch (const Error& e) { FAIL_CHECK("threw on cuda: ", e.what()); }
     }
   }
 }
@@ -523,9 +596,7 @@ TEST_CASE("gpu ops: copies between dtypes and fill_ agree with the CPU bit for b
           // A strided source converted on the device.
           Tensor m = h.slice(0, 0, 200).view({10, 20});
           CHECK(to_host(m.to(kGpu).t().to(to).contiguous()).to_vector() == want_strided[at]);
-        } catch (const Error& e) {
-          FAIL_CHECK("threw on cuda: ", e.what());
-        }
+        } catch (const Error& e) { FAIL_CHECK("threw on cuda: ", e.what()); }
       }
     for (size_t i = 0; i < std::size(dts); ++i) {
       const DType dt = dts[i];
@@ -540,9 +611,7 @@ TEST_CASE("gpu ops: copies between dtypes and fill_ agree with the CPU bit for b
         Tensor e = zeros({6, 5}, TensorOptions(dt).with_device(kGpu));
         e.slice(1, 1, 4).fill_(3);
         CHECK(to_host(e).to_vector() == want_fill_view[i]);
-      } catch (const Error& e) {
-        FAIL_CHECK("threw on cuda: ", e.what());
-      }
+      } catch (const Error& e) { FAIL_CHECK("threw on cuda: ", e.what()); }
     }
   }
 }
@@ -604,9 +673,7 @@ TEST_CASE("gpu ops: optimizer steps (SGD momentum/Nesterov, Adam, AdamW, LARS) a
     auto guarded = [&](const std::string& label, std::function<std::unique_ptr<optim::Optimizer>(NamedTensors)> make) {
       try {
         check_optimizer(label, make);
-      } catch (const Error& e) {
-        FAIL_CHECK(label, " threw on cuda: ", e.what());
-      }
+      } catch (const Error& e) { FAIL_CHECK(label, " threw on cuda: ", e.what()); }
     };
     guarded("sgd", [](NamedTensors p) { return optim::sgd(std::move(p), {0.1, 0, 0, 0, false}); });
     guarded("sgd momentum wd", [](NamedTensors p) { return optim::sgd(std::move(p), {0.1, 0.9, 0.1, 1e-2, false}); });
@@ -648,9 +715,7 @@ TEST_CASE("gpu ops: optimizer steps (SGD momentum/Nesterov, Adam, AdamW, LARS) a
       Tensor xd = x.clone().to(kGpu);
       ops::scale_(xd, 0.37);
       CHECK_CLOSE(to_host(xd), xc, 2.5e-7, 0);  // x * s rounded once; the scalar may be float or double: 2 ulps
-    } catch (const Error& e) {
-      FAIL_CHECK("clip_grad_norm threw on cuda: ", e.what());
-    }
+    } catch (const Error& e) { FAIL_CHECK("clip_grad_norm threw on cuda: ", e.what()); }
   }
 }
 
@@ -664,37 +729,80 @@ TEST_CASE("gpu ops: float16 and bfloat16 (the ops mixed precision runs in half)"
     std::vector<OpCase> cs;
     cs.push_back({"relu", {in({3, 5, 7}, 500)}, [](V x) { return Outs{ops::relu(x[0])}; }, tol, tol});
     cs.push_back({"sigmoid", {in({3, 5, 7}, 501)}, [](V x) { return Outs{ops::sigmoid(x[0])}; }, tol, tol});
-    cs.push_back({"add broadcast", {in({3, 5, 7}, 502), in({7}, 503)}, [](V x) { return Outs{ops::add(x[0], x[1])}; },
-                  tol, tol});
+    cs.push_back({"add broadcast",
+                  {in({3, 5, 7}, 502), in({7}, 503)},
+                  [](V x) { return Outs{ops::add(x[0], x[1])}; },
+                  tol,
+                  tol});
     cs.push_back({"mul", {in({33}, 504), in({33}, 505)}, [](V x) { return Outs{ops::mul(x[0], x[1])}; }, tol, tol});
     cs.push_back({"sum dim 1", {in({3, 5, 7}, 506)}, [](V x) { return Outs{ops::sum(x[0], {1})}; }, tol, tol});
-    cs.push_back({"matmul", {in({5, 7}, 507), in({7, 3}, 508)}, [](V x) { return Outs{ops::matmul(x[0], x[1])}; }, tol,
-                  tol});
+    cs.push_back(
+        {"matmul", {in({5, 7}, 507), in({7, 3}, 508)}, [](V x) { return Outs{ops::matmul(x[0], x[1])}; }, tol, tol});
     for (bool cl : {false, true}) {
       const std::string tag = cl ? " NHWC" : " NCHW";
-      cs.push_back({"conv 3x3 bias" + tag, {in({2, 3, 7, 9}, 509), in({5, 3, 3, 3}, 510), in({5}, 511)},
-                    [](V x) { return Outs{ops::conv2d(x[0], x[1], x[2], 1, 1)}; }, tol, tol, cl});
+      cs.push_back({"conv 3x3 bias" + tag,
+                    {in({2, 3, 7, 9}, 509), in({5, 3, 3, 3}, 510), in({5}, 511)},
+                    [](V x) { return Outs{ops::conv2d(x[0], x[1], x[2], 1, 1)}; },
+                    tol,
+                    tol,
+                    cl});
       // Mixed precision's batch norm: half x, float32 parameters and statistics.
       cs.push_back({"batch_norm train" + tag,
                     {in({3, 5, 4, 7}, 512), in({5}, 513), in({5}, 514), buf({5}, 515), buf({5}, 516, 0.5, 1.5)},
-                    [](V x) { return Outs{ops::batch_norm(x[0], x[1], x[2], x[3], x[4], true), x[3], x[4]}; }, tol,
-                    tol, cl, 1});
-      cs.push_back({"max_pool2d 3 s2 p1" + tag, {distinct({2, 3, 9, 11}, 517)},
-                    [](V x) { return Outs{ops::max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})}; }, tol, tol, cl});
-      cs.push_back({"avg_pool2d 2" + tag, {in({2, 3, 8, 7}, 518)},
-                    [](V x) { return Outs{ops::avg_pool2d(x[0], {2, 2})}; }, tol, tol, cl});
-      cs.push_back({"adaptive_avg_pool2d 1x1" + tag, {in({2, 5, 7, 7}, 519)},
-                    [](V x) { return Outs{ops::adaptive_avg_pool2d(x[0], {1, 1})}; }, tol, tol, cl});
+                    [](V x) {
+                      return Outs{ops::batch_norm(x[0], x[1], x[2], x[3], x[4], true), x[3], x[4]};
+                    },
+                    tol,
+                    tol,
+                    cl,
+                    1});
+      cs.push_back({"max_pool2d 3 s2 p1" + tag,
+                    {distinct({2, 3, 9, 11}, 517)},
+                    [](V x) {
+                      return Outs{ops::max_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})};
+                    },
+                    tol,
+                    tol,
+                    cl});
+      cs.push_back({"avg_pool2d 2" + tag,
+                    {in({2, 3, 8, 7}, 518)},
+                    [](V x) {
+                      return Outs{ops::avg_pool2d(x[0], {2, 2})};
+                    },
+                    tol,
+                    tol,
+                    cl});
+      cs.push_back({"adaptive_avg_pool2d 1x1" + tag,
+                    {in({2, 5, 7, 7}, 519)},
+                    [](V x) {
+                      return Outs{ops::adaptive_avg_pool2d(x[0], {1, 1})};
+                    },
+                    tol,
+                    tol,
+                    cl});
     }
     cs.push_back({"softmax", {in({5, 33}, 520, -4, 4)}, [](V x) { return Outs{ops::softmax(x[0], -1)}; }, tol, tol});
-    cs.push_back({"log_softmax", {in({5, 33}, 521, -4, 4)}, [](V x) { return Outs{ops::log_softmax(x[0], -1)}; }, tol,
+    cs.push_back(
+        {"log_softmax", {in({5, 33}, 521, -4, 4)}, [](V x) { return Outs{ops::log_softmax(x[0], -1)}; }, tol, tol});
+    cs.push_back({"cat",
+                  {in({2, 3, 5}, 522), in({2, 1, 5}, 523)},
+                  [](V x) {
+                    return Outs{ops::cat({x[0], x[1]}, 1)};
+                  },
+                  tol,
                   tol});
-    cs.push_back({"cat", {in({2, 3, 5}, 522), in({2, 1, 5}, 523)}, [](V x) { return Outs{ops::cat({x[0], x[1]}, 1)}; },
-                  tol, tol});
-    cs.push_back({"upsample_nearest2d", {in({2, 3, 4, 5}, 524)},
-                  [](V x) { return Outs{ops::upsample_nearest2d(x[0], 2.0, 2.0)}; }, tol, tol});
-    cs.push_back({"add_n", {in({3, 5, 7}, 525), in({3, 5, 7}, 526)}, [](V x) { return Outs{ops::add_n({x[0], x[1]})}; },
-                  tol, tol});
+    cs.push_back({"upsample_nearest2d",
+                  {in({2, 3, 4, 5}, 524)},
+                  [](V x) { return Outs{ops::upsample_nearest2d(x[0], 2.0, 2.0)}; },
+                  tol,
+                  tol});
+    cs.push_back({"add_n",
+                  {in({3, 5, 7}, 525), in({3, 5, 7}, 526)},
+                  [](V x) {
+                    return Outs{ops::add_n({x[0], x[1]})};
+                  },
+                  tol,
+                  tol});
     run_cases(cs, dt);
   }
 }
@@ -706,26 +814,35 @@ TEST_CASE("gpu ops: losses (cross_entropy, nll, bce_with_logits, mse)") {
   std::vector<OpCase> cs;
   for (Reduction r : {Reduction::mean, Reduction::sum, Reduction::none}) {
     const std::string tag = r == Reduction::mean ? " mean" : r == Reduction::sum ? " sum" : " none";
-    cs.push_back({"cross_entropy" + tag, {in({5, 7}, 140, -3, 3), labels({5}, 7, 1)},
-                  [r](V x) { return Outs{ops::cross_entropy(x[0], x[1], r)}; }});
-    cs.push_back({"nll_loss" + tag, {in({5, 7}, 141, -3, 0), labels({5}, 7, 2)},
-                  [r](V x) { return Outs{ops::nll_loss(x[0], x[1], r)}; }});
-    cs.push_back({"bce_with_logits" + tag, {in({4, 6}, 142, -4, 4), in({4, 6}, 143, 0, 1)},
-                  [r](V x) { return Outs{ops::binary_cross_entropy_with_logits(x[0], x[1], r)}; }});
-    cs.push_back({"mse_loss" + tag, {in({3, 5, 7}, 144), in({3, 5, 7}, 145)},
-                  [r](V x) { return Outs{ops::mse_loss(x[0], x[1], r)}; }});
+    cs.push_back({"cross_entropy" + tag, {in({5, 7}, 140, -3, 3), labels({5}, 7, 1)}, [r](V x) {
+                    return Outs{ops::cross_entropy(x[0], x[1], r)};
+                  }});
+    cs.push_back({"nll_loss" + tag, {in({5, 7}, 141, -3, 0), labels({5}, 7, 2)}, [r](V x) {
+                    return Outs{ops::nll_loss(x[0], x[1], r)};
+                  }});
+    cs.push_back({"bce_with_logits" + tag, {in({4, 6}, 142, -4, 4), in({4, 6}, 143, 0, 1)}, [r](V x) {
+                    return Outs{ops::binary_cross_entropy_with_logits(x[0], x[1], r)};
+                  }});
+    cs.push_back({"mse_loss" + tag, {in({3, 5, 7}, 144), in({3, 5, 7}, 145)}, [r](V x) {
+                    return Outs{ops::mse_loss(x[0], x[1], r)};
+                  }});
   }
   // Label smoothing and ignore_index (-100 in one place), spatial targets.
   Tensor t = from_vector(std::vector<double>{0, 6, -100, 3, 2, 5}, {6}, TensorOptions(DType::int64));
-  cs.push_back({"cross_entropy smoothing 0.1 ignore_index", {in({6, 7}, 146, -3, 3), t},
-                [](V x) { return Outs{ops::cross_entropy(x[0], x[1], Reduction::mean, 0.1)}; }});
-  cs.push_back({"cross_entropy spatial [2,3,4,5]", {in({2, 3, 4, 5}, 147, -3, 3), labels({2, 4, 5}, 3, 4)},
-                [](V x) { return Outs{ops::cross_entropy(x[0], x[1], Reduction::none)}; }});
-  cs.push_back({"cross_entropy 1000 classes", {in({3, 1000}, 148, -5, 5), labels({3}, 1000, 5)},
-                [](V x) { return Outs{ops::cross_entropy(x[0], x[1])}; }});
-  cs.push_back({"nll_loss ignore_index", {in({6, 7}, 149, -3, 0), t},
-                [](V x) { return Outs{ops::nll_loss(x[0], x[1], Reduction::mean)}; }});
-  cs.push_back({"bce_with_logits pos_weight", {in({4, 6}, 150, -4, 4), in({4, 6}, 151, 0, 1), buf({6}, 152, 0.5, 3)},
+  cs.push_back({"cross_entropy smoothing 0.1 ignore_index", {in({6, 7}, 146, -3, 3), t}, [](V x) {
+                  return Outs{ops::cross_entropy(x[0], x[1], Reduction::mean, 0.1)};
+                }});
+  cs.push_back({"cross_entropy spatial [2,3,4,5]", {in({2, 3, 4, 5}, 147, -3, 3), labels({2, 4, 5}, 3, 4)}, [](V x) {
+                  return Outs{ops::cross_entropy(x[0], x[1], Reduction::none)};
+                }});
+  cs.push_back({"cross_entropy 1000 classes", {in({3, 1000}, 148, -5, 5), labels({3}, 1000, 5)}, [](V x) {
+                  return Outs{ops::cross_entropy(x[0], x[1])};
+                }});
+  cs.push_back({"nll_loss ignore_index", {in({6, 7}, 149, -3, 0), t}, [](V x) {
+                  return Outs{ops::nll_loss(x[0], x[1], Reduction::mean)};
+                }});
+  cs.push_back({"bce_with_logits pos_weight",
+                {in({4, 6}, 150, -4, 4), in({4, 6}, 151, 0, 1), buf({6}, 152, 0.5, 3)},
                 [](V x) { return Outs{ops::binary_cross_entropy_with_logits(x[0], x[1], Reduction::mean, x[2])}; }});
   run_cases(cs);
 }

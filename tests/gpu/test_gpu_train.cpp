@@ -136,14 +136,13 @@ TEST_CASE("gpu train: mnist-cnn learns a synthetic task on cuda in float32, floa
         CHECK(h.last < 0.5 * h.first);
         CHECK(h.last <= 2 * f32.last + 0.1);
         CHECK(h.top1 >= f32.top1 - 0.1);
-      } catch (const Error& e) {
-        FAIL_CHECK("training threw: ", e.what());
-      }
+      } catch (const Error& e) { FAIL_CHECK("training threw: ", e.what()); }
     }
   }
 }
 
-TEST_CASE("gpu train: a run stopped at max_steps and resumed from its GPU checkpoint continues as the uninterrupted run") {
+TEST_CASE(
+    "gpu train: a run stopped at max_steps and resumed from its GPU checkpoint continues as the uninterrupted run") {
   for (const auto& b : kGpuBackends) {
     const std::string backend = b.name;
     CAPTURE(backend);
@@ -209,8 +208,6 @@ TEST_CASE("gpu train: a run stopped at max_steps and resumed from its GPU checkp
         CHECK(ws[i].second.device() == kGpu);
         CHECK(rel_diff(ws[i].second, wf[i].second) <= (b.strict ? 0.0 : 1e-4));
       }
-    } catch (const Error& e) {
-      FAIL_CHECK("threw: ", e.what());
-    }
+    } catch (const Error& e) { FAIL_CHECK("threw: ", e.what()); }
   }
 }
