@@ -63,7 +63,10 @@ ClassPlan plan_class(const Tensor& x, const Tensor& target, Reduction reduction,
   p.xc = x.contiguous();
   p.tc = target.contiguous();
   // Validated here, serially, so kernels never see a bad index (and never throw inside OpenMP).
-  const int64_t* t = p.tc.data<int64_t>();
+  // A CUDA target is checked from a host copy (N integers; the copy waits for the device, as
+  // PyTorch's device-side assert would surface at the next synchronise anyway).
+  const Tensor host_t = p.tc.device().is_cpu() ? p.tc : p.tc.to(Device());
+  const int64_t* t = host_t.data<int64_t>();
   for (int64_t i = 0; i < p.tc.numel(); ++i)
     KILN_CHECK(t[i] == ignore_index || (t[i] >= 0 && t[i] < p.d.C), op, ": target class index ", t[i],
                " (at flat position ", i, ") is out of range for ", p.d.C, " classes (input ", shape_str(x.sizes()),
