@@ -6,12 +6,15 @@
 file(GLOB KILN_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/cuda/native/*.cu)
 
 if(KILN_HAVE_CUDA)
-  # The toolkit's supported list: CUDA 13 dropped everything before Turing, 12.x before Pascal,
-  # 11.x still serves the K80 (sm_37).
+  # The toolkit's supported list (nvcc --list-gpu-code): CUDA 13 dropped everything before Turing
+  # (sm_75), 12.x everything before Maxwell (sm_50: no K80), 11.x still serves the K80 (sm_37,
+  # deprecated) and knows sm_86 from 11.1. tools/cuda-compat-check compiles kiln with 11.8 and 12.4.
   if(CUDAToolkit_VERSION_MAJOR GREATER_EQUAL 13)
     set(kiln_default_archs "75;80;86;89;90")
   elseif(CUDAToolkit_VERSION_MAJOR EQUAL 12)
     set(kiln_default_archs "60;70;75;80;86;89;90")
+  elseif(CUDAToolkit_VERSION VERSION_LESS 11.1)
+    set(kiln_default_archs "37;50;60;70;75;80")
   else()
     set(kiln_default_archs "37;50;60;70;75;80;86")
   endif()

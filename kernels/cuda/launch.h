@@ -149,7 +149,14 @@ class Scratch {
     if (bytes == 0) return;
 #if defined(__CUDACC__)
 #if CUDART_VERSION >= 11020
-    const cudaError_t e = cudaMallocAsync(&ptr_, bytes, s);
+    cudaError_t e = cudaMallocAsync(&ptr_, bytes, s);
+    if (e == cudaErrorNotSupported) {
+      // A driver or device without stream-ordered memory pools (older drivers for the K80):
+      // plain cudaMalloc, freed after the stream drains.
+      (void)cudaGetLastError();
+      sync_free_ = true;
+      e = cudaMalloc(&ptr_, bytes);
+    }
 #else
     const cudaError_t e = cudaMalloc(&ptr_, bytes);
 #endif
@@ -163,11 +170,13 @@ class Scratch {
 #if defined(__CUDACC__)
     if (!ptr_) return;
 #if CUDART_VERSION >= 11020
-    cudaFreeAsync(ptr_, stream_);
-#else
+    if (!sync_free_) {
+      cudaFreeAsync(ptr_, stream_);
+      return;
+    }
+#endif
     cudaStreamSynchronize(stream_);
     cudaFree(ptr_);
-#endif
 #endif
   }
   Scratch(const Scratch&) = delete;
@@ -180,6 +189,7 @@ class Scratch {
  private:
   void* ptr_ = nullptr;
   Stream stream_;
+  bool sync_free_ = false;  // cudaMalloc'ed (no stream-ordered pool): free after a stream sync
 #if !defined(__CUDACC__)
   std::unique_ptr<unsigned char[]> host_;
 #endif

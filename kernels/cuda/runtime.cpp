@@ -6,7 +6,8 @@
 #include <vector>
 
 #if defined(KILN_HAVE_CUBLAS)
-#include <cublas_api.h>
+// cublas_v2.h, not cublas_api.h: before CUDA 12 the latter #errors unless CUBLASAPI is defined.
+#include <cublas_v2.h>
 #endif
 #if defined(KILN_HAVE_CUDNN)
 #include <cudnn.h>
