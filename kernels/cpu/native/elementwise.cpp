@@ -4,6 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/common/elementwise_ops.h"
 #include "kernels/common/error.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/ref/elementwise.h"
@@ -12,31 +13,6 @@ namespace kiln::native {
 namespace {
 
 constexpr int64_t kGrain = 32768;
-
-template <class F>
-void with_unary_op(UnaryOp op, F&& f) {
-#define KILN_CASE(name) case UnaryOp::name: return f(std::integral_constant<UnaryOp, UnaryOp::name>{});
-  switch (op) {
-    KILN_CASE(identity) KILN_CASE(neg) KILN_CASE(abs) KILN_CASE(sign) KILN_CASE(exp) KILN_CASE(log)
-    KILN_CASE(sqrt) KILN_CASE(rsqrt) KILN_CASE(square) KILN_CASE(reciprocal) KILN_CASE(sin) KILN_CASE(cos)
-    KILN_CASE(relu) KILN_CASE(leaky_relu) KILN_CASE(sigmoid) KILN_CASE(tanh) KILN_CASE(gelu)
-    KILN_CASE(pow_scalar) KILN_CASE(add_scalar) KILN_CASE(mul_scalar) KILN_CASE(clamp_min)
-  }
-#undef KILN_CASE
-  KILN_THROW("native unary: unknown op ", int(op));
-}
-
-template <class F>
-void with_binary_op(BinaryOp op, F&& f) {
-#define KILN_CASE(name) case BinaryOp::name: return f(std::integral_constant<BinaryOp, BinaryOp::name>{});
-  switch (op) {
-    KILN_CASE(add) KILN_CASE(sub) KILN_CASE(mul) KILN_CASE(div) KILN_CASE(maximum) KILN_CASE(minimum)
-    KILN_CASE(pow) KILN_CASE(eq) KILN_CASE(ne) KILN_CASE(gt) KILN_CASE(ge) KILN_CASE(lt) KILN_CASE(le)
-    KILN_CASE(relu_bwd) KILN_CASE(leaky_relu_bwd) KILN_CASE(sigmoid_bwd) KILN_CASE(tanh_bwd) KILN_CASE(gelu_bwd)
-  }
-#undef KILN_CASE
-  KILN_THROW("native binary: unknown op ", int(op));
-}
 
 // Storage type S, computed in T: float for bfloat16 (loaded, computed and rounded back per
 // element, one pass over memory instead of three through float32 copies), else S itself.
