@@ -79,4 +79,19 @@ struct Half {
   }
 };
 
+// The type 16-bit storage computes in (float); other types compute in themselves. Shared by the
+// kernels that keep half data and accumulate wider (batch norm, pooling).
+template <class T>
+struct AccType {
+  using type = T;
+};
+template <>
+struct AccType<BFloat16> {
+  using type = float;
+};
+template <>
+struct AccType<Half> {
+  using type = float;
+};
+
 }  // namespace kiln

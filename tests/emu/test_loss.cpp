@@ -15,17 +15,13 @@
 #include "kernels/cpu/ref/loss.h"
 #include "kernels/cuda/native/loss.h"
 
+#include "tests/emu/emu_testing.h"
+
 using namespace kiln;
 
 namespace {
 
-std::vector<double> rnd(size_t n, uint64_t seed, double lo = -1, double hi = 1) {
-  std::mt19937_64 g(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  std::vector<double> v(n);
-  for (double& x : v) x = u(g);
-  return v;
-}
+using emu_test::rnd;
 
 template <class T>
 void check_near(const std::vector<T>& a, const std::vector<double>& b, double tol, const std::string& what) {

@@ -17,17 +17,13 @@
 #include "kernels/cpu/ref/norm.h"
 #include "kernels/cuda/native/norm.h"
 
+#include "tests/emu/emu_testing.h"
+
 using namespace kiln;
 
 namespace {
 
-std::vector<double> rnd(size_t n, uint64_t seed, double lo = -1, double hi = 1) {
-  std::mt19937_64 g(seed);
-  std::uniform_real_distribution<double> u(lo, hi);
-  std::vector<double> v(n);
-  for (double& x : v) x = u(g);
-  return v;
-}
+using emu_test::rnd;
 
 template <class T>
 std::vector<T> as(const std::vector<double>& v) {

@@ -29,19 +29,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarp = 32;
 
-// Compute type: float for the 16-bit storage types, else the type itself.
+// Compute type (kernels/common/half.h): float for the 16-bit storage types, else the type itself.
 template <class T>
-struct Acc {
-  using type = T;
-};
-template <>
-struct Acc<BFloat16> {
-  using type = float;
-};
-template <>
-struct Acc<Half> {
-  using type = float;
-};
+using Acc = AccType<T>;
 
 KILN_DEVICE inline float dexp(float x) { return expf(x); }
 KILN_DEVICE inline double dexp(double x) { return exp(x); }

@@ -23,19 +23,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Compute type: float for the 16-bit storage types (max pooling stores the winning input as is).
+// Compute type (kernels/common/half.h): float for 16-bit storage (max pooling stores the winner as is).
 template <class T>
-struct Acc {
-  using type = T;
-};
-template <>
-struct Acc<BFloat16> {
-  using type = float;
-};
-template <>
-struct Acc<Half> {
-  using type = float;
-};
+using Acc = AccType<T>;
 
 KILN_DEVICE inline float dpow(float x, float y) { return powf(x, y); }
 KILN_DEVICE inline double dpow(double x, double y) { return pow(x, y); }
