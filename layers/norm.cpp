@@ -3,7 +3,10 @@
 #include <sstream>
 
 #include "engine/autograd.h"
+#include "engine/ops/elementwise.h"
 #include "engine/ops/norm.h"
+#include "engine/ops/reduce.h"
+#include "engine/ops/shape.h"
 
 namespace kiln {
 
@@ -46,8 +49,39 @@ Tensor BatchNorm::run(const Tensor& x, bool relu) {
   Tensor w = affine_ ? param("weight") : Tensor();
   Tensor b = affine_ ? param("bias") : Tensor();
   const bool batch_stats = is_training() || !track_;
+  if (cross_replica_ && is_training()) return run_synced(x, relu, rm, rv, momentum);
   if (relu) return ops::batch_norm_relu(x, w, b, rm, rv, batch_stats, momentum, eps_);
   return ops::batch_norm(x, w, b, rm, rv, batch_stats, momentum, eps_);
+}
+
+// Statistics over every rank: [sum x, sum x^2, count] per channel summed across ranks in one
+// call (differentiable: the backward sums the statistics' gradients across ranks too), then the
+// normalisation from the global mean and biased variance, in float32 whatever x's dtype. Running
+// statistics take the unbiased global variance, as PyTorch's SyncBatchNorm does.
+Tensor BatchNorm::run_synced(const Tensor& x, bool relu, const Tensor& rm, const Tensor& rv, double momentum) {
+  const int64_t c = num_features_;
+  std::vector<int64_t> dims = {0};
+  Shape bshape(size_t(x.dim()), 1);
+  bshape[1] = c;
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  const Tensor xf = x.dtype() == DType::float32 ? x : x.to(DType::float32);
+  const double local_count = double(x.numel() / c);
+  Tensor stats = ops::cat({ops::sum(xf, dims), ops::sum(ops::square(xf), dims), full({1}, local_count)}, 0);
+  Tensor total = (*cross_replica_)(stats);
+  const double n = total.narrow(0, 2 * c, 1).detach().item();
+  KILN_CHECK(n > 0, kind(), ": no samples on any rank");
+  Tensor mean = ops::mul(total.narrow(0, 0, c), 1.0 / n);
+  Tensor var = ops::sub(ops::mul(total.narrow(0, c, c), 1.0 / n), ops::square(mean));
+  Tensor y = ops::mul(ops::sub(xf, mean.view(bshape)), ops::rsqrt(ops::add(var, eps_)).view(bshape));
+  if (affine_) y = ops::add(ops::mul(y, param("weight").view(bshape)), param("bias").view(bshape));
+  if (relu) y = ops::relu(y);
+  if (track_) {
+    NoGradGuard no_grad;
+    const double unbias = n > 1 ? n / (n - 1) : 1.0;
+    Tensor(rm).copy_(ops::add(ops::mul(rm, 1 - momentum), ops::mul(mean.detach(), momentum)));
+    Tensor(rv).copy_(ops::add(ops::mul(rv, 1 - momentum), ops::mul(var.detach(), momentum * unbias)));
+  }
+  return y.dtype() == x.dtype() ? y : y.to(x.dtype());
 }
 
 Tensor bn_relu(BatchNorm& bn, Module& relu, const Tensor& x) {

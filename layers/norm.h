@@ -10,6 +10,15 @@
 
 namespace kiln {
 
+// A differentiable sum of a tensor over the ranks of a data-parallel job (its backward sums the
+// gradients the same way): what synchronised batch norm needs. dist::enable_sync_batch_norm
+// installs one in every BatchNorm of a model.
+class CrossReplicaSum {
+ public:
+  virtual ~CrossReplicaSum() = default;
+  virtual Tensor operator()(const Tensor& t) = 0;
+};
+
 // Shared by BatchNorm1d and BatchNorm2d. In training with track_running_stats the running stats
 // are updated with `momentum` (std::nullopt: cumulative average over num_batches_tracked, as in
 // PyTorch) and num_batches_tracked grows by one per forward; in eval they normalise. Without
@@ -23,6 +32,9 @@ class BatchNorm : public Module {
   Tensor forward_relu(const Tensor& x);
   std::string repr() const override;
   int64_t num_features() const { return num_features_; }
+  // Synchronised batch norm (PyTorch's SyncBatchNorm): in training the batch statistics are the
+  // mean and variance over every rank's batch, summed by `sum` (nullptr: this rank's batch only).
+  void set_cross_replica_sum(std::shared_ptr<CrossReplicaSum> sum) { cross_replica_ = std::move(sum); }
 
  protected:
   virtual const char* kind() const = 0;
@@ -31,6 +43,8 @@ class BatchNorm : public Module {
 
  private:
   Tensor run(const Tensor& x, bool relu);
+  Tensor run_synced(const Tensor& x, bool relu, const Tensor& rm, const Tensor& rv, double momentum);
+  std::shared_ptr<CrossReplicaSum> cross_replica_;
   int64_t num_features_;
   double eps_;
   std::optional<double> momentum_;

@@ -13,6 +13,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "dist/comm_thread.h"
+#include "dist/ps.h"
+#include "dist/sync_bn.h"
+#include "dist/timeline.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/metrics.h"
@@ -102,8 +106,12 @@ struct Trainer::State {
   std::unique_ptr<CsvLog> steps_csv, epochs_csv;
 };
 
-Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config)
-    : model_(std::move(model)), data_(std::move(data)), cfg_(std::move(config)), st_(std::make_unique<State>()) {
+Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config, std::shared_ptr<dist::Communicator> comm)
+    : model_(std::move(model)),
+      data_(std::move(data)),
+      cfg_(std::move(config)),
+      st_(std::make_unique<State>()),
+      comm_(std::move(comm)) {
   KILN_CHECK(model_ != nullptr, "Trainer: no model");
   KILN_CHECK(data_.train != nullptr, "Trainer: the data set '", data_.name, "' has no training split");
   KILN_CHECK(cfg_.epochs > 0 && cfg_.batch_size > 0, "Trainer: epochs and batch size must be positive (got ",
@@ -127,16 +135,65 @@ Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config)
     cuda::check_device(cfg_.device);
     model_->to(cfg_.device);  // before the optimizer takes the parameters
   }
+  if (cfg_.checkpoint_dir.empty()) cfg_.checkpoint_dir = cfg_.logdir;
+  setup_dist();
   optimizer_ = optim::make_optimizer(cfg_.optimizer, model_->named_parameters());
-  int64_t per_epoch = cfg_.batch_size > 0 ? (train_set_->size() + cfg_.batch_size - 1) / cfg_.batch_size : 1;
+  int64_t shard = (train_set_->size() + workers_ - 1) / workers_;
+  int64_t per_epoch = cfg_.batch_size > 0 ? (shard + cfg_.batch_size - 1) / cfg_.batch_size : 1;
   if (per_epoch < 1) per_epoch = 1;
   int64_t warmup = int64_t(std::llround(cfg_.warmup_epochs * double(per_epoch)));
   schedule_ = optim::make_schedule(cfg_.schedule, per_epoch, per_epoch * cfg_.epochs, warmup);
   if (cfg_.compute_dtype == DType::float16) scaler_ = std::make_unique<amp::GradScaler>();
-  if (cfg_.checkpoint_dir.empty()) cfg_.checkpoint_dir = cfg_.logdir;
 }
 
 Trainer::~Trainer() = default;
+
+dist::PsOptions Trainer::ps_options() const {
+  dist::PsOptions po;
+  po.servers = cfg_.dist.ps_servers;
+  po.synchronous = cfg_.dist.strategy == "ps" && cfg_.dist.ps_synchronous;
+  po.staleness = cfg_.dist.staleness;
+  po.optimizer = cfg_.optimizer;  // the servers' lr comes from the workers' schedule each step
+  return po;
+}
+
+// The parameter-server side of fit(): serve this rank's shard until every worker is done.
+void Trainer::serve() {
+  dist::ParameterServer server(*comm_, model_->named_parameters(), ps_options());
+  server.run();
+}
+
+void Trainer::setup_dist() {
+  const std::string& strategy = cfg_.dist.strategy;
+  KILN_CHECK(strategy == "none" || strategy == "sync" || strategy == "async" || strategy == "ps",
+             "--strategy: 'sync', 'async' or 'ps', not '", strategy, "'");
+  if (strategy == "none" || !comm_ || comm_->size() == 1) {
+    KILN_CHECK(!cfg_.dist.sync_bn || strategy == "sync", "--sync-bn needs --strategy sync");
+    return;
+  }
+  const int rank = comm_->rank();
+  if (strategy == "sync") {
+    workers_ = comm_->size();
+    worker_index_ = rank;
+    comm_thread_ = std::make_unique<dist::CommThread>();
+    if (cfg_.dist.sync_bn) dist::enable_sync_batch_norm(*model_, *comm_, *comm_thread_);
+    dp_ = std::make_unique<dist::DataParallel>(*model_, *comm_, *comm_thread_, cfg_.dist.sync);
+  } else {
+    KILN_CHECK(!cfg_.dist.sync_bn, "--sync-bn needs --strategy sync (parameter servers hold no batch statistics)");
+    const dist::PsOptions po = ps_options();
+    server_ = dist::is_server(*comm_, po);
+    workers_ = comm_->size() - po.servers;
+    worker_index_ = server_ ? -1 : rank;
+    if (!server_) ps_ = std::make_unique<dist::PsWorker>(*comm_, model_->named_parameters(), po);
+  }
+  if (cfg_.dist.scale_lr) cfg_.optimizer.lr *= double(workers_);
+  chief_ = rank == 0;
+  if (!chief_) {
+    cfg_.progress = false;
+    cfg_.epoch_lines = false;
+    cfg_.logdir.clear();  // checkpoint_dir stays: every rank reads it on resume
+  }
+}
 
 DataLoaderOptions Trainer::loader_options(bool shuffle) const {
   DataLoaderOptions lo;
@@ -146,6 +203,10 @@ DataLoaderOptions Trainer::loader_options(bool shuffle) const {
   lo.workers = cfg_.workers;
   lo.seed = cfg_.seed;
   lo.pin_memory = cfg_.device.is_cuda();
+  if (shuffle) {  // training: each worker its shard of the epoch's order
+    lo.rank = worker_index_ < 0 ? 0 : worker_index_;
+    lo.world_size = workers_;
+  }
   return lo;
 }
 
@@ -164,7 +225,15 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   bool was_training = model_->is_training();
   model_->eval();
   NoGradGuard no_grad;
-  auto view = std::shared_ptr<const Dataset>(&data, [](const Dataset*) {});
+  std::shared_ptr<const Dataset> view(&data, [](const Dataset*) {});
+  if (dp_) {  // sync: each rank its contiguous share, the sums all-reduced below
+    const int64_t size = comm_->size(), rank = comm_->rank();
+    view = std::make_shared<Range>(view, data.size() * rank / size, data.size() * (rank + 1) / size);
+  }
+  if (view->size() == 0) {
+    model_->train(was_training);
+    return dp_ ? reduce_eval(r, 0) : r;
+  }
   DataLoader loader(view, loader_options(false), data_.default_transform(false));
   loader.start_epoch(0);
   metrics::RunningAverage loss;
@@ -194,6 +263,25 @@ EvalResult Trainer::evaluate(const Dataset& data) {
     r.iou = iou / double(n);
     r.dice = dice / double(n);
   }
+  return dp_ ? reduce_eval(r, r.loss * double(n)) : r;
+}
+
+// Sums of every rank's share of an evaluation, as means over all of it.
+EvalResult Trainer::reduce_eval(EvalResult local, double loss_sum) const {
+  const double n = double(local.samples);
+  Tensor t = from_vector(std::vector<double>{loss_sum, local.top1 * n, local.top5 * n, local.iou * n, local.dice * n, n},
+                         {6}, DType::float64);
+  comm_thread_->run("evaluation sums", [&] { comm_->allreduce(t, dist::ReduceOp::sum, "evaluation sums"); });
+  const double* v = t.data<double>();
+  EvalResult r;
+  r.samples = int64_t(v[5]);
+  if (v[5] > 0) {
+    r.loss = v[0] / v[5];
+    r.top1 = v[1] / v[5];
+    r.top5 = v[2] / v[5];
+    r.iou = v[3] / v[5];
+    r.dice = v[4] / v[5];
+  }
   return r;
 }
 
@@ -216,12 +304,17 @@ void Trainer::fit() {
     st_->steps_csv = std::make_unique<CsvLog>(cfg_.logdir + "/train.csv", append);
     st_->epochs_csv = std::make_unique<CsvLog>(cfg_.logdir + "/epochs.csv", append);
   }
+  if (server_) {
+    serve();
+    return;
+  }
   st_->loader = std::make_unique<DataLoader>(train_set_, loader_options(true), data_.default_transform(cfg_.augment));
 
   while (epoch_ < cfg_.epochs && !interrupted_) {
     train_epoch();
     if (interrupted_) break;
   }
+  if (ps_) ps_->finish();
   if (st_->events) st_->events->flush();
   st_->loader.reset();
 }
@@ -241,26 +334,73 @@ void Trainer::train_epoch() {
   double images = 0;
   auto window_t0 = t0;
   double window_images = 0;
-  Batch b;
-  while (loader.next(b)) {
+  Batch b, last;
+  for (;;) {
+    bool have = loader.next(b);
+    bool replay = false;  // sync: this rank is out of batches but others are not (join)
+    if (dp_) {
+      bool stop = false;
+      if (dp_->begin_step(have, StopSignals::pending() != 0, &stop) == 0) break;
+      if (stop && !StopSignals::pending()) g_stop_signal = SIGTERM;  // another rank was signalled
+      if (!have) {
+        KILN_CHECK(last.input.defined(), "kiln train: rank ", comm_->rank(), " has no batch in epoch ", epoch_ + 1,
+                   " to stand in while the other ranks finish theirs");
+        b = last;
+        replay = true;
+      }
+    } else if (!have) {
+      break;
+    }
     double lr = cfg_.optimizer.lr * schedule_->factor(step_);
     optimizer_->set_lr(lr);
     optimizer_->zero_grad();
-    Tensor out = (*model_)(prepare(b.input));
-    b.target = on_device(b.target);
-    Tensor loss = task_loss(cfg_.task, out, b.target);
+    Tensor out, loss;
+    {
+      dist::timeline::Span span("compute", "forward");
+      out = (*model_)(prepare(b.input));
+      b.target = on_device(b.target);
+      loss = task_loss(cfg_.task, out, b.target);
+    }
+    Tensor objective = replay ? ops::mul(loss, 0.0) : loss;
     if (scaler_) {
       // float16: backward of the scaled loss, then the true gradients before clipping.
-      scaler_->scale(loss).backward();
+      {
+        dist::timeline::Span span("compute", "backward");
+        scaler_->scale(objective).backward();
+      }
+      if (dp_) dp_->finish_gradients();
       scaler_->unscale(*optimizer_);
       if (cfg_.clip_norm > 0) optim::clip_grad_norm(optimizer_->params(), cfg_.clip_norm);
+      dist::timeline::Span span("compute", "optimizer step");
       scaler_->step(*optimizer_);
       scaler_->update();
     } else {
-      loss.backward();
+      {
+        dist::timeline::Span span("compute", "backward");
+        objective.backward();
+      }
+      if (dp_) dp_->finish_gradients();
       if (cfg_.clip_norm > 0) optim::clip_grad_norm(optimizer_->params(), cfg_.clip_norm);
-      optimizer_->step();
+      if (ps_) {
+        dist::timeline::Span span("communication", "push gradients, pull parameters");
+        ps_->set_lr(lr);
+        ps_->push_pull();
+      } else {
+        dist::timeline::Span span("compute", "optimizer step");
+        optimizer_->step();
+      }
     }
+    if (replay) {  // no metrics; the same step count and stopping points as the other ranks
+      ++step_;
+      if (StopSignals::pending() || (cfg_.max_steps > 0 && step_ >= cfg_.max_steps)) {
+        interrupted_ = true;
+        if (bar) bar->finish({});
+        if (!cfg_.checkpoint_dir.empty()) save_checkpoint();
+        return;
+      }
+      continue;
+    }
+    last = b;
 
     float l = float(loss.item());
     KILN_CHECK(std::isfinite(l), "kiln train: the loss became ", l, " at step ", step_ + 1,
@@ -332,7 +472,12 @@ void Trainer::train_epoch() {
   s.images_per_s = secs > 0 ? images / secs : 0;
   s.seconds = secs;
   s.lr = optimizer_->lr();
-  if (val_set_) s.val = evaluate(*val_set_);
+  if (dp_) {  // the job's throughput: every rank's images over this rank's time
+    Tensor n = from_vector(std::vector<double>{images}, {1}, DType::float64);
+    comm_thread_->run("epoch images", [&] { comm_->allreduce(n, dist::ReduceOp::sum, "epoch images"); });
+    s.images_per_s = secs > 0 ? n.data<double>()[0] / secs : 0;
+  }
+  if (val_set_ && (chief_ || dp_)) s.val = evaluate(*val_set_);
   history_.push_back(s);
   ++epoch_;
   batch_in_epoch_ = 0;
@@ -377,6 +522,7 @@ void Trainer::log_epoch(const EpochSummary& s) {
 }
 
 std::string Trainer::save_checkpoint() {
+  if (!chief_) return "";  // one writer: the other ranks hold the same weights
   KILN_CHECK(!cfg_.checkpoint_dir.empty(), "Trainer::save_checkpoint: no checkpoint directory configured");
   std::filesystem::create_directories(cfg_.checkpoint_dir);
   Checkpoint c;

@@ -25,6 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "dist/comm.h"
+#include "dist/ps.h"
+#include "dist/sync.h"
 #include "engine/amp.h"
 #include "engine/device.h"
 #include "engine/optim.h"
@@ -36,6 +39,17 @@
 namespace kiln::train {
 
 enum class Task { classification, segmentation };
+
+// Data parallelism over a communicator (`kiln train --strategy` under mpirun or srun).
+struct DistConfig {
+  std::string strategy = "none";  // none | sync (all-reduce) | async (Downpour) | ps (parameter servers)
+  dist::SyncOptions sync;         // sync: buckets, overlap, fp16 compression
+  bool sync_bn = false;           // sync: batch-norm statistics over all ranks
+  bool scale_lr = false;          // lr x number of workers (Goyal et al. 2017; pair with warmup_epochs)
+  int ps_servers = 1;             // async, ps: the last K ranks serve parameter shards
+  bool ps_synchronous = true;     // ps: servers wait for every worker each step (async: never)
+  int staleness = -1;             // async, ps asynchronous: bound on clock differences (-1: none)
+};
 
 struct TrainConfig {
   std::string model_name;            // recorded in checkpoints; `kiln eval` rebuilds from it
@@ -71,6 +85,7 @@ struct TrainConfig {
                                          // weights, half activations; oneDNN's AVX512_BF16/AMX
                                          // kernels on CPUs, tensor cores on GPUs); float16 adds
                                          // dynamic loss scaling (amp::GradScaler)
+  DistConfig dist;                   // with a communicator of more than one rank
 };
 
 struct EvalResult {
@@ -90,7 +105,9 @@ struct EpochSummary {
 
 class Trainer {
  public:
-  Trainer(ModulePtr model, Splits data, TrainConfig config);
+  // comm: the ranks of a data-parallel job (cfg.dist.strategy says how they cooperate); rank 0
+  // (the chief) alone logs, shows progress and writes checkpoints; every rank reads them on resume.
+  Trainer(ModulePtr model, Splits data, TrainConfig config, std::shared_ptr<dist::Communicator> comm = nullptr);
   ~Trainer();
 
   // Runs (or resumes) the configured epochs; returns normally when done, when max_steps is
@@ -100,6 +117,10 @@ class Trainer {
   EvalResult evaluate(const Dataset& data);
 
   bool interrupted() const { return interrupted_; }
+  // Writes logs and checkpoints: rank 0, or the only process.
+  bool is_chief() const { return chief_; }
+  // A parameter-server rank: fit() serves until the workers are done; it trains nothing itself.
+  bool is_server() const { return server_; }
   int64_t step() const { return step_; }
   const std::vector<EpochSummary>& history() const { return history_; }
   // Loss of every training step this Trainer ran (the resume test compares these).
@@ -117,6 +138,10 @@ class Trainer {
  private:
   struct State;
   void train_epoch();
+  void serve();
+  void setup_dist();
+  dist::PsOptions ps_options() const;
+  EvalResult reduce_eval(EvalResult local, double loss_sum) const;
   void log_epoch(const EpochSummary& s);
   void prune_checkpoints();
   Tensor prepare(const Tensor& input) const;
@@ -131,6 +156,12 @@ class Trainer {
   std::unique_ptr<optim::LRSchedule> schedule_;
   std::unique_ptr<amp::GradScaler> scaler_;  // float16 only
   std::unique_ptr<State> st_;  // loader, logs, running sums
+  std::shared_ptr<dist::Communicator> comm_;
+  std::unique_ptr<dist::CommThread> comm_thread_;  // sync
+  std::unique_ptr<dist::DataParallel> dp_;  // sync
+  std::unique_ptr<dist::PsWorker> ps_;       // async, ps (workers)
+  bool chief_ = true, server_ = false;
+  int workers_ = 1, worker_index_ = 0;       // the ranks that train, and this one's place among them
   int64_t step_ = 0;           // optimizer steps done
   int64_t epoch_ = 0;          // epoch in progress (0-based)
   int64_t batch_in_epoch_ = 0; // batches of epoch_ done

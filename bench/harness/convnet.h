@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "dist/comm.h"
+#include "dist/ps.h"
+#include "dist/sync.h"
 #include "layers/module.h"
 
 namespace kiln::bench {
@@ -32,6 +35,13 @@ struct RunSpec {
   int threads = 0;      // 0: keep the current setting
   bool layers = false;  // per-layer breakdown (profiler on during the timed iterations)
   bool loss = false;    // cross-entropy against fixed random labels (tf-compat); per-step losses kept
+  // Data parallel training steps (`kiln bench --strategy` under mpirun or srun): the job's ranks
+  // and how they cooperate; each rank times its own steps (tools aggregate them). nullptr or
+  // strategy "none": this process alone.
+  std::shared_ptr<dist::Communicator> comm;
+  std::string strategy = "none";  // sync (gradient all-reduce each step), async or ps (parameter servers)
+  dist::SyncOptions sync;
+  dist::PsOptions ps;
 };
 
 // One leaf layer (or a summary row) of the per-layer breakdown, per timed iteration.
@@ -57,6 +67,12 @@ struct RunResult {
   double gflop_per_iter = 0;   // conv+linear FLOPs per iteration: 2 MACs x batch, x3 for train
   double gflops = 0;           // gflop_per_iter / median seconds
   std::vector<LayerRow> layers;  // spec.layers only: leaf layers in forward order, then summaries
+  // Data parallel runs.
+  bool server = false;           // a parameter-server rank: it served, timed nothing
+  double comm_wait_ms = 0;       // sync: median wait for the gradient all-reduce after backward
+  int ranks = 1;                 // ranks of the job (tools fill the aggregate fields)
+  double aggregate_images_per_s = 0;       // sum over the training ranks
+  std::vector<double> rank_images_per_s;   // per rank (0 for servers)
 };
 
 // Per-step report for observers (tf-compat printing).

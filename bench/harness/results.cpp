@@ -83,6 +83,17 @@ json run_to_json(const RunResult& r) {
       {"gflops", r.gflops},
   };
   if (!r.losses.empty()) j["losses"] = r.losses;
+  if (r.ranks > 1) {
+    j["strategy"] = r.spec.strategy;
+    j["ranks"] = r.ranks;
+    j["aggregate_images_per_s"] = r.aggregate_images_per_s;
+    j["rank_images_per_s"] = r.rank_images_per_s;
+    if (r.spec.strategy == "sync") {
+      j["comm_wait_ms"] = r.comm_wait_ms;
+      j["bucket_mb"] = r.spec.sync.bucket_mb;
+      j["overlap"] = r.spec.sync.overlap;
+    }
+  }
   if (!r.layers.empty()) {
     json rows = json::array();
     for (const LayerRow& l : r.layers)

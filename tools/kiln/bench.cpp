@@ -21,6 +21,7 @@
 #endif
 #include "nets/zoo.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/dist_flags.h"
 
 #ifndef KILN_SOURCE_DIR
 #define KILN_SOURCE_DIR ""
@@ -38,6 +39,7 @@ struct BenchOptions {
   std::vector<std::string> outs;
   CLI::Option* iters_opt = nullptr;
   CLI::Option* warmup_opt = nullptr;
+  DistFlags dist;
 };
 
 int64_t parse_batch(const std::string& b) {
@@ -87,6 +89,28 @@ std::vector<bench::RunSpec> make_specs(const BenchOptions& o) {
   return specs;
 }
 
+// Data parallel: every rank's images/s to all; rank 0 prints them and the job's sum.
+void aggregate(bench::RunResult& r, dist::Communicator& comm) {
+  const int n = comm.size();
+  Tensor mine = from_vector(std::vector<double>{r.server ? 0.0 : r.images_per_s, r.comm_wait_ms}, {2}, DType::float64);
+  Tensor all = zeros({2 * int64_t(n)}, DType::float64);
+  comm.allgather(mine, all, "bench results");
+  r.ranks = n;
+  r.rank_images_per_s.clear();
+  r.aggregate_images_per_s = 0;
+  for (int i = 0; i < n; ++i) {
+    r.rank_images_per_s.push_back(all.data<double>()[2 * i]);
+    r.aggregate_images_per_s += all.data<double>()[2 * i];
+  }
+  if (comm.rank() != 0 || !r.spec.train) return;
+  std::printf("  %d ranks, strategy %s:", n, r.spec.strategy.c_str());
+  for (int i = 0; i < n; ++i) {
+    if (r.rank_images_per_s[size_t(i)] <= 0) std::printf(" [rank %d: server]", i);
+    else std::printf(" [rank %d: %.1f img/s, wait %.2f ms]", i, r.rank_images_per_s[size_t(i)], all.data<double>()[2 * i + 1]);
+  }
+  std::printf("\n  aggregate %.1f images/s\n", r.aggregate_images_per_s);
+}
+
 // kiln/PyTorch per row, for each baseline variant.
 void print_ratios(const bench::Results& kiln, const std::vector<bench::Results>& baselines) {
   using Key = std::tuple<std::string, int64_t, bool>;
@@ -111,6 +135,8 @@ void print_ratios(const bench::Results& kiln, const std::vector<bench::Results>&
   }
 }
 
+int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSession& session);
+
 int run_bench(const BenchOptions& opts) {
   KILN_CHECK(opts.data.empty(), "--data ", opts.data,
              ": real-data timing needs the io/ loaders (not yet built); kiln bench times synthetic data for now");
@@ -119,7 +145,25 @@ int run_bench(const BenchOptions& opts) {
     if (o.iters_opt->count() == 0) o.iters = 100;
     if (o.warmup_opt->count() == 0) o.warmup = 10;
   }
-  const std::vector<bench::RunSpec> specs = make_specs(o);
+  std::vector<bench::RunSpec> specs = make_specs(o);
+  DistSession session(o.dist, Device(o.device));
+  return session.guard([&] { return run_specs(o, specs, session); });
+}
+
+int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSession& session) {
+  const bool chief = session.rank() == 0;
+  if (session.active()) {
+    KILN_CHECK(!o.vs_pytorch, "--vs-pytorch runs one process; leave it out under mpirun/srun");
+    for (auto& s : specs) {
+      s.comm = session.comm();
+      s.strategy = session.strategy();
+      const train::DistConfig c = session.config();
+      s.sync = c.sync;
+      s.ps.servers = c.ps_servers;
+      s.ps.synchronous = c.strategy == "ps" && c.ps_synchronous;
+      s.ps.staleness = c.staleness;
+    }
+  }
 
   std::string python, script;
   if (o.vs_pytorch) {  // fail before the sweep, not after it
@@ -138,18 +182,22 @@ int run_bench(const BenchOptions& opts) {
   results.machine = bench::machine_info();
   std::unique_ptr<bench::TfCompatPrinter> tf;
   if (o.tf_compat) tf = std::make_unique<bench::TfCompatPrinter>(std::cout);
-  bench::Progress progress(specs, o.no_progress || specs.size() < 2 ? nullptr : stderr);
-  if (!tf) std::printf("%s\n", bench::table_header().c_str());
+  bench::Progress progress(specs, o.no_progress || specs.size() < 2 || !chief ? nullptr : stderr);
+  if (!tf && chief) std::printf("%s\n", bench::table_header().c_str());
   std::fflush(stdout);
   for (size_t i = 0; i < specs.size(); ++i) {
     progress.start(i);
-    bench::RunResult r = bench::run(specs[i], tf.get());
+    bench::RunResult r = bench::run(specs[i], chief ? tf.get() : nullptr);
     progress.finish();
-    if (!tf) std::printf("%s\n", bench::table_row(r).c_str());
-    if (o.layers) std::printf("%s", bench::layer_table(r).c_str());
+    if (chief && !r.server) {
+      if (!tf) std::printf("%s\n", bench::table_row(r).c_str());
+      if (o.layers) std::printf("%s", bench::layer_table(r).c_str());
+    }
+    if (session.active()) aggregate(r, *session.comm());
     std::fflush(stdout);
     results.runs.push_back(std::move(r));
   }
+  if (!chief) return 0;
 
   if (o.vs_pytorch) {
     std::vector<bench::Results> baselines;
@@ -207,6 +255,7 @@ Command add_bench(CLI::App& app) {
                 "also run bench/baselines/pytorch_bench.py (as installed, and channels-last with tuned malloc) "
                 "and print kiln/PyTorch per row");
   sub->add_flag("--no-progress", o->no_progress, "no progress line on stderr");
+  add_dist_flags(sub, &o->dist, false);
   return Command{sub, [o] { return run_bench(*o); }};
 }
 

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "dist/comm.h"
+#include "dist/timeline.h"
 #include "engine/error.h"
 #include "tools/kiln/commands.h"
 
@@ -24,6 +26,19 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 }  // namespace kiln::cli
+
+namespace {
+
+// After an error in a job of several ranks the others may be blocked in a collective (or a rank
+// may be stopped): MPI_Abort has the launcher end them all. The timeline so far is written first.
+int fail(const char* message) {
+  std::fprintf(stderr, "kiln: error: %s\n", message);
+  kiln::dist::timeline::stop();
+  if (kiln::dist::mpi_initialized() && kiln::dist::world_from_env().size > 1) kiln::dist::abort(1);
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: a deep-learning engine for HPC centres"};
@@ -41,11 +56,9 @@ int main(int argc, char** argv) {
     for (const auto& c : commands)
       if (c.app->parsed()) return c.run();
   } catch (const kiln::Error& e) {
-    std::fprintf(stderr, "kiln: error: %s\n", e.message().empty() ? e.what() : e.message().c_str());
-    return 1;
+    return fail(e.message().empty() ? e.what() : e.message().c_str());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kiln: error: %s\n", e.what());
-    return 1;
+    return fail(e.what());
   }
   return 0;
 }

@@ -21,6 +21,7 @@
 #include "kernels/common/parallel.h"
 #include "nets/zoo.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/dist_flags.h"
 #include "train/trainer.h"
 
 namespace kiln::cli {
@@ -35,6 +36,7 @@ struct TrainOptions {
   std::string layout = "nhwc", dtype = "float32";
   int threads = 0, workers = 2, keep = 2;
   uint64_t seed = 0;
+  DistFlags dist;
 };
 
 // A catalogue name resolves to its installed directory; anything else is a path or a synthetic spec.
@@ -82,9 +84,12 @@ ModulePtr build_model(const std::string& name, const Splits& data, train::Task t
   return nets::build(name, no);
 }
 
+int train_and_report(const ModulePtr& model, const Splits& data, const train::TrainConfig& c, DistSession& session);
+
 int run_train(const TrainOptions& o) {
   apply_runtime(o);
   KILN_CHECK(!o.model.empty(), "--model is required (see `kiln info` for the zoo)");
+  DistSession session(o.dist, pick_device(o.device));
   Splits data = open_data(o.data);
   train::TrainConfig c;
   c.model_name = o.model;
@@ -120,27 +125,37 @@ int run_train(const TrainOptions& o) {
              "--dtype: 'float32', 'bfloat16' or 'float16', not '", o.dtype, "'");
   c.compute_dtype = o.dtype == "bfloat16" ? DType::bfloat16 : o.dtype == "float16" ? DType::float16 : DType::float32;
   c.device = pick_device(o.device);
+  c.dist = session.config();
 
-  manual_seed(o.seed);  // the weights' initialisation
+  manual_seed(o.seed);  // the weights' initialisation (rank 0's are broadcast anyway)
   ModulePtr model = build_model(o.model, data, c.task);
-  std::fprintf(stderr, "kiln train: %s (%lld parameters) on %s: %lld training samples, batch %lld, %s lr %g\n",
+  if (session.rank() == 0)
+    std::fprintf(stderr, "kiln train: %s (%lld parameters) on %s: %lld training samples, batch %lld, %s lr %g\n",
                o.model.c_str(), (long long)model->num_parameters(), data.name.c_str(),
                (long long)data.train->size(), (long long)o.batch, o.optimizer.c_str(), o.lr);
-  train::Trainer t(model, data, c);
+  return session.guard([&] { return train_and_report(model, data, c, session); });
+}
+
+int train_and_report(const ModulePtr& model, const Splits& data, const train::TrainConfig& c, DistSession& session) {
+  train::Trainer t(model, data, c, session.comm());
   t.fit();
+  if (t.is_server()) return 0;
   if (t.interrupted()) {
-    std::printf("stopped at step %lld; resume with --resume %s\n", (long long)t.step(),
-                t.last_checkpoint().empty() ? "<no checkpoint written>" : t.last_checkpoint().c_str());
+    if (t.is_chief())
+      std::printf("stopped at step %lld; resume with --resume %s\n", (long long)t.step(),
+                  t.last_checkpoint().empty() ? "<no checkpoint written>" : t.last_checkpoint().c_str());
     return 0;
   }
-  if (data.test) {
-    train::EvalResult r = t.evaluate(*data.test);
-    if (c.task == train::Task::segmentation)
-      std::printf("test: loss %.4f IoU %.4f Dice %.4f (%lld samples)\n", r.loss, r.iou, r.dice, (long long)r.samples);
-    else
-      std::printf("test: loss %.4f top-1 %.4f top-5 %.4f (%lld samples)\n", r.loss, r.top1, r.top5,
-                  (long long)r.samples);
-  }
+  // Sync: every rank evaluates its share of the test set (a collective). Parameter servers: the
+  // chief alone holds the final parameters.
+  if (!data.test || (!t.is_chief() && c.dist.strategy != "sync")) return 0;
+  train::EvalResult r = t.evaluate(*data.test);
+  if (!t.is_chief()) return 0;
+  if (c.task == train::Task::segmentation)
+    std::printf("test: loss %.4f IoU %.4f Dice %.4f (%lld samples)\n", r.loss, r.iou, r.dice, (long long)r.samples);
+  else
+    std::printf("test: loss %.4f top-1 %.4f top-5 %.4f (%lld samples)\n", r.loss, r.top1, r.top5,
+                (long long)r.samples);
   return 0;
 }
 
@@ -222,6 +237,7 @@ Command add_train(CLI::App& app) {
   sub->add_option("--layout", o->layout, "activations: nhwc (channels-last) or nchw")->capture_default_str();
   sub->add_option("--dtype", o->dtype, "float32, or bfloat16/float16 (mixed precision, float32 master weights; float16 with dynamic loss scaling)")
       ->capture_default_str();
+  add_dist_flags(sub, &o->dist, true);
   return Command{sub, [o] { return run_train(*o); }};
 }
 
