@@ -352,6 +352,8 @@ class MpiComm final : public Communicator {
     int remaining = n;
     int idle = 0, sleeps = 0;
     Clock::time_point since_progress = Clock::now();
+    const double yield_limit =
+        std::find(r.peers.begin(), r.peers.end(), kCollective) != r.peers.end() ? 5.0 : 0.2;
     while (remaining > 0) {
       int out = 0, rc;
       {
@@ -376,13 +378,14 @@ class MpiComm final : public Communicator {
       // Nonblocking collectives progress only inside MPI_Test* calls (Open MPI's libnbc moves one
       // round per call), so test often while the operation is young: spin for 2 ms, then yield
       // between tests up to 200 ms, then sleep with a period growing to 1 ms (a long wait is a
-      // straggler; it should not burn a core). Measured: sleeping early made a 64 MiB
-      // MPI_Iallreduce on 2 ranks 12x slower.
+      // straggler; it should not burn a core). A library collective shows no progress until it
+      // completes and runs after every rank announced it, so it yields for up to 5 s. Measured:
+      // sleeping early made a 64 MiB MPI_Iallreduce on 2 ranks 12x slower.
       ++idle;
       double young = std::chrono::duration<double>(Clock::now() - since_progress).count();
       if (young < 2e-3) {
         if ((idle & 63) != 0) continue;
-      } else if (young < 0.2) {
+      } else if (young < yield_limit) {
         std::this_thread::yield();
         if ((idle & 63) != 0) continue;
       } else {
