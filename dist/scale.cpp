@@ -185,7 +185,8 @@ Algorithm algorithm_from_name(const std::string& name) {
   if (name == "hierarchical" || name == "hier") return Algorithm::hierarchical;
   if (name == "tree") return Algorithm::tree;
   if (name == "ps") return Algorithm::ps;
-  KILN_THROW("unknown all-reduce algorithm '", name, "' (known: ring, hierarchical, tree, ps)");
+  if (name == "ps-hier") return Algorithm::ps_hier;
+  KILN_THROW("unknown all-reduce algorithm '", name, "' (known: ring, hierarchical, tree, ps, ps-hier)");
 }
 
 const char* algorithm_name(Algorithm a) {
@@ -194,6 +195,7 @@ const char* algorithm_name(Algorithm a) {
     case Algorithm::hierarchical: return "hierarchical";
     case Algorithm::tree: return "tree";
     case Algorithm::ps: return "ps";
+    case Algorithm::ps_hier: return "ps-hier";
   }
   return "?";
 }
@@ -268,8 +270,37 @@ double allreduce_ms(int64_t bytes, int gpus, int nodes, const Network& net, cons
     }
     case Algorithm::ps:
       return ps_ms(b, gpus, nodes, per_node, net, o.ps_servers);
+    case Algorithm::ps_hier: {
+      // Within a node the replicas are reduced (and later broadcast) over the node's links; then
+      // each node is one worker of the parameter servers.
+      const double in_node = ring_ms(b, per_node, net.intra);
+      return in_node + (nodes > 1 ? ps_ms(b, nodes, nodes, 1, net, o.ps_servers) : 0.0);
+    }
   }
   return 0;
+}
+
+double expected_max_normal(int n) {
+  if (n <= 1) return 0;
+  // Blom: E[max] ~ Phi^-1((n - 0.375) / (n + 0.25)); the inverse normal by Acklam's rational
+  // approximation (relative error < 1.2e-9), upper region only since the argument is > 0.5.
+  const double p = (n - 0.375) / (n + 0.25);
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                             1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01, -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
+  if (p <= 0.97575) {
+    const double q = p - 0.5, r = q * q;
+    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+           (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+  }
+  const double q = std::sqrt(-2 * std::log(1 - p));
+  return -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+         ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
 }
 
 // --- simulation ----------------------------------------------------------------------------
@@ -295,8 +326,13 @@ std::vector<Bucket> make_buckets(const DeviceProfile& p, double bucket_mb) {
   return buckets;
 }
 
-StepPrediction simulate_step(const DeviceProfile& p, int gpus, int nodes, const Network& net, const ScaleOptions& o) {
-  KILN_CHECK(p.batch > 0, "scale: the profile of '", p.model, "' has no batch size");
+StepPrediction simulate_step(const DeviceProfile& profile, int gpus, int nodes, const Network& net,
+                             const ScaleOptions& o) {
+  KILN_CHECK(profile.batch > 0, "scale: the profile of '", profile.model, "' has no batch size");
+  KILN_CHECK(o.jitter >= 0, "scale: --jitter must be >= 0, not ", o.jitter);
+  // The slowest rank paces every bucket: its compute stretched by the expected straggle.
+  const double stretch = 1 + o.jitter * expected_max_normal(gpus);
+  const DeviceProfile& p = stretch == 1 ? profile : scaled(profile, stretch);
   StepPrediction s;
   s.gpus = gpus;
   s.nodes = nodes;

@@ -80,7 +80,9 @@ struct Network {
 // node. tree: binary reduce then broadcast, 2 ceil(log2 n) (lat + B/bw), not pipelined.
 // ps: parameter servers (TensorFlow's), one per node unless ScaleOptions::ps_servers: each worker
 // pushes B/K to each server and pulls it back; a NIC carries what crosses nodes.
-enum class Algorithm { ring, hierarchical, tree, ps };
+// ps-hier: ring all-reduce within the node first, then one push and pull per node (tf_cnn_benchmarks'
+// distributed_replicated).
+enum class Algorithm { ring, hierarchical, tree, ps, ps_hier };
 Algorithm algorithm_from_name(const std::string& name);  // kiln::Error naming it when unknown
 const char* algorithm_name(Algorithm a);
 
@@ -89,7 +91,14 @@ struct ScaleOptions {
   bool overlap = true;    // all-reduce buckets while backward runs
   Algorithm algorithm = Algorithm::ring;
   int ps_servers = 0;     // ps: server count, 0 = one per node
+  // Stragglers: per-rank compute time varies with this coefficient of variation (0: none); a
+  // synchronous step waits for the slowest of n ranks, whose compute is longer by cv x E[max of n
+  // standard normals].
+  double jitter = 0;
 };
+
+// E[max of n independent standard normals] (Blom's approximation; 0 for n = 1).
+double expected_max_normal(int n);
 
 // Time to all-reduce `bytes` over `gpus` GPUs spread evenly over `nodes` nodes. 0 for one GPU.
 double allreduce_ms(int64_t bytes, int gpus, int nodes, const Network& net, const ScaleOptions& o);

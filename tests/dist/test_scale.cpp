@@ -46,7 +46,7 @@ TEST_CASE("scale: infinite bandwidth and no latency give efficiency 1") {
   const DeviceProfile p = synthetic();
   const Network fast = Network{Link{1e12, 0}, Link{1e12, 0}};
   const double one = simulate_step(p, 1, 1, fast, ScaleOptions{}).images_per_s;
-  for (Algorithm a : {Algorithm::ring, Algorithm::hierarchical, Algorithm::tree, Algorithm::ps}) {
+  for (Algorithm a : {Algorithm::ring, Algorithm::hierarchical, Algorithm::tree, Algorithm::ps, Algorithm::ps_hier}) {
     ScaleOptions o;
     o.algorithm = a;
     for (int n : {2, 8, 64}) {
@@ -135,9 +135,38 @@ TEST_CASE("scale: the ring cost formula, exactly, for one bucket") {
         doctest::Approx(2.0 * (std::max(4 * bytes / 4 * 3 / 5e9 * 1e3, 4 * bytes / 4 / 50e9 * 1e3) + 9e-3)));
 }
 
+TEST_CASE("scale: stragglers stretch the step by cv x E[max of n normals]") {
+  CHECK(expected_max_normal(1) == 0);
+  CHECK(expected_max_normal(2) == doctest::Approx(0.5642).epsilon(0.05));  // exact: 1/sqrt(pi)
+  CHECK(expected_max_normal(64) == doctest::Approx(2.4).epsilon(0.03));
+  const DeviceProfile p = synthetic();
+  const Network fast = Network{Link{1e12, 0}, Link{1e12, 0}};
+  ScaleOptions o;
+  o.jitter = 0.05;
+  CHECK(simulate_step(p, 1, 1, fast, o).step_ms == doctest::Approx(p.step_ms()));
+  CHECK(simulate_step(p, 64, 8, fast, o).step_ms ==
+        doctest::Approx(p.step_ms() * (1 + 0.05 * expected_max_normal(64))));
+  double last = 1;
+  for (int n : {2, 4, 16, 64}) {
+    const double eff = simulate_step(p, n, 1, fast, o).images_per_s / (n * simulate_step(p, 1, 1, fast, o).images_per_s);
+    CHECK(eff < last);
+    last = eff;
+  }
+  // ps-hier: ring in the node, then parameter servers with one worker per node.
+  ScaleOptions h;
+  h.algorithm = Algorithm::ps_hier;
+  const Network two = Network{Link{50, 2}, Link{5, 9}};
+  const double b = 1e8;
+  ScaleOptions ring;
+  ScaleOptions ps;
+  ps.algorithm = Algorithm::ps;
+  CHECK(allreduce_ms(int64_t(b), 16, 4, two, h) ==
+        doctest::Approx(allreduce_ms(int64_t(b), 4, 1, two, ring) + allreduce_ms(int64_t(b), 4, 4, two, ps)));
+}
+
 TEST_CASE("scale: faster links never predict fewer images/s") {
   const DeviceProfile p = synthetic(20, 3 << 20);
-  for (Algorithm a : {Algorithm::ring, Algorithm::hierarchical, Algorithm::tree, Algorithm::ps}) {
+  for (Algorithm a : {Algorithm::ring, Algorithm::hierarchical, Algorithm::tree, Algorithm::ps, Algorithm::ps_hier}) {
     ScaleOptions o;
     o.algorithm = a;
     double last = 0;

@@ -31,7 +31,7 @@ struct ScaleCliOptions {
   std::string model = "resnet50", profile, save_profile, json, compare, reference, gpus = "1,2,4,8,16,32,64";
   std::string intra = "nvlink-v100", inter = "ib-edr", algorithm = "ring";
   int64_t batch = 0, measure_batch = 0;
-  double device_ips = 0, bucket_mb = 25;
+  double device_ips = 0, bucket_mb = 25, jitter = 0;
   double intra_bw = 0, intra_lat = -1, inter_bw = 0, inter_lat = -1;
   int gpus_per_node = 8, ps_servers = 0, iters = 3, warmup = 1, threads = 0;
   bool no_overlap = false, list = false, details = false;
@@ -132,6 +132,7 @@ dist::ScaleOptions scale_options(const ScaleCliOptions& o) {
   so.overlap = !o.no_overlap;
   so.algorithm = dist::algorithm_from_name(o.algorithm);
   so.ps_servers = o.ps_servers;
+  so.jitter = o.jitter;
   return so;
 }
 
@@ -175,10 +176,11 @@ int run_compare(const ScaleCliOptions& o) {
   if (!o.save_profile.empty()) dist::save_profile(p, o.save_profile);
   print_profile_summary(p);
   const dist::ComparisonResult c = dist::compare_table(p, table, scale_options(o));
-  std::printf("table %s (%s, %s): calibrated one %s = %.1f images/s at batch %lld; bucket %.0f MB, overlap %s\n",
+  std::printf("table %s (%s, %s): calibrated one %s = %.1f images/s at batch %lld; bucket %.0f MB, overlap %s, "
+              "jitter %.3g\n",
               o.compare.c_str(), table.front().source.c_str(), ref.c_str(), table.front().gpu.c_str(),
               c.device_images_per_s, static_cast<long long>(table.front().batch), o.bucket_mb,
-              o.no_overlap ? "off" : "on");
+              o.no_overlap ? "off" : "on", o.jitter);
   std::printf("%5s %5s %5s %-12s %-7s %-7s %9s %9s %8s | %10s %8s | %10s %8s %7s\n", "gpus", "nodes", "batch",
               "algorithm", "intra", "inter", "step ms", "comm ms", "exposed", "pred img/s", "pred eff", "pub img/s",
               "pub eff", "d eff");
@@ -293,7 +295,9 @@ Command add_scale(CLI::App& app) {
   sub->add_option("--gpus", o->gpus, "GPU counts to predict (default 1,2,4,8,16,32,64)");
   sub->add_option("--bucket-mb", o->bucket_mb, "fusion bucket size, MB (default 25)");
   sub->add_flag("--no-overlap", o->no_overlap, "all-reduce only after backward ends");
-  o->algorithm_opt = sub->add_option("--algorithm", o->algorithm, "ring | hierarchical | tree | ps (default ring)");
+  o->algorithm_opt = sub->add_option("--algorithm", o->algorithm, "ring | hierarchical | tree | ps | ps-hier (default ring; --compare: each row's)");
+  sub->add_option("--jitter", o->jitter,
+                  "straggler model: coefficient of variation of a rank's compute time (default 0: none)");
   sub->add_option("--ps-servers", o->ps_servers, "ps: parameter servers (default one per node)");
   sub->add_option("--compare", o->compare,
                   "predict beside a published table: horovod-p100, kit-980ti, s3-horovod-v100, s3-ddp-v100, s1-k80");
