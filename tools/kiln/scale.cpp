@@ -5,6 +5,7 @@
 //   kiln scale --profile p.json --inter eth-10g --gpus 1,8,64 --json out.json
 // The profile is measured on this machine's CPU with the benchmark's per-layer profiler (kiln
 // bench --layers), or read with --profile; --save-profile writes it.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -159,12 +160,27 @@ void write_json(const std::string& path, const nlohmann::ordered_json& j) {
 int run_compare(const ScaleCliOptions& o) {
   const std::string ref = reference_path(o);
   std::vector<dist::ReferenceRow> all = dist::load_reference(ref), table;
+  // A table by its name, else by a prefix of it or by its source id ("kit", "S1") when that
+  // picks exactly one table.
+  std::vector<std::string> names, picked;
+  for (const dist::ReferenceRow& r : all)
+    if (std::find(names.begin(), names.end(), r.table) == names.end()) names.push_back(r.table);
+  for (const dist::ReferenceRow& r : all)
+    if ((r.table.rfind(o.compare, 0) == 0 || r.source == o.compare) &&
+        std::find(picked.begin(), picked.end(), r.table) == picked.end())
+      picked.push_back(r.table);
   std::string known;
-  for (const dist::ReferenceRow& r : all) {
-    if (r.table == o.compare) table.push_back(r);
-    if (known.find(r.table) == std::string::npos) known += (known.empty() ? "" : ", ") + r.table;
+  for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+  std::string name = o.compare;
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    std::string matches;
+    for (const std::string& n : picked) matches += (matches.empty() ? "" : ", ") + n;
+    KILN_CHECK(picked.size() == 1, "--compare: ", picked.empty() ? "no table '" : "more than one table for '", o.compare,
+               "' in ", ref, " (", picked.empty() ? "known: " + known : "matches: " + matches, ")");
+    name = picked.front();
   }
-  KILN_CHECK(!table.empty(), "--compare: no table '", o.compare, "' in ", ref, " (known: ", known, ")");
+  for (const dist::ReferenceRow& r : all)
+    if (r.table == name) table.push_back(r);
   if (o.algorithm_opt->count())  // one algorithm for every row instead of each row's own
     for (dist::ReferenceRow& r : table) r.algorithm = o.algorithm;
   int64_t base_batch = table.front().batch;
@@ -180,7 +196,7 @@ int run_compare(const ScaleCliOptions& o) {
   const dist::ComparisonResult c = dist::compare_table(p, table, scale_options(o));
   std::printf("table %s (%s, %s): calibrated one %s = %.1f images/s at batch %lld; bucket %.0f MB, overlap %s, "
               "jitter %.3g\n",
-              o.compare.c_str(), table.front().source.c_str(), ref.c_str(), table.front().gpu.c_str(),
+              name.c_str(), table.front().source.c_str(), ref.c_str(), table.front().gpu.c_str(),
               c.device_images_per_s, static_cast<long long>(table.front().batch), o.bucket_mb,
               o.no_overlap ? "off" : "on", o.jitter);
   std::printf("%5s %5s %5s %-12s %-7s %-7s %9s %9s %8s | %10s %8s | %10s %8s %7s\n", "gpus", "nodes", "batch",
@@ -205,7 +221,7 @@ int run_compare(const ScaleCliOptions& o) {
   }
   std::printf("efficiency: images/s per GPU relative to the table's fewest-GPU row (predicted and published alike)\n");
   if (!o.json.empty())
-    write_json(o.json, {{"table", o.compare},
+    write_json(o.json, {{"table", name},
                         {"device_images_per_s", c.device_images_per_s},
                         {"profile", nlohmann::ordered_json::parse(dist::profile_to_json(p))},
                         {"rows", rows}});
