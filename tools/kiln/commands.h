@@ -24,6 +24,7 @@ Command add_info(CLI::App& app);
 Command add_data(CLI::App& app);
 Command add_train(CLI::App& app);
 Command add_eval(CLI::App& app);
+Command add_scale(CLI::App& app);
 
 // "a,b,,c" -> {"a", "b", "c"}
 std::vector<std::string> split_list(const std::string& s);

@@ -4,6 +4,7 @@
 //   kiln compare a.json b.json                                            (compare.cpp)
 //   kiln info                                                             (info.cpp)
 //   kiln data list | fetch NAME [--from URL|PATH] | verify NAME           (data.cpp)
+//   kiln scale --compare horovod-p100                                     (scale.cpp)
 // Exit codes: 0 success, 1 a kiln::Error (message on stderr), 2 bad command line.
 // Test: ctest --test-dir build -R cli
 #include <cstdio>
@@ -46,7 +47,8 @@ int main(int argc, char** argv) {
   std::vector<kiln::cli::Command> commands = {kiln::cli::add_bench(app), kiln::cli::add_plot(app),
                                               kiln::cli::add_compare(app), kiln::cli::add_info(app),
                                               kiln::cli::add_data(app), kiln::cli::add_train(app),
-                                              kiln::cli::add_eval(app)};
+                                              kiln::cli::add_eval(app),
+                                              kiln::cli::add_scale(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

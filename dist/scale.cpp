@@ -1,0 +1,467 @@
+// The scaling model of `kiln scale` (dist/scale.h): profiles, link presets, all-reduce costs, the
+// bucketed step simulation and the comparison with published tables.
+//   ctest --test-dir build -R dist.test_scale
+#include "dist/scale.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/error.h"
+
+namespace kiln::dist {
+
+double DeviceProfile::forward_ms() const {
+  double s = 0;
+  for (const LayerProfile& l : layers) s += l.forward_ms;
+  return s;
+}
+double DeviceProfile::backward_ms() const {
+  double s = 0;
+  for (const LayerProfile& l : layers) s += l.backward_ms;
+  return s;
+}
+double DeviceProfile::step_ms() const { return forward_ms() + other_ms + backward_ms() + optimizer_ms; }
+int64_t DeviceProfile::grad_bytes() const {
+  int64_t s = 0;
+  for (const LayerProfile& l : layers) s += l.grad_bytes;
+  return s;
+}
+
+// --- profiles ------------------------------------------------------------------------------
+
+std::string profile_to_json(const DeviceProfile& p) {
+  nlohmann::ordered_json j;
+  j["format"] = "kiln-scale-profile";
+  j["version"] = 1;
+  j["model"] = p.model;
+  j["device"] = p.device;
+  j["batch"] = p.batch;
+  j["other_ms"] = p.other_ms;
+  j["optimizer_ms"] = p.optimizer_ms;
+  j["layers"] = nlohmann::ordered_json::array();
+  for (const LayerProfile& l : p.layers)
+    j["layers"].push_back({{"name", l.name}, {"forward_ms", l.forward_ms}, {"backward_ms", l.backward_ms},
+                           {"grad_bytes", l.grad_bytes}});
+  return j.dump(2) + "\n";
+}
+
+namespace {
+
+double number(const nlohmann::json& j, const char* key, const std::string& where) {
+  KILN_CHECK(j.is_object() && j.contains(key), where, ": missing \"", key, "\"");
+  const nlohmann::json& v = j.at(key);
+  KILN_CHECK(v.is_number(), where, ": \"", key, "\" must be a number, not ", v.dump());
+  const double d = v.get<double>();
+  KILN_CHECK(std::isfinite(d) && d >= 0, where, ": \"", key, "\" must be finite and >= 0, not ", v.dump());
+  return d;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), "cannot open '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+DeviceProfile profile_from_json(const std::string& text, const std::string& origin) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    KILN_THROW(origin, ": not JSON (", e.what(), ")");
+  }
+  KILN_CHECK(j.is_object() && j.value("format", "") == "kiln-scale-profile", origin,
+             ": not a kiln scale profile (\"format\": \"kiln-scale-profile\" missing)");
+  DeviceProfile p;
+  p.model = j.value("model", "");
+  p.device = j.value("device", "");
+  p.batch = int64_t(number(j, "batch", origin));
+  KILN_CHECK(p.batch > 0, origin, ": \"batch\" must be positive");
+  p.other_ms = number(j, "other_ms", origin);
+  p.optimizer_ms = number(j, "optimizer_ms", origin);
+  KILN_CHECK(j.contains("layers") && j["layers"].is_array() && !j["layers"].empty(), origin,
+             ": \"layers\" must be a non-empty array");
+  for (size_t i = 0; i < j["layers"].size(); ++i) {
+    const nlohmann::json& l = j["layers"][i];
+    const std::string where = origin + ": layers[" + std::to_string(i) + "]";
+    LayerProfile lp;
+    KILN_CHECK(l.is_object() && l.contains("name") && l["name"].is_string(), where, ": missing \"name\"");
+    lp.name = l["name"].get<std::string>();
+    lp.forward_ms = number(l, "forward_ms", where);
+    lp.backward_ms = number(l, "backward_ms", where);
+    lp.grad_bytes = int64_t(number(l, "grad_bytes", where));
+    p.layers.push_back(lp);
+  }
+  return p;
+}
+
+DeviceProfile load_profile(const std::string& path) { return profile_from_json(read_text(path), path); }
+
+void save_profile(const DeviceProfile& p, const std::string& path) {
+  std::ofstream out(path, std::ios::binary);
+  KILN_CHECK(out.good(), "cannot write '", path, "'");
+  out << profile_to_json(p);
+  KILN_CHECK(out.good(), "cannot write '", path, "'");
+}
+
+DeviceProfile scaled(const DeviceProfile& p, double factor) {
+  KILN_CHECK(factor > 0 && std::isfinite(factor), "scale: time factor must be positive, not ", factor);
+  DeviceProfile q = p;
+  for (LayerProfile& l : q.layers) {
+    l.forward_ms *= factor;
+    l.backward_ms *= factor;
+  }
+  q.other_ms *= factor;
+  // The optimizer touches parameters, not activations, but a uniform factor keeps calibration one
+  // number; it is a few percent of a step.
+  q.optimizer_ms *= factor;
+  return q;
+}
+
+DeviceProfile at_batch(const DeviceProfile& p, int64_t batch) {
+  KILN_CHECK(batch > 0 && p.batch > 0, "scale: batch must be positive (profile ", p.batch, ", asked ", batch, ")");
+  if (batch == p.batch) return p;
+  DeviceProfile q = scaled(p, double(batch) / double(p.batch));
+  q.optimizer_ms = p.optimizer_ms;  // per parameter, not per sample
+  q.batch = batch;
+  return q;
+}
+
+DeviceProfile calibrated(const DeviceProfile& p, double images_per_s) {
+  KILN_CHECK(images_per_s > 0, "scale: --device-images-per-s must be positive, not ", images_per_s);
+  KILN_CHECK(p.step_ms() > 0, "scale: the profile of ", p.model, " has no time to rescale");
+  const double target_ms = double(p.batch) * 1000.0 / images_per_s;
+  DeviceProfile q = scaled(p, target_ms / p.step_ms());
+  q.device += " (calibrated)";
+  return q;
+}
+
+// --- links ---------------------------------------------------------------------------------
+
+const std::vector<LinkPreset>& link_presets() {
+  // Achieved bandwidth = nominal one-direction rate x an efficiency factor: 0.75 for PCIe (TLP
+  // and DMA overhead: x16 gen3 moves ~12 of 15.75 GB/s in cudaMemcpy / nccl-tests), 0.7 for
+  // NVLink rings (nccl-tests busbw on DGX-1 class machines), 0.9 for InfiniBand verbs
+  // (ib_write_bw reaches ~90% of the signalling rate), 0.85 for RoCE, 0.9 for 1 GbE TCP (~940
+  // Mb/s goodput) and 0.7 for faster TCP Ethernet (one MPI/Gloo stream rarely fills 10-50 Gb/s).
+  // Latency is per ring step with the software stack (NCCL/MPI), not the wire's: ~5 us over
+  // NVLink/PCIe/IB, ~10 us RoCE, tens of us for kernel TCP.
+  static const std::vector<LinkPreset> presets = {
+      {"nvlink-p100", {4 * 20.0 * 0.7, 5}, "NVLink 1.0 on DGX-1 P100: 4 links x 20 GB/s per direction x 0.7"},
+      {"nvlink-v100", {6 * 25.0 * 0.7, 5}, "NVLink 2.0 on DGX-1/SXM2 V100: 6 links x 25 GB/s per direction x 0.7"},
+      {"pcie3", {15.75 * 0.75, 8}, "PCIe 3.0 x16: 15.75 GB/s per direction x 0.75"},
+      {"pcie4", {31.5 * 0.75, 8}, "PCIe 4.0 x16: 31.5 GB/s per direction x 0.75"},
+      {"ib-fdr", {7.0 * 0.9, 5}, "InfiniBand FDR 4x: 56 Gb/s = 7 GB/s x 0.9"},
+      {"ib-edr", {12.5 * 0.9, 5}, "InfiniBand EDR 4x: 100 Gb/s = 12.5 GB/s x 0.9"},
+      {"ib-hdr", {25.0 * 0.9, 5}, "InfiniBand HDR 4x: 200 Gb/s = 25 GB/s x 0.9"},
+      {"roce-25", {3.125 * 0.85, 10}, "RoCE over 25 GbE: 3.125 GB/s x 0.85"},
+      {"roce-40", {5.0 * 0.85, 10}, "RoCE over 40 GbE: 5 GB/s x 0.85"},
+      {"eth-1g", {0.125 * 0.9, 50}, "1 GbE TCP: 0.125 GB/s x 0.9"},
+      {"eth-10g", {1.25 * 0.7, 30}, "10 GbE TCP: 1.25 GB/s x 0.7"},
+      {"eth-25g", {3.125 * 0.7, 25}, "25 GbE TCP: 3.125 GB/s x 0.7"},
+      {"eth-50g", {6.25 * 0.7, 25}, "50 GbE TCP: 6.25 GB/s x 0.7"},
+  };
+  return presets;
+}
+
+Link link_preset(const std::string& name) {
+  std::string known;
+  for (const LinkPreset& p : link_presets()) {
+    if (p.name == name) return p.link;
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  KILN_THROW("unknown network '", name, "' (known: ", known, ")");
+}
+
+Algorithm algorithm_from_name(const std::string& name) {
+  if (name == "ring") return Algorithm::ring;
+  if (name == "hierarchical" || name == "hier") return Algorithm::hierarchical;
+  if (name == "tree") return Algorithm::tree;
+  if (name == "ps") return Algorithm::ps;
+  if (name == "ps-hier") return Algorithm::ps_hier;
+  KILN_THROW("unknown all-reduce algorithm '", name, "' (known: ring, hierarchical, tree, ps, ps-hier)");
+}
+
+const char* algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::ring: return "ring";
+    case Algorithm::hierarchical: return "hierarchical";
+    case Algorithm::tree: return "tree";
+    case Algorithm::ps: return "ps";
+    case Algorithm::ps_hier: return "ps-hier";
+  }
+  return "?";
+}
+
+// --- costs ---------------------------------------------------------------------------------
+
+namespace {
+
+double transfer_ms(double bytes, const Link& l) {
+  KILN_CHECK(l.gb_per_s > 0, "scale: a link's bandwidth must be positive, not ", l.gb_per_s, " GB/s");
+  return bytes / (l.gb_per_s * 1e6);  // GB/s = 1e6 bytes per ms
+}
+double lat_ms(const Link& l) { return l.latency_us * 1e-3; }
+
+// A ring of n over one kind of link: reduce-scatter then allgather, 2(n-1) steps of B/n each.
+double ring_ms(double bytes, int n, const Link& l) {
+  if (n <= 1) return 0;
+  return 2.0 * (n - 1) / n * transfer_ms(bytes, l) + 2.0 * (n - 1) * lat_ms(l);
+}
+
+// The link a collective spanning nodes is paced by: the slower bandwidth, the larger latency.
+Link slowest(const Network& net, int per_node, int nodes) {
+  if (nodes <= 1) return net.intra;
+  if (per_node <= 1) return net.inter;
+  return Link{std::min(net.intra.gb_per_s, net.inter.gb_per_s), std::max(net.intra.latency_us, net.inter.latency_us)};
+}
+
+double ps_ms(double bytes, int gpus, int nodes, int per_node, const Network& net, int servers) {
+  const int k = servers > 0 ? servers : nodes;
+  // Servers are placed round-robin over nodes; workers fill nodes in order.
+  std::vector<int> servers_on(size_t(nodes), 0), workers_on(size_t(nodes), 0);
+  for (int s = 0; s < k; ++s) servers_on[size_t(s % nodes)]++;
+  for (int w = 0; w < gpus; ++w) workers_on[size_t(std::min(w / per_node, nodes - 1))]++;
+  const double share = bytes / k;
+  // Push: every worker sends B/K to every server. A node's NIC sends what its workers send to
+  // servers elsewhere and receives what workers elsewhere send to its servers (full duplex, so
+  // the larger of the two); within a node the server's host link takes its local workers' shares.
+  double nic = 0, host = 0;
+  for (int j = 0; j < nodes; ++j) {
+    const double out = workers_on[size_t(j)] * share * (k - servers_on[size_t(j)]);
+    const double in = servers_on[size_t(j)] * share * (gpus - workers_on[size_t(j)]);
+    nic = std::max(nic, std::max(out, in));
+    if (servers_on[size_t(j)] > 0) host = std::max(host, workers_on[size_t(j)] * share);
+  }
+  const double push = std::max(nodes > 1 ? transfer_ms(nic, net.inter) : 0.0, transfer_ms(host, net.intra));
+  const double lat = nodes > 1 ? lat_ms(net.inter) : lat_ms(net.intra);
+  return 2.0 * (push + lat);  // pull mirrors push
+}
+
+}  // namespace
+
+double allreduce_ms(int64_t bytes, int gpus, int nodes, const Network& net, const ScaleOptions& o) {
+  KILN_CHECK(gpus >= 1 && nodes >= 1 && nodes <= gpus, "scale: ", gpus, " GPUs on ", nodes,
+             " nodes (need 1 <= nodes <= GPUs)");
+  if (gpus == 1 || bytes == 0) return 0;
+  const int per_node = (gpus + nodes - 1) / nodes;
+  const double b = double(bytes);
+  switch (o.algorithm) {
+    case Algorithm::ring:
+      return ring_ms(b, gpus, slowest(net, per_node, nodes));
+    case Algorithm::hierarchical: {
+      if (nodes == 1) return ring_ms(b, gpus, net.intra);
+      // Reduce-scatter and allgather in the node are half a ring each; the g rings over nodes
+      // (one per GPU, on B/g each) share the node's NIC, which so carries 2 (N-1)/N B.
+      const double in_node = ring_ms(b, per_node, net.intra);
+      return in_node + ring_ms(b, nodes, net.inter);
+    }
+    case Algorithm::tree: {
+      const Link l = slowest(net, per_node, nodes);
+      const double depth = std::ceil(std::log2(double(gpus)));
+      return 2.0 * depth * (lat_ms(l) + transfer_ms(b, l));
+    }
+    case Algorithm::ps:
+      return ps_ms(b, gpus, nodes, per_node, net, o.ps_servers);
+    case Algorithm::ps_hier: {
+      // Within a node the replicas are reduced (and later broadcast) over the node's links; then
+      // each node is one worker of the parameter servers.
+      const double in_node = ring_ms(b, per_node, net.intra);
+      return in_node + (nodes > 1 ? ps_ms(b, nodes, nodes, 1, net, o.ps_servers) : 0.0);
+    }
+  }
+  return 0;
+}
+
+double expected_max_normal(int n) {
+  if (n <= 1) return 0;
+  // Blom: E[max] ~ Phi^-1((n - 0.375) / (n + 0.25)); the inverse normal by Acklam's rational
+  // approximation (relative error < 1.2e-9), upper region only since the argument is > 0.5.
+  const double p = (n - 0.375) / (n + 0.25);
+  static const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                             1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                             6.680131188771972e+01, -1.328068155288572e+01};
+  static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                             -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00};
+  static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                             3.754408661907416e+00};
+  if (p <= 0.97575) {
+    const double q = p - 0.5, r = q * q;
+    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+           (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+  }
+  const double q = std::sqrt(-2 * std::log(1 - p));
+  return -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+         ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+}
+
+// --- simulation ----------------------------------------------------------------------------
+
+std::vector<Bucket> make_buckets(const DeviceProfile& p, double bucket_mb) {
+  KILN_CHECK(bucket_mb > 0, "scale: --bucket-mb must be positive, not ", bucket_mb);
+  const double cap = bucket_mb * 1024 * 1024;
+  std::vector<Bucket> buckets;
+  Bucket cur;
+  double t = p.forward_ms() + p.other_ms;
+  for (const LayerProfile& l : p.layers) {
+    t += l.backward_ms;
+    if (l.grad_bytes == 0) continue;
+    cur.bytes += l.grad_bytes;
+    cur.layers++;
+    cur.ready_ms = t;
+    if (double(cur.bytes) >= cap) {
+      buckets.push_back(cur);
+      cur = Bucket{};
+    }
+  }
+  if (cur.bytes > 0) buckets.push_back(cur);
+  return buckets;
+}
+
+StepPrediction simulate_step(const DeviceProfile& profile, int gpus, int nodes, const Network& net,
+                             const ScaleOptions& o) {
+  KILN_CHECK(profile.batch > 0, "scale: the profile of '", profile.model, "' has no batch size");
+  KILN_CHECK(o.jitter >= 0, "scale: --jitter must be >= 0, not ", o.jitter);
+  // The slowest rank paces every bucket: its compute stretched by the expected straggle.
+  const double stretch = 1 + o.jitter * expected_max_normal(gpus);
+  const DeviceProfile& p = stretch == 1 ? profile : scaled(profile, stretch);
+  StepPrediction s;
+  s.gpus = gpus;
+  s.nodes = nodes;
+  s.backward_end_ms = p.forward_ms() + p.other_ms + p.backward_ms();
+  s.buckets = make_buckets(p, o.bucket_mb);
+  double channel_free = 0;
+  for (Bucket& b : s.buckets) {
+    const double cost = allreduce_ms(b.bytes, gpus, nodes, net, o);
+    b.start_ms = std::max(o.overlap ? b.ready_ms : s.backward_end_ms, channel_free);
+    b.end_ms = b.start_ms + cost;
+    channel_free = b.end_ms;
+    s.comm_ms += cost;
+  }
+  const double ready = std::max(s.backward_end_ms, channel_free);
+  s.exposed_comm_ms = ready - s.backward_end_ms;
+  s.step_ms = ready + p.optimizer_ms;
+  s.images_per_s = double(gpus) * double(p.batch) * 1000.0 / s.step_ms;
+  return s;
+}
+
+// --- published tables ----------------------------------------------------------------------
+
+std::vector<ReferenceRow> reference_from_csv(const std::string& text, const std::string& origin) {
+  std::vector<ReferenceRow> rows;
+  std::istringstream in(text);
+  std::string line;
+  int lineno = 0;
+  bool header = true;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    if (header) {  // table,source,model,gpu,batch,nodes,gpus,images_per_s,intra,inter,algorithm,notes
+      header = false;
+      continue;
+    }
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    std::string cell;
+    while (f.size() < 11 && std::getline(ss, cell, ',')) f.push_back(cell);
+    std::string notes;
+    std::getline(ss, notes);
+    const std::string where = origin + ":" + std::to_string(lineno);
+    KILN_CHECK(f.size() == 11, where, ": expected 12 columns (table,source,model,gpu,batch,nodes,gpus,",
+               "images_per_s,intra,inter,algorithm,notes), got ", f.size());
+    ReferenceRow r;
+    r.table = f[0];
+    r.source = f[1];
+    r.model = f[2];
+    r.gpu = f[3];
+    try {
+      r.batch = std::stoll(f[4]);
+      r.nodes = std::stoi(f[5]);
+      r.gpus = std::stoi(f[6]);
+      r.images_per_s = std::stod(f[7]);
+    } catch (const std::exception&) {
+      KILN_THROW(where, ": batch, nodes, gpus and images_per_s must be numbers");
+    }
+    KILN_CHECK(r.batch > 0 && r.nodes >= 1 && r.gpus >= r.nodes && r.images_per_s > 0, where,
+               ": need batch > 0, 1 <= nodes <= gpus, images_per_s > 0");
+    r.intra = f[8];
+    r.inter = f[9];
+    r.algorithm = f[10];
+    r.notes = notes;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<ReferenceRow> load_reference(const std::string& path) { return reference_from_csv(read_text(path), path); }
+
+namespace {
+
+StepPrediction predict_row(const DeviceProfile& p, const ReferenceRow& r, ScaleOptions o) {
+  if (!r.algorithm.empty()) o.algorithm = algorithm_from_name(r.algorithm);
+  const Network net{link_preset(r.intra), link_preset(r.inter)};
+  return simulate_step(at_batch(p, r.batch), r.gpus, r.nodes, net, o);
+}
+
+}  // namespace
+
+ComparisonResult compare_table(const DeviceProfile& measured, const std::vector<ReferenceRow>& table,
+                               const ScaleOptions& o) {
+  KILN_CHECK(!table.empty(), "scale: no published rows to compare");
+  const ReferenceRow* base = &table.front();
+  for (const ReferenceRow& r : table)
+    if (r.gpus < base->gpus || (r.gpus == base->gpus && r.batch > base->batch)) base = &r;
+  const DeviceProfile at_base = at_batch(measured, base->batch);
+  // One calibration for the whole table: the device speed that reproduces the base row.
+  ComparisonResult out;
+  auto predicted_base = [&](double device_ips) {
+    return predict_row(calibrated(at_base, device_ips), *base, o).images_per_s;
+  };
+  double device_ips = base->images_per_s / base->gpus;
+  if (base->gpus > 1) {
+    // Predicted throughput rises with device speed, towards what the network allows.
+    double lo = device_ips, hi = device_ips;
+    for (int i = 0; i < 60 && predicted_base(hi) < base->images_per_s; ++i) hi *= 2;
+    KILN_CHECK(predicted_base(hi) >= base->images_per_s, "scale: table '", base->table, "': no device speed gives ",
+               base->images_per_s, " images/s on ", base->gpus, " GPUs over ", base->intra, "/", base->inter,
+               " (the network alone is slower)");
+    for (int i = 0; i < 100; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (predicted_base(mid) < base->images_per_s ? lo : hi) = mid;
+    }
+    device_ips = 0.5 * (lo + hi);
+  }
+  out.device_images_per_s = device_ips;
+  const DeviceProfile cal = calibrated(at_base, device_ips);
+  const StepPrediction pb = predict_row(cal, *base, o);
+  for (const ReferenceRow& r : table) {
+    Comparison c;
+    c.row = r;
+    c.predicted = predict_row(cal, r, o);
+    // Per-GPU throughput relative to the base row's. A row at another batch than the base's is
+    // compared, on the predicted side, with one device at its own batch (times linear in the
+    // batch, so the same one-device images/s); the published side has only the base row.
+    const double base_pub = base->images_per_s / base->gpus;
+    c.published_efficiency = r.images_per_s / r.gpus / base_pub;
+    double base_pred = pb.images_per_s / base->gpus;
+    if (base->gpus == 1) {
+      ReferenceRow one = r;
+      one.nodes = one.gpus = 1;
+      base_pred = predict_row(cal, one, o).images_per_s;
+    }
+    c.predicted_efficiency = c.predicted.images_per_s / r.gpus / base_pred;
+    out.rows.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace kiln::dist

@@ -1,0 +1,248 @@
+// The scaling model of `kiln scale` (dist/scale.h) on a synthetic profile: one GPU has no
+// communication, infinite bandwidth gives efficiency 1, overlap never loses, bigger buckets mean
+// fewer messages, the ring formula exactly for one bucket, monotone in bandwidth; profile JSON
+// round trip; errors naming a bad network or a malformed profile; the published tables parse.
+//   ctest --test-dir build -R dist.test_scale
+#include "tests/support/testing.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "dist/scale.h"
+
+using namespace kiln;
+using namespace kiln::dist;
+
+namespace {
+
+// Ten layers, 4 MB of gradients each, backward 2 ms per layer, forward 1 ms.
+DeviceProfile synthetic(int layers = 10, int64_t bytes = 4 << 20) {
+  DeviceProfile p;
+  p.model = "synthetic";
+  p.device = "test";
+  p.batch = 32;
+  p.other_ms = 0.5;
+  p.optimizer_ms = 1.5;
+  for (int i = 0; i < layers; ++i) p.layers.push_back(LayerProfile{"l" + std::to_string(i), 1.0, 2.0, bytes});
+  return p;
+}
+
+Network net_of(double intra_gb, double inter_gb, double lat_us = 5) {
+  return Network{Link{intra_gb, lat_us}, Link{inter_gb, lat_us}};
+}
+
+}  // namespace
+
+TEST_CASE("scale: one GPU has no communication") {
+  const DeviceProfile p = synthetic();
+  const StepPrediction s = simulate_step(p, 1, 1, net_of(10, 1), ScaleOptions{});
+  CHECK(s.comm_ms == 0);
+  CHECK(s.exposed_comm_ms == 0);
+  CHECK(s.step_ms == doctest::Approx(p.step_ms()));
+  CHECK(s.images_per_s == doctest::Approx(32 * 1000.0 / p.step_ms()));
+}
+
+TEST_CASE("scale: infinite bandwidth and no latency give efficiency 1") {
+  const DeviceProfile p = synthetic();
+  const Network fast = Network{Link{1e12, 0}, Link{1e12, 0}};
+  const double one = simulate_step(p, 1, 1, fast, ScaleOptions{}).images_per_s;
+  for (Algorithm a : {Algorithm::ring, Algorithm::hierarchical, Algorithm::tree, Algorithm::ps, Algorithm::ps_hier}) {
+    ScaleOptions o;
+    o.algorithm = a;
+    for (int n : {2, 8, 64}) {
+      const StepPrediction s = simulate_step(p, n, std::max(1, n / 8), fast, o);
+      CHECK_MESSAGE(s.images_per_s / (n * one) == doctest::Approx(1.0).epsilon(1e-6), algorithm_name(a), " n=", n);
+    }
+  }
+}
+
+TEST_CASE("scale: overlap is never slower than no overlap") {
+  const DeviceProfile p = synthetic();
+  for (double bw : {0.1, 1.0, 10.0, 100.0})
+    for (int n : {2, 4, 16, 64})
+      for (double mb : {1.0, 8.0, 25.0, 100.0}) {
+        ScaleOptions on, off;
+        on.bucket_mb = off.bucket_mb = mb;
+        off.overlap = false;
+        const int nodes = (n + 3) / 4;
+        const double t_on = simulate_step(p, n, nodes, net_of(10, bw), on).step_ms;
+        const double t_off = simulate_step(p, n, nodes, net_of(10, bw), off).step_ms;
+        CHECK(t_on <= t_off + 1e-9);
+      }
+  // Without overlap the communication is all exposed.
+  ScaleOptions off;
+  off.overlap = false;
+  const StepPrediction s = simulate_step(p, 8, 2, net_of(10, 1), off);
+  CHECK(s.exposed_comm_ms == doctest::Approx(s.comm_ms));
+}
+
+TEST_CASE("scale: bigger buckets make fewer messages, bytes conserved") {
+  const DeviceProfile p = synthetic();
+  size_t last = SIZE_MAX;
+  for (double mb : {1.0, 4.0, 8.0, 16.0, 25.0, 1000.0}) {
+    const std::vector<Bucket> b = make_buckets(p, mb);
+    int64_t bytes = 0;
+    int layers = 0;
+    for (const Bucket& x : b) {
+      bytes += x.bytes;
+      layers += x.layers;
+    }
+    CHECK(bytes == p.grad_bytes());
+    CHECK(layers == 10);
+    CHECK(b.size() <= last);
+    last = b.size();
+  }
+  CHECK(make_buckets(p, 1.0).size() == 10);
+  CHECK(make_buckets(p, 8.0).size() == 5);
+  CHECK(make_buckets(p, 1000.0).size() == 1);
+  // A bucket is ready when its last gradient is: 4 MB layers in pairs, backward 2 ms each.
+  const std::vector<Bucket> pairs = make_buckets(p, 8.0);
+  const double fwd = p.forward_ms() + p.other_ms;
+  CHECK(pairs[0].ready_ms == doctest::Approx(fwd + 4));
+  CHECK(pairs[4].ready_ms == doctest::Approx(fwd + 20));
+  CHECK_THROWS_KILN(make_buckets(p, 0), "--bucket-mb");
+}
+
+TEST_CASE("scale: the ring cost formula, exactly, for one bucket") {
+  const DeviceProfile p = synthetic();
+  const double bytes = double(p.grad_bytes());
+  ScaleOptions o;
+  o.bucket_mb = 1e6;  // one bucket
+  o.overlap = false;
+  for (int n : {2, 3, 8}) {
+    const Network net = net_of(12.5, 1, 7);
+    const StepPrediction s = simulate_step(p, n, 1, net, o);
+    REQUIRE(s.buckets.size() == 1);
+    const double ring = 2.0 * (n - 1) / n * bytes / (12.5e9) * 1e3 + 2.0 * (n - 1) * 7e-3;
+    CHECK(s.comm_ms == doctest::Approx(ring).epsilon(1e-12));
+    CHECK(s.step_ms == doctest::Approx(p.step_ms() + ring).epsilon(1e-12));
+  }
+  // Across nodes the flat ring is paced by the slower link; the tree by 2 ceil(log2 n) steps.
+  const Network two = Network{Link{50, 2}, Link{5, 9}};
+  CHECK(allreduce_ms(int64_t(bytes), 16, 4, two, o) ==
+        doctest::Approx(2.0 * 15 / 16 * bytes / 5e9 * 1e3 + 2.0 * 15 * 9e-3));
+  ScaleOptions tree = o;
+  tree.algorithm = Algorithm::tree;
+  CHECK(allreduce_ms(int64_t(bytes), 16, 4, two, tree) == doctest::Approx(2.0 * 4 * (9e-3 + bytes / 5e9 * 1e3)));
+  ScaleOptions hier = o;
+  hier.algorithm = Algorithm::hierarchical;
+  CHECK(allreduce_ms(int64_t(bytes), 16, 4, two, hier) ==
+        doctest::Approx(2.0 * 3 / 4 * bytes / 50e9 * 1e3 + 6 * 2e-3 + 2.0 * 3 / 4 * bytes / 5e9 * 1e3 + 6 * 9e-3));
+  // Parameter servers, one per node: a NIC carries g B (N-1)/N each way.
+  ScaleOptions ps = o;
+  ps.algorithm = Algorithm::ps;
+  CHECK(allreduce_ms(int64_t(bytes), 16, 4, two, ps) ==
+        doctest::Approx(2.0 * (std::max(4 * bytes / 4 * 3 / 5e9 * 1e3, 4 * bytes / 4 / 50e9 * 1e3) + 9e-3)));
+}
+
+TEST_CASE("scale: stragglers stretch the step by cv x E[max of n normals]") {
+  CHECK(expected_max_normal(1) == 0);
+  CHECK(expected_max_normal(2) == doctest::Approx(0.5642).epsilon(0.05));  // exact: 1/sqrt(pi)
+  CHECK(expected_max_normal(64) == doctest::Approx(2.4).epsilon(0.03));
+  const DeviceProfile p = synthetic();
+  const Network fast = Network{Link{1e12, 0}, Link{1e12, 0}};
+  ScaleOptions o;
+  o.jitter = 0.05;
+  CHECK(simulate_step(p, 1, 1, fast, o).step_ms == doctest::Approx(p.step_ms()));
+  CHECK(simulate_step(p, 64, 8, fast, o).step_ms ==
+        doctest::Approx(p.step_ms() * (1 + 0.05 * expected_max_normal(64))));
+  double last = 1;
+  for (int n : {2, 4, 16, 64}) {
+    const double eff = simulate_step(p, n, 1, fast, o).images_per_s / (n * simulate_step(p, 1, 1, fast, o).images_per_s);
+    CHECK(eff < last);
+    last = eff;
+  }
+  // ps-hier: ring in the node, then parameter servers with one worker per node.
+  ScaleOptions h;
+  h.algorithm = Algorithm::ps_hier;
+  const Network two = Network{Link{50, 2}, Link{5, 9}};
+  const double b = 1e8;
+  ScaleOptions ring;
+  ScaleOptions ps;
+  ps.algorithm = Algorithm::ps;
+  CHECK(allreduce_ms(int64_t(b), 16, 4, two, h) ==
+        doctest::Approx(allreduce_ms(int64_t(b), 4, 1, two, ring) + allreduce_ms(int64_t(b), 4, 4, two, ps)));
+}
+
+TEST_CASE("scale: faster links never predict fewer images/s") {
+  const DeviceProfile p = synthetic(20, 3 << 20);
+  for (Algorithm a : {Algorithm::ring, Algorithm::hierarchical, Algorithm::tree, Algorithm::ps, Algorithm::ps_hier}) {
+    ScaleOptions o;
+    o.algorithm = a;
+    double last = 0;
+    for (double bw : {0.01, 0.1, 0.5, 1.0, 5.0, 12.5, 50.0, 1e4}) {
+      const double ips = simulate_step(p, 32, 4, net_of(20, bw), o).images_per_s;
+      CHECK(ips >= last);
+      last = ips;
+    }
+  }
+}
+
+TEST_CASE("scale: calibration rescales to the published one-device figure") {
+  const DeviceProfile p = synthetic();
+  const DeviceProfile c = calibrated(p, 250);
+  CHECK(simulate_step(c, 1, 1, net_of(10, 1), ScaleOptions{}).images_per_s == doctest::Approx(250));
+  // The shape of backward is kept: every layer by the same factor.
+  CHECK(c.layers[3].backward_ms / c.layers[3].forward_ms == doctest::Approx(2.0));
+  const DeviceProfile half = at_batch(p, 16);
+  CHECK(half.forward_ms() == doctest::Approx(p.forward_ms() / 2));
+  CHECK_THROWS_KILN(calibrated(p, 0), "--device-images-per-s");
+}
+
+TEST_CASE("scale: profile JSON round trip") {
+  DeviceProfile p = synthetic(3);
+  p.layers[1].grad_bytes = 123456789;
+  p.layers[2].forward_ms = 0.125;
+  const DeviceProfile q = profile_from_json(profile_to_json(p), "mem");
+  CHECK(q.model == p.model);
+  CHECK(q.device == p.device);
+  CHECK(q.batch == p.batch);
+  CHECK(q.other_ms == p.other_ms);
+  CHECK(q.optimizer_ms == p.optimizer_ms);
+  REQUIRE(q.layers.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(q.layers[i].name == p.layers[i].name);
+    CHECK(q.layers[i].forward_ms == p.layers[i].forward_ms);
+    CHECK(q.layers[i].backward_ms == p.layers[i].backward_ms);
+    CHECK(q.layers[i].grad_bytes == p.layers[i].grad_bytes);
+  }
+  const std::string path = "test_scale_profile.json";
+  save_profile(p, path);
+  CHECK(load_profile(path).grad_bytes() == p.grad_bytes());
+  std::remove(path.c_str());
+}
+
+TEST_CASE("scale: errors name what is wrong") {
+  CHECK_THROWS_KILN(link_preset("infiniband-xdr"), "unknown network 'infiniband-xdr' (known: nvlink-p100");
+  CHECK_THROWS_KILN(algorithm_from_name("butterfly"), "'butterfly'");
+  CHECK_THROWS_KILN(profile_from_json("{not json", "p.json"), "p.json: not JSON");
+  CHECK_THROWS_KILN(profile_from_json("{\"format\": \"other\"}", "p.json"), "p.json: not a kiln scale profile");
+  CHECK_THROWS_KILN(profile_from_json(R"({"format": "kiln-scale-profile", "batch": 8, "other_ms": 0,
+      "optimizer_ms": 1, "layers": [{"name": "fc", "forward_ms": 1, "backward_ms": "slow", "grad_bytes": 4}]})",
+                                      "p.json"),
+                    "p.json: layers[0]: \"backward_ms\" must be a number");
+  CHECK_THROWS_KILN(profile_from_json(R"({"format": "kiln-scale-profile", "batch": 8, "other_ms": 0,
+      "optimizer_ms": 1, "layers": []})", "p.json"), "\"layers\" must be a non-empty array");
+  CHECK_THROWS_KILN(load_profile("/nonexistent/p.json"), "/nonexistent/p.json");
+  CHECK_THROWS_KILN(allreduce_ms(1, 2, 3, net_of(1, 1), ScaleOptions{}), "2 GPUs on 3 nodes");
+  CHECK_THROWS_KILN(reference_from_csv("header\nt,s,m,g,x,1,1,1,a,b,ring,\n", "r.csv"), "r.csv:2");
+}
+
+TEST_CASE("scale: the published tables parse, name known presets and compare") {
+  const std::vector<ReferenceRow> rows = load_reference(std::string(KILN_SOURCE_DIR) + "/dist/reference/scaling.csv");
+  std::vector<ReferenceRow> p100;
+  for (const ReferenceRow& r : rows) {
+    link_preset(r.intra);
+    link_preset(r.inter);
+    algorithm_from_name(r.algorithm);
+    if (r.table == "horovod-p100") p100.push_back(r);
+  }
+  REQUIRE(p100.size() == 6);
+  CHECK(p100.back().gpus == 64);
+  CHECK(p100.back().images_per_s == 9318.20);
+  // Calibrated to the base row (2 GPUs): the prediction there is the published figure.
+  const ComparisonResult c = compare_table(synthetic(40, 2 << 20), p100, ScaleOptions{});
+  CHECK(c.rows[0].predicted.images_per_s == doctest::Approx(322.93).epsilon(1e-6));
+  CHECK(c.rows[0].predicted_efficiency == doctest::Approx(1.0));
+  CHECK(c.rows[5].published_efficiency == doctest::Approx(9318.20 / 32 / 322.93));
+}
