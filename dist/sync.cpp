@@ -71,7 +71,6 @@ struct DataParallel::Bucket {
   size_t pending = 0;     // gradients not yet packed this step
   bool launched = false;
   CommThread::Handle handle;
-  double ready_us = 0;    // when its last gradient arrived (timeline)
 };
 
 DataParallel::DataParallel(Module& model, Communicator& comm, CommThread& thread, SyncOptions options)
@@ -126,7 +125,7 @@ void DataParallel::check_structure(Module&) {
   }
   constexpr int64_t kDetail = 240;
   Tensor details = zeros({kDetail * n}, DType::uint8);
-  Tensor d = bytes_tensor(detail, kDetail - 1);
+  Tensor d = bytes_tensor(detail.substr(0, kDetail - 1), kDetail);  // NUL-terminated
   thread_.run("structure check", [&] { comm_.allgather(d, details, "model structure differences"); });
   std::string msg = "the model differs across ranks (every rank must build the same model):";
   for (int r = 0; r < n; ++r) {
@@ -216,33 +215,32 @@ int DataParallel::begin_step(bool have_batch, bool stop_requested, bool* stop_an
   return active_;
 }
 
+void DataParallel::pack(size_t k) {
+  Slot& s = slots_[k];
+  Bucket& b = buckets_[s.bucket];
+  timeline::Span span("copy", "pack " + s.name);
+  NoGradGuard no_grad;
+  Tensor g = s.param.grad();
+  Tensor dst = b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.sizes());
+  if (g.defined()) dst.copy_(g);
+  else dst.zero_();  // unused in this rank's forward
+  s.ready = true;
+  --b.pending;
+}
+
 void DataParallel::on_grad_ready(size_t k) {
   Slot& s = slots_[k];
-  if (s.ready) return;  // packed already this step
-  Bucket& b = buckets_[s.bucket];
-  if (b.launched) return;
-  {
-    timeline::Span span("copy", "pack " + s.name);
-    NoGradGuard no_grad;
-    Tensor g = s.param.grad();
-    Tensor dst = b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.sizes());
-    if (g.defined()) dst.copy_(g);
-    else dst.zero_();
-  }
-  s.ready = true;
-  if (--b.pending == 0 && options_.overlap) launch(s.bucket);
+  if (s.ready || buckets_[s.bucket].launched) return;  // packed already this step
+  pack(k);
+  if (buckets_[s.bucket].pending == 0 && options_.overlap) launch(s.bucket);
 }
 
 void DataParallel::launch(size_t index) {
   Bucket& b = buckets_[index];
   if (b.launched) return;
-  // Gradients that never arrived this step (parameters unused in this rank's forward): zeros.
-  for (size_t k : b.slots) {
-    if (slots_[k].ready) continue;
-    on_grad_ready(k);  // packs .grad if defined (e.g. accumulated), else zeros
-  }
+  for (size_t k : b.slots)
+    if (!slots_[k].ready) pack(k);  // gradients that never arrived this step
   b.launched = true;
-  b.ready_us = timeline::now_us();
   // On a GPU the packing copies ran on the compute stream: finish them before another thread's
   // collective reads the buffer.
   if (b.flat.device().is_cuda()) cuda::synchronize();

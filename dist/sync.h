@@ -78,6 +78,7 @@ class DataParallel {
   struct Slot;
   void check_structure(Module& model);
   void build_buckets();
+  void pack(size_t slot);
   void on_grad_ready(size_t slot);
   void launch(size_t bucket);
 
