@@ -55,35 +55,48 @@ done
 [[ $(id -u) -eq 0 ]] || skip "slurmd must run as root to launch job steps (running as $(id -un))"
 
 tmp="$(mktemp -d /tmp/kiln-slurm.XXXXXX)"
-chmod 700 "$tmp"
 mkdir -p "$tmp"/{munge,state,spool,log,pmix,jobs}
+chmod 711 "$tmp" "$tmp/munge"  # munged wants its socket's dirs searchable by all, nothing more
 export SLURM_CONF="$tmp/slurm.conf"  # clients and daemons (and the slurmstepds they fork) read it
 pids=()
 
-# Stops what this run started, by pid: the jobs (scancel), the job step daemons (slurmstepd,
-# found by the SLURM_CONF in their environment, which only ours carry), the daemons, the temp dir.
+# Every process of this run other than the script itself: the daemons, slurmstepds, the job's
+# tasks and the clients. They all carry this run's SLURM_CONF in their environment (exported
+# below before anything starts; slurmd and srun pass it on), which no other process has.
+ours() {
+  local p comm
+  for p in /proc/[0-9]*; do
+    p="${p#/proc/}"
+    [[ $p == "$$" || $p == "$BASHPID" ]] && continue
+    { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$SLURM_CONF" &&
+      echo "$p"
+  done
+}
+
+# Stops what this run started: the jobs (scancel, then a few seconds for slurmstepd to end their
+# tasks), then whatever is left of ours() by pid (SIGTERM, SIGKILL after 3 s), then the temp dir.
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  local p left alive sig
   if [[ -S "$tmp/munge/munge.socket" ]] && kill -0 "${pids[1]:-0}" 2>/dev/null; then
     timeout 5 scancel --full --quiet --user=root >/dev/null 2>&1
+    for _ in $(seq 30); do
+      timeout 2 squeue -h -o %i 2>/dev/null | grep -q . || break
+      sleep 0.1
+    done
   fi
-  ((child)) && kill -TERM "$child" 2>/dev/null
-  local p stepds=()
-  for p in /proc/[0-9]*; do
-    if [[ "$(cat "$p/comm" 2>/dev/null)" == slurmstepd ]] &&
-       tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF "SLURM_CONF=$SLURM_CONF"; then
-      stepds+=("${p#/proc/}")
-    fi
+  for sig in TERM KILL; do
+    left=$(ours)
+    [[ -z $left ]] && break
+    for p in $left; do kill -"$sig" "$p" 2>/dev/null; done
+    for _ in $(seq 30); do
+      alive=0
+      for p in $left; do kill -0 "$p" 2>/dev/null && { alive=1; break; }; done
+      ((alive)) || break
+      sleep 0.1
+    done
   done
-  for p in "${pids[@]}" "${stepds[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for _ in $(seq 50); do
-    local alive=0
-    for p in "${pids[@]}" "${stepds[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    ((alive)) || break
-    sleep 0.1
-  done
-  for p in "${pids[@]}" "${stepds[@]}"; do kill -KILL "$p" 2>/dev/null; done
   wait 2>/dev/null
   if ((keep)); then echo "run.sh: kept $tmp"; else rm -rf "$tmp"; fi
   exit "$rc"
@@ -111,12 +124,11 @@ EOF
 )
 
 # munge: a key of our own and a daemon on our own socket, so the host's munge (if any) is untouched.
-# --force: munged otherwise refuses paths below /tmp (world-writable); the dir itself is 0700.
 mungekey --create --keyfile="$tmp/munge/munge.key" >/dev/null 2>&1 ||
   skip "mungekey could not create a key in $tmp"
 munged --socket="$tmp/munge/munge.socket" --key-file="$tmp/munge/munge.key" \
   --pid-file="$tmp/munge/munged.pid" --log-file="$tmp/log/munged.log" \
-  --seed-file="$tmp/munge/munged.seed" --force >/dev/null 2>&1 ||
+  --seed-file="$tmp/munge/munged.seed" >/dev/null 2>&1 ||
   { show_logs; skip "munged would not start"; }
 pids+=("$(cat "$tmp/munge/munged.pid")")
 
@@ -130,9 +142,11 @@ sed -e "s|@TMP@|$tmp|g" -e "s|@NODE@|$node|g" -e "s|@CTLD_PORT@|$ctld_port|g" \
     "$here/slurm.conf.in" >"$SLURM_CONF"
 sed -e "s|@TMP@|$tmp|g" "$here/mpi.conf.in" >"$tmp/mpi.conf"
 
-slurmctld -D -i -f "$SLURM_CONF" >"$tmp/log/slurmctld.out" 2>&1 &
+# In sessions of their own (munged makes one itself): a Ctrl-C or CTest's signal to this process
+# group must not kill them before the cleanup has cancelled the jobs through them.
+setsid -w slurmctld -D -i -f "$SLURM_CONF" >"$tmp/log/slurmctld.out" 2>&1 &
 pids+=($!)
-slurmd -D -N "$node" -f "$SLURM_CONF" >"$tmp/log/slurmd.out" 2>&1 &
+setsid -w slurmd -D -N "$node" -f "$SLURM_CONF" >"$tmp/log/slurmd.out" 2>&1 &
 pids+=($!)
 
 # Bounded wait for the node to be idle.
@@ -169,21 +183,19 @@ check() {  # check LABEL FILE: every --expect regex must match a line of FILE
 
 # Runs a client command under `timeout` in the background and waits for it: a signal to this
 # script then runs the cleanup trap at once instead of after the command ends.
-child=0
-run_bounded() {
-  timeout "$timeout_s" "$@" &
-  child=$!
-  wait "$child"
-  local rc=$?
-  child=0
-  return $rc
+run_bounded() {  # run_bounded OUTPUT COMMAND...
+  local out="$1"
+  shift
+  timeout "$timeout_s" "$@" >"$out" 2>&1 &
+  wait "$!"
 }
 
 failed=0
-srun_args=(-N1 -n "$ntasks" --mpi="$mpi" --time=2 --kill-on-bad-exit=1 "${extra[@]}")
+time_min=$(( timeout_s / 60 + 1 ))  # SLURM's own limit, a little past ours
+srun_args=(-N1 -n "$ntasks" --mpi="$mpi" --time="$time_min" --kill-on-bad-exit=1 "${extra[@]}")
 if [[ $mode == srun || $mode == both ]]; then
   echo "run.sh: srun ${srun_args[*]} ${job[*]}"
-  run_bounded srun "${srun_args[@]}" "${job[@]}" >"$tmp/jobs/srun.out" 2>&1
+  run_bounded "$tmp/jobs/srun.out" srun "${srun_args[@]}" "${job[@]}"
   rc=$?
   if ((rc != 0)); then echo "FAIL (srun): exit $rc"; failed=1; fi
   check srun "$tmp/jobs/srun.out" || failed=1
@@ -197,8 +209,8 @@ if [[ $mode == sbatch || $mode == both ]]; then
     echo
   } >"$tmp/jobs/batch.sh"
   echo "run.sh: sbatch --wait -N1 -n $ntasks $(tail -n 1 "$tmp/jobs/batch.sh")"
-  run_bounded sbatch --wait --quiet -N1 -n "$ntasks" --time=2 \
-    --output="$tmp/jobs/sbatch.out" "$tmp/jobs/batch.sh" >"$tmp/jobs/sbatch.submit" 2>&1
+  run_bounded "$tmp/jobs/sbatch.submit" sbatch --wait --quiet -N1 -n "$ntasks" --time="$time_min" \
+    --output="$tmp/jobs/sbatch.out" "$tmp/jobs/batch.sh"
   rc=$?
   if ((rc != 0)); then echo "FAIL (sbatch): exit $rc"; cat "$tmp/jobs/sbatch.submit"; failed=1; fi
   touch "$tmp/jobs/sbatch.out"
