@@ -54,7 +54,25 @@ for b in munged mungekey slurmctld slurmd srun sbatch sinfo squeue scancel pytho
 done
 [[ $(id -u) -eq 0 ]] || skip "slurmd must run as root to launch job steps (running as $(id -un))"
 
+# A run killed by SIGKILL (CTest's timeout) cannot clean up: the next run stops what such a run
+# left (its owner pid gone) and removes its dir, unless it was kept (--keep) for a look.
+sweep_stale() {
+  local d owner p
+  for d in /tmp/kiln-slurm.*; do
+    [[ -f "$d/owner" ]] || continue
+    owner=$(<"$d/owner")
+    kill -0 "$owner" 2>/dev/null && continue
+    for p in $(grep -lsxzF "SLURM_CONF=$d/slurm.conf" /proc/[0-9]*/environ); do
+      p="${p#/proc/}"
+      kill -KILL "${p%/environ}" 2>/dev/null
+    done
+    [[ -f "$d/kept" ]] || rm -rf "$d"
+  done
+}
+sweep_stale
+
 tmp="$(mktemp -d /tmp/kiln-slurm.XXXXXX)"
+echo $$ >"$tmp/owner"
 mkdir -p "$tmp"/{munge,state,spool,log,pmix,jobs}
 chmod 711 "$tmp" "$tmp/munge"  # munged wants its socket's dirs searchable by all, nothing more
 export SLURM_CONF="$tmp/slurm.conf"  # clients and daemons (and the slurmstepds they fork) read it
@@ -64,12 +82,11 @@ pids=()
 # tasks and the clients. They all carry this run's SLURM_CONF in their environment (exported
 # below before anything starts; slurmd and srun pass it on), which no other process has.
 ours() {
-  local p comm
-  for p in /proc/[0-9]*; do
-    p="${p#/proc/}"
-    [[ $p == "$$" || $p == "$BASHPID" ]] && continue
-    { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$SLURM_CONF" &&
-      echo "$p"
+  local f p
+  for f in $(grep -lsxzF "SLURM_CONF=$SLURM_CONF" /proc/[0-9]*/environ); do
+    p="${f#/proc/}"
+    p="${p%/environ}"
+    [[ $p == "$$" || $p == "$BASHPID" ]] || echo "$p"
   done
 }
 
@@ -98,7 +115,7 @@ cleanup() {
     done
   done
   wait 2>/dev/null
-  if ((keep)); then echo "run.sh: kept $tmp"; else rm -rf "$tmp"; fi
+  if ((keep)); then touch "$tmp/kept"; echo "run.sh: kept $tmp"; else rm -rf "$tmp"; fi
   exit "$rc"
 }
 trap cleanup EXIT
@@ -149,14 +166,16 @@ pids+=($!)
 setsid -w slurmd -D -N "$node" -f "$SLURM_CONF" >"$tmp/log/slurmd.out" 2>&1 &
 pids+=($!)
 
-# Bounded wait for the node to be idle.
+# Bounded wait (30 s) for the node to be idle; a daemon that died is reported at once.
 state=""
-for _ in $(seq 150); do
-  state="$(sinfo -h -N -n "$node" -o %T 2>/dev/null)"
-  [[ "$state" == idle ]] && break
+deadline=$((SECONDS + 30))
+while ((SECONDS < deadline)); do
   for p in "${pids[@]}"; do
-    kill -0 "$p" 2>/dev/null || { show_logs; tail -n 20 "$tmp"/log/*.out; skip "a daemon exited at start (logs above)"; }
+    kill -0 "$p" 2>/dev/null ||
+      { show_logs; tail -n 20 "$tmp"/log/*.out; skip "a daemon exited at start (logs above)"; }
   done
+  state="$(timeout 3 sinfo -h -N -n "$node" -o %T 2>/dev/null)"
+  [[ "$state" == idle ]] && break
   sleep 0.2
 done
 if [[ "$state" != idle ]]; then
