@@ -4,9 +4,10 @@
 # its output against regexes, and shuts everything down again, even on failure or Ctrl-C.
 #
 #   tests/slurm/run.sh [--ntasks N] [--mode srun|sbatch|both] [--mpi pmix|pmi2|none]
-#                      [--expect REGEX]... [--srun-arg ARG]... [--timeout S] [--keep]
-#                      -- COMMAND [ARGS...]
+#                      [--expect REGEX]... [--srun-arg ARG]... [--batch-launch srun|mpirun]
+#                      [--timeout S] [--keep] -- COMMAND [ARGS...]
 #
+# The sbatch job's script launches the command with `srun` (default) or Open MPI's `mpirun`.
 # --srun-arg adds an option to both srun lines (e.g. --label: "R: " before each rank's lines);
 # --timeout bounds each job (default 30 s); --keep leaves the temp dir (config, logs) for a look.
 # The job runs in the current directory with this environment (srun's default --export=ALL).
@@ -27,6 +28,7 @@ timeout_s=30
 keep=0
 expects=()
 extra=()
+batch_launch=srun
 while (($#)); do
   case "$1" in
     --ntasks) ntasks="$2"; shift 2 ;;
@@ -34,6 +36,7 @@ while (($#)); do
     --mpi) mpi="$2"; shift 2 ;;
     --expect) expects+=("$2"); shift 2 ;;
     --srun-arg) extra+=("$2"); shift 2 ;;
+    --batch-launch) batch_launch="$2"; shift 2 ;;
     --timeout) timeout_s="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
     --) shift; break ;;
@@ -222,8 +225,13 @@ fi
 if [[ $mode == sbatch || $mode == both ]]; then
   {
     echo "#!/bin/bash"
-    printf 'srun --mpi=%q --kill-on-bad-exit=1' "$mpi"
-    ((${#extra[@]})) && printf ' %q' "${extra[@]}"
+    if [[ $batch_launch == mpirun ]]; then
+      # Open MPI's mpirun reads the allocation (SLURM_*) and starts its daemons with srun.
+      printf 'mpirun --oversubscribe'
+    else
+      printf 'srun --mpi=%q --kill-on-bad-exit=1' "$mpi"
+      ((${#extra[@]})) && printf ' %q' "${extra[@]}"
+    fi
     printf ' %q' "${job[@]}"
     echo
   } >"$tmp/jobs/batch.sh"
