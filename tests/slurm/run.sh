@@ -99,7 +99,7 @@ cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   local p left alive sig
-  if [[ -S "$tmp/munge/munge.socket" ]] && kill -0 "${pids[1]:-0}" 2>/dev/null; then
+  if [[ -S "$tmp/munge/munge.socket" ]] && kill -0 "${pids[1]:-none}" 2>/dev/null; then
     timeout 5 scancel --full --quiet --user=root >/dev/null 2>&1
     for _ in $(seq 30); do
       timeout 2 squeue -h -o %i 2>/dev/null | grep -q . || break
