@@ -3,7 +3,9 @@
 # are already there. Run as root (or with sudo available).
 #   tools/install-deps.sh          # build + test dependencies
 #   tools/install-deps.sh --all    # also the optional backends (oneDNN, MPI) and tools
-#   tools/install-deps.sh --test   # also what the tests read and run: the Fashion-MNIST data set
+#   tools/install-deps.sh --test   # also what the tests read and run: the Fashion-MNIST data set,
+#                                  # SLURM with munge (slurm-wlm: tests/slurm/run.sh starts its own
+#                                  # one-node cluster; the services Debian enables stay unconfigured)
 #                                  # and a Python venv (.venv, or $KILN_VENV) with the PyPI
 #                                  # readers the tests check kiln's files against (tensorboard,
 #                                  # safetensors, numpy)
@@ -16,7 +18,7 @@ set -euo pipefail
 required=(cmake ninja-build g++ ccache pkg-config libeigen3-dev doctest-dev libcli11-dev
           nlohmann-json3-dev libfmt-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev libssl-dev)
 optional=(libdnnl-dev libopenmpi-dev openmpi-bin libbenchmark-dev gnuplot)
-testing=(dataset-fashion-mnist python3-venv python3-pip)
+testing=(dataset-fashion-mnist python3-venv python3-pip slurm-wlm)
 
 baseline=(python3-torch libopenblas0-pthread)
 
