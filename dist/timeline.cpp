@@ -59,11 +59,14 @@ std::string rank_path(const std::string& path, int rank, int size) {
 
 void start(const std::string& path, int rank, int size) {
   stop();
-  Recorder& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.path = rank_path(path, rank, size);
-  r.rank = rank;
-  r.events.clear();
+  {
+    Recorder& r = recorder();
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.path = rank_path(path, rank, size);
+    r.rank = rank;
+    r.events.clear();
+  }
+  set_thread_name("main");  // the thread that starts the timeline
   g_on.store(true, std::memory_order_release);
 }
 

@@ -16,7 +16,7 @@
 
 namespace kiln::dist::timeline {
 
-// Starts recording; `path` gets ".rank<r>" inserted before its extension when size > 1
+// Starts recording (the calling thread is "main"); `path` gets ".rank<r>" inserted before its extension when size > 1
 // (`trace.json` -> `trace.rank1.json`). Any previous recording is written first.
 void start(const std::string& path, int rank = 0, int size = 1);
 // Writes the file and stops recording; returns its path ("" if none was running).

@@ -3,7 +3,9 @@
 #include "tools/kiln/dist_flags.h"
 
 #include <cstdio>
+#include <chrono>
 #include <exception>
+#include <thread>
 
 #include "dist/timeline.h"
 #include "engine/error.h"
@@ -73,9 +75,14 @@ DistSession::~DistSession() {
 void DistSession::abort_job(const std::exception& e) const {
   const auto* ke = dynamic_cast<const Error*>(&e);
   const std::string msg = ke && !ke->message().empty() ? ke->message() : e.what();
-  std::fprintf(stderr, "kiln: rank %d: error: %s\n", rank(), msg.c_str());
+  if (msg.rfind("rank ", 0) == 0)  // the communicator's errors name the rank already
+    std::fprintf(stderr, "kiln: error: %s\n", msg.c_str());
+  else
+    std::fprintf(stderr, "kiln: rank %d: error: %s\n", rank(), msg.c_str());
   std::fflush(stderr);
   dist::timeline::stop();
+  // Give the launcher's output forwarding a moment: MPI_Abort kills this process at once.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   dist::abort(1);
 }
 
