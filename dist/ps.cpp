@@ -251,6 +251,8 @@ const PsStats& ParameterServer::run() {
                    " (do all ranks build the same model?)");
         KILN_CHECK(!(o_.synchronous && m.pushed[size_t(w)]), "parameter server ", index_, ": worker ", w,
                    " pushed twice in one synchronous round");
+        KILN_CHECK(int64_t(h[1]) == m.clock[size_t(w)] + 1, "parameter server ", index_, ": worker ", w,
+                   " pushes its step ", int64_t(h[1]), " after ", m.clock[size_t(w)], " pushes");
         comm_.recv(m.recv_buf, w, o_.tag + 1);
         stats_.bytes_received += bytes_of(m.recv_buf);
         stats_.pushes++;

@@ -287,3 +287,27 @@ TEST_CASE("ps: bad configurations are errors naming the option") {
   if (dist::is_server(comm, o)) CHECK_THROWS_KILN(dist::PsWorker(comm, ps, o), "this rank is a server");
   else CHECK_THROWS_KILN(dist::ParameterServer(comm, ps, o), "servers are ranks");
 }
+
+TEST_CASE("ps: a server whose worker falls silent ends with an error naming it, within the timeout") {
+  dist::Communicator& comm = ps_comm();
+  const dist::CommOptions saved = comm.options();
+  dist::CommOptions quick = saved;
+  quick.timeout_s = 1;
+  quick.warn_after_s = 60;
+  comm.set_options(quick);
+  PsOptions o;
+  o.synchronous = false;
+  o.tag = 7300;  // tags of its own: nothing of this test can match a later one
+  NamedTensors ps = exact_params();
+  if (dist::is_server(comm, o)) {
+    dist::ParameterServer server(comm, ps, o);
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK_THROWS_KILN(server.run(), "serving workers still running [0]");
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 10);
+  } else {
+    dist::PsWorker worker(comm, ps, o);
+    if (!worker.is_chief()) worker.finish();  // the chief falls silent: no push, no DONE
+  }
+  comm.set_options(saved);
+  comm.barrier("ps test silent worker");
+}
