@@ -52,7 +52,10 @@ set(KILN_HAVE_MPI OFF)
 if(KILN_WITH_MPI)
   find_package(MPI QUIET COMPONENTS CXX)
   if(MPI_CXX_FOUND)
+    # dist/ (mpi_comm.cpp, comm.cpp) calls MPI directly; MPIEXEC_EXECUTABLE runs tests/mpi.
     set(KILN_HAVE_MPI ON)
+    target_link_libraries(kiln_deps INTERFACE MPI::MPI_CXX)
+    target_compile_definitions(kiln_deps INTERFACE KILN_HAVE_MPI=1)
   endif()
 endif()
 

@@ -1,0 +1,149 @@
+// The communicator entry points: MPI start and end (init, finalize, abort) and make_communicator.
+//
+// When does kiln start MPI? init() calls MPI_Init_thread only when the environment says this
+// process is one of several (launched_distributed(): mpirun/srun set the variables world.cpp
+// reads), or when a communicator with backend "mpi" or "nccl" is asked for. A plain
+// `kiln train` therefore never pays for Open MPI's singleton start. MPI_THREAD_MULTIPLE is asked
+// for; SERIALIZED is accepted (MpiComm then serialises its MPI calls with a mutex); less is a
+// kiln::Error.
+//   ctest --test-dir build -L mpi
+#include <cstdio>
+#include <cstdlib>
+
+#include "dist/comm.h"
+#include "dist/mpi_comm.h"
+
+#if defined(KILN_HAVE_NCCL)
+#include "dist/nccl_comm.h"
+#endif
+#if defined(KILN_HAVE_MPI)
+#include <mpi.h>
+#endif
+
+namespace kiln::dist {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::average: return "average";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+  }
+  return "?";
+}
+
+Communicator::~Communicator() = default;
+
+namespace {
+bool g_started_mpi = false;  // init() started it, so finalize() ends it
+
+#if defined(KILN_HAVE_MPI)
+void start_mpi() {
+  int flag = 0;
+  MPI_Initialized(&flag);
+  if (flag) return;
+  int provided = 0;
+  int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+  KILN_CHECK(rc == MPI_SUCCESS, "MPI_Init_thread failed (error ", rc, ")");
+  g_started_mpi = true;
+  if (provided < MPI_THREAD_SERIALIZED) {
+    MPI_Finalize();
+    g_started_mpi = false;
+    KILN_THROW("the MPI library offers thread level ", provided,
+               "; kiln needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE");
+  }
+  detail::set_mpi_serialized(provided < MPI_THREAD_MULTIPLE);
+}
+#endif
+}  // namespace
+
+void init() {
+#if defined(KILN_HAVE_MPI)
+  if (launched_distributed()) start_mpi();
+#endif
+}
+
+namespace detail {
+void init_mpi_now() {
+#if defined(KILN_HAVE_MPI)
+  start_mpi();
+#else
+  KILN_THROW("kiln was built without MPI (cmake found no MPI library; KILN_WITH_MPI)");
+#endif
+}
+}  // namespace detail
+
+void finalize() {
+#if defined(KILN_HAVE_MPI)
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (!init || fin) return;
+  detail::release_mpi_ops();
+  if (g_started_mpi) {
+    MPI_Finalize();
+    g_started_mpi = false;
+  }
+#endif
+}
+
+bool mpi_available() {
+#if defined(KILN_HAVE_MPI)
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool mpi_initialized() {
+#if defined(KILN_HAVE_MPI)
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+#else
+  return false;
+#endif
+}
+
+void abort(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+#if defined(KILN_HAVE_MPI)
+  if (mpi_initialized()) {
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  }
+#endif
+  std::exit(code);
+}
+
+std::unique_ptr<Communicator> make_communicator(const std::string& backend, CommOptions options,
+                                                Device device) {
+  KILN_CHECK(options.algorithm == "library" || options.algorithm == "ring",
+             "communicator algorithm '", options.algorithm, "' is unknown (library, ring)");
+  KILN_CHECK(options.timeout_s > 0 && options.warn_after_s > 0,
+             "communicator timeout_s and warn_after_s must be positive");
+  std::string b = backend;
+  if (b == "auto") {
+    bool distributed = launched_distributed() || (mpi_initialized() && mpi_available());
+#if defined(KILN_HAVE_NCCL) && defined(KILN_HAVE_MPI)
+    if (device.is_cuda() && distributed) b = "nccl";
+    else
+#endif
+    b = (distributed && mpi_available()) ? "mpi" : "local";
+  }
+  if (b == "local") return make_local_communicator(std::move(options));
+  if (b == "mpi") return make_mpi_communicator(std::move(options));
+  if (b == "nccl") {
+#if defined(KILN_HAVE_NCCL) && defined(KILN_HAVE_MPI)
+    return make_nccl_communicator(std::move(options), device);
+#else
+    KILN_THROW("communicator backend nccl: kiln was built without NCCL or without MPI (NCCL's id travels over MPI)");
+#endif
+  }
+  KILN_THROW("communicator backend '", backend, "' is unknown (auto, mpi, nccl, local)");
+}
+
+}  // namespace kiln::dist
