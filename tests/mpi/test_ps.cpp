@@ -12,21 +12,13 @@
 #include "engine/ops/reduce.h"
 #include "engine/optim.h"
 #include "layers/linear.h"
-#include "support/testing.h"
+#include "tests/mpi/mpi_testing.h"
+#include "tests/support/testing.h"
 
 using namespace kiln;
 using kiln::dist::PsOptions;
 
 namespace {
-
-// The job's communicator, made once and never freed (MPI may already be finalised at exit).
-dist::Communicator& ps_comm() {
-  static dist::Communicator* c = [] {
-    dist::init();
-    return dist::make_communicator("mpi").release();
-  }();
-  return *c;
-}
 
 // Two stacked Linear layers (4 parameters of 24, 6, 18, 3 elements): bilinear in the
 // parameters, so the trajectory depends on every step's values, not only on gradient sums.
@@ -90,8 +82,7 @@ std::vector<Tensor> snapshot(const NamedTensors& ps) {
 
 // Synchronous PS training of TinyNet, worker w doing steps[w] steps; every worker (the chief after
 // finish) compares with the serial reference.
-void run_sync(int servers, const std::vector<int>& steps) {
-  dist::Communicator& comm = ps_comm();
+void run_sync(dist::Communicator& comm, int servers, const std::vector<int>& steps) {
   PsOptions o;
   o.servers = servers;
   o.synchronous = true;
@@ -153,8 +144,8 @@ NamedTensors exact_params() {
 // Asynchronous run with constant gradients (w + 1) * 0.25 * (i + 1) on parameter i; worker w
 // pushes 3 + w times; worker `slow` sleeps before each push. Returns the largest staleness any
 // server saw (all ranks agree).
-int64_t run_async(int servers, int staleness, int slow = -1, int sleep_ms = 0, int steps_base = 3) {
-  dist::Communicator& comm = ps_comm();
+int64_t run_async(dist::Communicator& comm, int servers, int staleness, int slow = -1, int sleep_ms = 0,
+                  int steps_base = 3) {
   PsOptions o;
   o.servers = servers;
   o.synchronous = false;
@@ -197,41 +188,45 @@ int64_t run_async(int servers, int staleness, int slow = -1, int sleep_ms = 0, i
 }  // namespace
 
 TEST_CASE("ps: synchronous servers give serial SGD on the averaged gradients, every worker") {
-  const int size = ps_comm().size();
+  auto comm = test::world_comm();  // a fresh communicator per case: no message outlives its case
+  const int size = comm->size();
   for (int k = 1; k <= 2 && k < size; ++k) {
     CAPTURE(k);
-    run_sync(k, equal_steps(size - k, 4));
+    run_sync(*comm, k, equal_steps(size - k, 4));
   }
 }
 
 TEST_CASE("ps: synchronous servers stop waiting for a worker that is done (uneven work)") {
-  const int size = ps_comm().size();
+  auto comm = test::world_comm();  // a fresh communicator per case: no message outlives its case
+  const int size = comm->size();
   for (int k = 1; k <= 2 && k < size; ++k) {
     std::vector<int> steps;
     for (int w = 0; w < size - k; ++w) steps.push_back(5 - 2 * w);  // 5, 3, 1: the chief does most
-    run_sync(k, steps);
+    run_sync(*comm, k, steps);
   }
 }
 
 TEST_CASE("ps: asynchronous servers apply every push exactly once") {
-  const int size = ps_comm().size();
+  auto comm = test::world_comm();  // a fresh communicator per case: no message outlives its case
+  const int size = comm->size();
   std::vector<int> ks = {1};
   if (size > 2) ks.push_back(2);
   if (size - 1 > 2) ks.push_back(size - 1);  // 3 servers for 3 parameters... and beyond: empty shards
   for (int k : ks) {
-    run_async(k, -1);
-    run_async(k, 0);
-    run_async(k, 2);
+    run_async(*comm, k, -1);
+    run_async(*comm, k, 0);
+    run_async(*comm, k, 2);
   }
 }
 
 TEST_CASE("ps: the staleness bound holds with a slow worker; without one the fast run ahead") {
-  const int size = ps_comm().size();
+  auto comm = test::world_comm();  // a fresh communicator per case: no message outlives its case
+  const int size = comm->size();
   const int W = size - 1;
   const int slow = W - 1;
-  CHECK(run_async(1, 0, slow, 20, 6) <= 0);
-  CHECK(run_async(1, 1, slow, 20, 6) <= 1);
-  int64_t unbounded = run_async(1, -1, slow, 20, 6);
+  CHECK(run_async(*comm, 1, 0, slow, 20, 6) <= 0);
+  CHECK(run_async(*comm, 1, 1, slow, 20, 6) <= 1);
+  int64_t unbounded = run_async(*comm, 1, -1, slow, 20, 6);
   if (W >= 2) CHECK(unbounded >= 2);  // worker 0 does its 6 pushes while the slow one sleeps
   else CHECK(unbounded == 0);
 }
@@ -267,7 +262,8 @@ TEST_CASE("ps: sharding is deterministic, balanced and covers every parameter on
 }
 
 TEST_CASE("ps: bad configurations are errors naming the option") {
-  dist::Communicator& comm = ps_comm();
+  auto owned = test::world_comm();
+  dist::Communicator& comm = *owned;
   const int size = comm.size();
   PsOptions o;
   o.servers = 0;
@@ -289,15 +285,12 @@ TEST_CASE("ps: bad configurations are errors naming the option") {
 }
 
 TEST_CASE("ps: a server whose worker falls silent ends with an error naming it, within the timeout") {
-  dist::Communicator& comm = ps_comm();
-  const dist::CommOptions saved = comm.options();
-  dist::CommOptions quick = saved;
+  dist::CommOptions quick = test::mpi_test_options();
   quick.timeout_s = 1;
-  quick.warn_after_s = 60;
-  comm.set_options(quick);
+  auto owned = dist::make_communicator("mpi", quick);
+  dist::Communicator& comm = *owned;
   PsOptions o;
   o.synchronous = false;
-  o.tag = 7300;  // tags of its own: nothing of this test can match a later one
   NamedTensors ps = exact_params();
   if (dist::is_server(comm, o)) {
     dist::ParameterServer server(comm, ps, o);
@@ -308,6 +301,4 @@ TEST_CASE("ps: a server whose worker falls silent ends with an error naming it, 
     dist::PsWorker worker(comm, ps, o);
     if (!worker.is_chief()) worker.finish();  // the chief falls silent: no push, no DONE
   }
-  comm.set_options(saved);
-  comm.barrier("ps test silent worker");
 }
