@@ -302,3 +302,15 @@ TEST_CASE("ps: a server whose worker falls silent ends with an error naming it, 
     if (!worker.is_chief()) worker.finish();  // the chief falls silent: no push, no DONE
   }
 }
+
+TEST_CASE("ps: ranks that build different models get an error naming the parameter, not a hang") {
+  auto comm = test::world_comm();
+  PsOptions o;
+  NamedTensors ps = exact_params();
+  if (comm->rank() == 1) ps[1].second = full({3, 3}, 0.0);  // "b" is [3, 2] everywhere else
+  auto start = [&] {
+    if (dist::is_server(*comm, o)) dist::ParameterServer(*comm, ps, o);
+    else dist::PsWorker(*comm, ps, o);
+  };
+  CHECK_THROWS_KILN(start(), "ps init b");
+}
