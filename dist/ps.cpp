@@ -55,6 +55,8 @@ Tensor shard_buffer(const NamedTensors& params, const std::vector<int>& idx, int
 Tensor slot(const Tensor& buf, int64_t off, const Tensor& p) { return buf.narrow(0, off, p.numel()).view(p.sizes()); }
 
 void broadcast_from_chief(Communicator& comm, const NamedTensors& params) {
+  KILN_CHECK(comm.backend() != "nccl", "parameter servers receive from any rank, which NCCL cannot: give "
+             "ParameterServer and PsWorker an 'mpi' communicator (parameters may still live on a GPU)");
   NoGradGuard ng;
   for (const auto& [name, p] : params) {
     KILN_CHECK(p.is_contiguous(), "parameter server: parameter '", name, "' is not contiguous");
@@ -160,6 +162,8 @@ ParameterServer::ParameterServer(Communicator& comm, const NamedTensors& params,
 }
 
 ParameterServer::~ParameterServer() = default;
+
+optim::Optimizer* ParameterServer::optimizer() { return impl_->opt.get(); }
 
 const PsStats& ParameterServer::run() {
   Impl& m = *impl_;

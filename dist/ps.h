@@ -12,7 +12,8 @@
 //     ps.finish();                                     // the chief then holds the final parameters
 //   }
 //
-// Protocol, over Communicator::send/recv (so its timeouts name a silent peer): a worker sends each
+// Protocol, over an 'mpi' Communicator's send/recv (so its timeouts name a silent peer; NCCL has no
+// any-source receive, so it is refused; parameters may live on a GPU all the same): a worker sends each
 // server a header (float64[4]: kind, worker clock, lr, payload numel) on tag options.tag, the
 // shard's gradients packed in one flat buffer on tag+1 (PUSH), then for each server in turn a PULL
 // header and the reply (the shard's parameters, one flat buffer) on tag+2. All pushes go out
@@ -88,6 +89,8 @@ class ParameterServer {
   const PsStats& stats() const { return stats_; }
   int server_index() const { return index_; }
   const PsShardMap& shard_map() const { return map_; }
+  // The shard's optimizer (state_json / state_tensors for a checkpoint); null for an empty shard.
+  optim::Optimizer* optimizer();
 
  private:
   struct Impl;
@@ -110,7 +113,8 @@ class PsWorker {
   // they are (zero them before the next backward as usual).
   void push_pull();
   // Tells every server this worker is done. The chief (rank 0) then waits until every worker is
-  // done and receives the final parameters. Call once; push_pull is refused afterwards.
+  // done and receives the final parameters (that wait is under the communicator's timeout too).
+  // Call once; push_pull is refused afterwards.
   void finish();
   bool is_chief() const { return comm_.rank() == 0; }
   int64_t clock() const { return clock_; }  // push_pull calls so far
