@@ -132,7 +132,9 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend, Comm
     if (device.is_cuda() && distributed) b = "nccl";
     else
 #endif
-    b = (distributed && mpi_available()) ? "mpi" : "local";
+    KILN_CHECK(!distributed || mpi_available(), "launched as one of ", world_from_env().size,
+               " ranks, but kiln was built without MPI: every rank would train alone (rebuild with MPI, or run one process)");
+    b = distributed ? "mpi" : "local";
   }
   if (b == "local") return make_local_communicator(std::move(options));
   if (b == "mpi") return make_mpi_communicator(std::move(options));

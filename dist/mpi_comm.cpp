@@ -154,7 +154,7 @@ class MpiComm final : public Communicator {
 
   void allreduce(const Tensor& t, ReduceOp op, const std::string& name) override {
     check_tensor(t, "allreduce", name, true);
-    OpContext ctx{"allreduce", name, seq_++};
+    OpContext ctx{"allreduce", name, seq_};
     announce(ctx, CollectiveKind::allreduce, t.dtype(), t.numel(), -1, op);
     Staged s(this, t, true);
     const int64_t n = t.numel();
@@ -175,7 +175,7 @@ class MpiComm final : public Communicator {
 
   void broadcast(const Tensor& t, int root, const std::string& name) override {
     check_tensor(t, "broadcast", name, false);
-    OpContext ctx{"broadcast", name, seq_++};
+    OpContext ctx{"broadcast", name, seq_};
     KILN_CHECK(root >= 0 && root < size_, where(ctx), ": root ", root, " is not a rank (size ", size_, ")");
     announce(ctx, CollectiveKind::broadcast, t.dtype(), t.numel(), root, ReduceOp::sum);
     Staged s(this, t, rank_ == root);
@@ -192,7 +192,7 @@ class MpiComm final : public Communicator {
   void allgather(const Tensor& in, const Tensor& out, const std::string& name) override {
     check_tensor(in, "allgather", name, false);
     check_tensor(out, "allgather", name, false);
-    OpContext ctx{"allgather", name, seq_++};
+    OpContext ctx{"allgather", name, seq_};
     KILN_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * size_, where(ctx), ": out ", out.str(),
                " must have size() * in.numel() = ", size_, " * ", in.numel(), " elements of ", in.dtype());
     announce(ctx, CollectiveKind::allgather, in.dtype(), in.numel(), -1, ReduceOp::sum);
@@ -211,7 +211,7 @@ class MpiComm final : public Communicator {
   void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, const std::string& name) override {
     check_tensor(in, "reduce_scatter", name, true);
     check_tensor(out, "reduce_scatter", name, true);
-    OpContext ctx{"reduce_scatter", name, seq_++};
+    OpContext ctx{"reduce_scatter", name, seq_};
     KILN_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel() * size_, where(ctx), ": in ", in.str(),
                " must have size() * out.numel() = ", size_, " * ", out.numel(), " elements of ", out.dtype());
     announce(ctx, CollectiveKind::reduce_scatter, out.dtype(), out.numel(), -1, op);
@@ -231,7 +231,7 @@ class MpiComm final : public Communicator {
   }
 
   void barrier(const std::string& name) override {
-    OpContext ctx{"barrier", name, seq_++};
+    OpContext ctx{"barrier", name, seq_};
     announce(ctx, CollectiveKind::barrier, DType::uint8, 0, -1, ReduceOp::sum);
     if (size_ == 1) return;
     Requests r;
@@ -276,7 +276,7 @@ class MpiComm final : public Communicator {
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
-    OpContext ctx{"split", "", seq_++};  // colors differ across ranks by design
+    OpContext ctx{"split", "", seq_};  // colors differ across ranks by design
     announce(ctx, CollectiveKind::split, DType::uint8, 0, -1, ReduceOp::sum);
     MPI_Comm nc = MPI_COMM_NULL;
     call(ctx, [&] { return MPI_Comm_split(data_, color < 0 ? MPI_UNDEFINED : color, key, &nc); });
@@ -447,6 +447,7 @@ class MpiComm final : public Communicator {
   // The signature exchange (see the top of the file).
   void announce(OpContext& c, CollectiveKind kind, DType dt, int64_t count, int root, ReduceOp op) {
     KILN_CHECK(!broken_, where(c), ": ", broken_why_);
+    ++seq_;  // consumed only here: a call refused by a local check above does not shift the count
     if (!options_.check || size_ == 1) return;
     // mine at [size_], rank p's at [p]; kept alive past a timeout because sends may still read it.
     auto buf = std::make_unique<Signature[]>(size_t(size_) + 1);

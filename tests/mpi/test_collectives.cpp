@@ -73,6 +73,16 @@ TEST_CASE("ring and library allreduce agree on float32 data of a 2-d tensor") {
   CHECK(va == vb);
 }
 
+TEST_CASE("ring allreduce with several 1 MiB segments per chunk") {
+  auto comm = world_comm("ring");
+  const int64_t n = int64_t(comm->size()) * (3 << 18) + 5;  // 3 MiB + a little per rank's chunk
+  for (DType t : {DType::float32, DType::bfloat16}) {
+    Tensor x = from_vector(rank_values(comm->rank(), n, t), {n}, TensorOptions(t));
+    comm->allreduce(x, dist::ReduceOp::sum, "big");
+    CHECK(first_mismatch(x.to_vector(), comm->size(), t, dist::ReduceOp::sum) == -1);
+  }
+}
+
 TEST_CASE("broadcast from every root") {
   auto comm = world_comm();
   for (DType t : kDtypes)
