@@ -1,6 +1,6 @@
-// MpiComm: the communicator over MPI. It owns two duplicates of its parent communicator: `data`
+// MpiComm: the communicator over MPI. It owns three duplicates of its parent communicator: `data`
 // for the library collectives and the user's send/recv, `control` for the signatures and kiln's
-// ring allreduce (own tags, so they never match a user's message). Errors return
+// ring allreduce (own tags, so they never match a user's message), `probe` for liveness pings. Errors return
 // (MPI_ERRORS_RETURN) and become kiln::Error "mpi allreduce 'bucket 3' (rank 1 of 4): <reason>".
 //
 // Every operation is nonblocking (MPI_Iallreduce, MPI_Isend ...) and completed by progress(), the
@@ -11,6 +11,10 @@
 // messages): the pending receives say exactly which ranks have not arrived, and a difference is
 // a kiln::Error on every rank, after which the communicator is still usable. After a timeout it
 // is not (its state with the silent rank is unknown): later calls throw; make a new one.
+// Before it throws, a timed-out rank pings the ranks it waits for (all others when it is inside a
+// library collective, where no signature says who stalled): every waiting rank answers pings
+// from its wait loop, so the ranks that stay silent are the stopped or dead ones, and the error
+// names them.
 //
 // CUDA tensors go through pinned host copies unless MPIX_Query_cuda_support() says the library
 // reads device memory. Integer average is a truncating division of the sum.
@@ -65,6 +69,8 @@ constexpr int kSignatureTag = 7001;
 constexpr int kCollective = -1;     // Requests::peers of a collective (no single peer)
 constexpr int kUnnamedSend = -2;    // of a send that names nobody when pending
 constexpr int kRingTag = 7002;
+constexpr int kPingTag = 7003;  // liveness probes on their own communicator (probe_)
+constexpr int kPongTag = 7004;
 constexpr size_t kRingSegmentBytes = size_t(1) << 20;
 
 MPI_Datatype mpi_type(DType t) {
@@ -131,8 +137,10 @@ class MpiComm final : public Communicator {
     MpiLock lock;
     MPI_Comm_dup(parent, &data_);
     MPI_Comm_dup(parent, &control_);
+    MPI_Comm_dup(parent, &probe_);
     MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(probe_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(data_, &rank_);
     MPI_Comm_size(data_, &size_);
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
@@ -146,6 +154,7 @@ class MpiComm final : public Communicator {
     MpiLock lock;
     MPI_Comm_free(&data_);
     MPI_Comm_free(&control_);
+    MPI_Comm_free(&probe_);
   }
 
   int rank() const override { return rank_; }
@@ -392,6 +401,7 @@ class MpiComm final : public Communicator {
         ++sleeps;
         std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 20 * sleeps)));
       }
+      answer_pings();
       double waited = std::chrono::duration<double>(Clock::now() - c.start).count();
       if (waited > options_.warn_after_s && !c.warned) {
         c.warned = true;
@@ -403,6 +413,12 @@ class MpiComm final : public Communicator {
       }
       if (waited > options_.timeout_s) {
         std::string who = pending(r);
+        // Inside a library collective every rank announced itself, so the signatures cannot say
+        // who stalled; and a rank waiting on a stalled rank looks silent to the others too. Ask:
+        // a rank that waits answers pings; a stopped or dead one does not.
+        const std::string silent = silent_ranks(pending_peers(r));
+        if (!silent.empty()) who = silent;
+        const char* why = silent.empty() ? " (dead, stopped, or issuing a different collective)" : "";
         abandon(r);
         broken_ = true;
         broken_why_ = std::string("the communicator is unusable after ") + c.what + " '" + c.name + "'" +
@@ -410,12 +426,90 @@ class MpiComm final : public Communicator {
         char secs[32];
         std::snprintf(secs, sizeof(secs), "%.0f", options_.timeout_s);
         KILN_THROW("rank ", rank_, ": ", c.what, " '", c.name, "'", seq_str(c), " timed out after ", secs,
-                   " s waiting for ", who, " (dead, stopped, or issuing a different collective)");
+                   " s waiting for ", who, why);
       }
     }
   }
 
   static std::string seq_str(const OpContext& c) { return c.seq >= 0 ? " #" + std::to_string(c.seq) : ""; }
+
+  static std::vector<int> pending_peers(const Requests& r) {
+    std::vector<int> ranks;
+    for (size_t i = 0; i < r.reqs.size(); ++i)
+      if (r.reqs[i] != MPI_REQUEST_NULL && r.peers[i] >= 0) ranks.push_back(r.peers[i]);
+    return ranks;
+  }
+
+  // Answers the liveness pings other ranks sent (called while this rank waits).
+  void answer_pings() {
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      {
+        MpiLock lock;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, kPingTag, probe_, &flag, &st) != MPI_SUCCESS || !flag) return;
+        int32_t token = 0;
+        MPI_Recv(&token, 1, MPI_INT32_T, st.MPI_SOURCE, kPingTag, probe_, MPI_STATUS_IGNORE);
+        MPI_Request req;  // tiny: eager, completes without the pinger's help
+        MPI_Isend(&token, 1, MPI_INT32_T, st.MPI_SOURCE, kPongTag, probe_, &req);
+        MPI_Request_free(&req);
+      }
+    }
+  }
+
+  // Pings `candidates` (every other rank when empty) and returns "rank 1 (no answer to a ping in
+  // 3 s: stopped or dead)" for those that stay silent, "" when all answer.
+  std::string silent_ranks(std::vector<int> candidates) {
+    if (candidates.empty())
+      for (int p = 0; p < size_; ++p)
+        if (p != rank_) candidates.push_back(p);
+    std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    const double window = std::min(3.0, std::max(0.5, options_.timeout_s / 10));
+    std::vector<int32_t> out(candidates.size(), rank_), in(candidates.size(), -1);
+    std::vector<MPI_Request> sends(candidates.size()), recvs(candidates.size());
+    {
+      MpiLock lock;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        MPI_Irecv(&in[i], 1, MPI_INT32_T, candidates[i], kPongTag, probe_, &recvs[i]);
+        MPI_Isend(&out[i], 1, MPI_INT32_T, candidates[i], kPingTag, probe_, &sends[i]);
+      }
+    }
+    const auto t0 = Clock::now();
+    std::vector<char> answered(candidates.size(), 0);
+    size_t left = candidates.size();
+    while (left > 0 && std::chrono::duration<double>(Clock::now() - t0).count() < window) {
+      answer_pings();  // the others probe too
+      {
+        MpiLock lock;
+        for (size_t i = 0; i < candidates.size(); ++i) {
+          if (answered[i]) continue;
+          int done = 0;
+          MPI_Test(&recvs[i], &done, MPI_STATUS_IGNORE);
+          if (done) answered[i] = 1, --left;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::vector<int> silent;
+    {
+      MpiLock lock;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        if (!answered[i]) {
+          silent.push_back(candidates[i]);
+          MPI_Cancel(&recvs[i]);
+          MPI_Request_free(&recvs[i]);
+        }
+        MPI_Request_free(&sends[i]);  // a ping to a dead rank may never complete
+      }
+    }
+    if (silent.empty()) return "";
+    std::string s = silent.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < silent.size(); ++i) s += (i ? ", " : "") + std::to_string(silent[i]);
+    char w[32];
+    std::snprintf(w, sizeof w, "%.1f", window);
+    return s + " (stopped or dead: no answer to a ping in " + w + " s)";
+  }
 
   static std::string pending(const Requests& r) {
     std::vector<int> ranks;
@@ -480,6 +574,7 @@ class MpiComm final : public Communicator {
   void ring_allreduce(OpContext& c, char* buf, int64_t n, DType dt, ReduceOp op);
 
   MPI_Comm data_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
+  MPI_Comm probe_ = MPI_COMM_NULL;  // liveness pings, answered by any rank that waits
   int rank_ = 0, size_ = 1;
   int64_t seq_ = 0;
   bool cuda_aware_ = false;
