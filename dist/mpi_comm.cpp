@@ -458,7 +458,7 @@ class MpiComm final : public Communicator {
   }
 
   // Pings `candidates` (every other rank when empty) and returns "rank 1 (no answer to a ping in
-  // 3 s: stopped or dead)" for those that stay silent, "" when all answer.
+  // 3 s: ...)" for those that stay silent, "" when all answer.
   std::string silent_ranks(std::vector<int> candidates) {
     if (candidates.empty())
       for (int p = 0; p < size_; ++p)
@@ -508,7 +508,7 @@ class MpiComm final : public Communicator {
     for (size_t i = 0; i < silent.size(); ++i) s += (i ? ", " : "") + std::to_string(silent[i]);
     char w[32];
     std::snprintf(w, sizeof w, "%.1f", window);
-    return s + " (stopped or dead: no answer to a ping in " + w + " s)";
+    return s + " (no answer to a ping in " + w + " s: stopped, dead, or blocked outside kiln's communication)";
   }
 
   static std::string pending(const Requests& r) {

@@ -72,21 +72,32 @@ void validate(const World& w, const char* rank_var) {
              ": local rank ", w.local_rank, " is not below the local size ", w.local_size);
 }
 
+// Launchers that export size, rank, local rank and local size under one prefix.
+struct WorldVars {
+  const char *launcher, *size, *rank, *local_rank, *local_size;
+};
+
+bool from_world_vars(const WorldVars& v, World& w) {
+  if (!env(v.size)) return false;
+  w.launcher = v.launcher;
+  read(v.size, w.size);
+  read(v.rank, w.rank);
+  w.local_size = w.size;
+  w.local_rank = w.rank;
+  read(v.local_rank, w.local_rank);
+  read(v.local_size, w.local_size);
+  validate(w, v.rank);
+  return true;
+}
+
 }  // namespace
 
 World world_from_env() {
   World w;
-  if (env("OMPI_COMM_WORLD_SIZE")) {
-    w.launcher = "openmpi";
-    read("OMPI_COMM_WORLD_SIZE", w.size);
-    read("OMPI_COMM_WORLD_RANK", w.rank);
-    w.local_size = w.size;
-    w.local_rank = w.rank;
-    read("OMPI_COMM_WORLD_LOCAL_RANK", w.local_rank);
-    read("OMPI_COMM_WORLD_LOCAL_SIZE", w.local_size);
-    validate(w, "OMPI_COMM_WORLD_RANK");
+  if (from_world_vars({"openmpi", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                       "OMPI_COMM_WORLD_LOCAL_SIZE"},
+                      w))
     return w;
-  }
   if (env("SLURM_NTASKS") || env("SLURM_NPROCS")) {
     w.launcher = "slurm";
     if (!read("SLURM_NTASKS", w.size)) read("SLURM_NPROCS", w.size);
@@ -101,17 +112,10 @@ World world_from_env() {
     validate(w, "SLURM_PROCID");
     return w;
   }
-  if (env("MV2_COMM_WORLD_SIZE")) {
-    w.launcher = "mvapich";
-    read("MV2_COMM_WORLD_SIZE", w.size);
-    read("MV2_COMM_WORLD_RANK", w.rank);
-    w.local_size = w.size;
-    w.local_rank = w.rank;
-    read("MV2_COMM_WORLD_LOCAL_RANK", w.local_rank);
-    read("MV2_COMM_WORLD_LOCAL_SIZE", w.local_size);
-    validate(w, "MV2_COMM_WORLD_RANK");
+  if (from_world_vars({"mvapich", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
+                       "MV2_COMM_WORLD_LOCAL_SIZE"},
+                      w))
     return w;
-  }
   if (env("PMI_SIZE") || env("PMIX_RANK") || env("PMI_RANK")) {
     // Hydra (MPICH, Intel MPI) sets PMI_RANK/PMI_SIZE and MPI_LOCALRANKID/MPI_LOCALNRANKS;
     // PMIx launchers set PMIX_RANK (the size then comes from PMI_SIZE if present).

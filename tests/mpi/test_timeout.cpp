@@ -26,7 +26,7 @@ TEST_CASE("the last rank skips a collective: the others name it, then all resync
   if (r != p - 1) {
     auto t0 = std::chrono::steady_clock::now();
     std::string want = "rank " + std::to_string(r) + ": allreduce 'skipped' #0 timed out after 2 s waiting for rank " +
-                       std::to_string(p - 1) + " (dead, stopped, or issuing a different collective)";
+                       std::to_string(p - 1) + " (no answer to a ping";  // it is blocked in MPI_Comm_dup below
     CHECK_THROWS_KILN(comm->allreduce(zeros({8}), dist::ReduceOp::sum, "skipped"), want);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK(s < 5);
