@@ -1,6 +1,7 @@
-// Allreduce bandwidth over message sizes, float32, sum: the MPI library's collective
-// (MPI_Iallreduce) against kiln's ring (reduce-scatter + allgather over point to point), the two
-// interleaved repeat by repeat so load from elsewhere hits both alike. Per size: warm-up, then the
+// Allreduce bandwidth over message sizes, float32, sum: the MPI library's collective as kiln calls
+// it (MPI_Iallreduce under kiln's wait, with the signature check), kiln's ring (reduce-scatter +
+// allgather over point to point), and plain blocking MPI_Allreduce on MPI_COMM_WORLD (no kiln in
+// the way), interleaved repeat by repeat so load from elsewhere hits all alike. Per size: warm-up, then the
 // median over repeats of the slowest rank's time; algorithm bandwidth = bytes / time and bus
 // bandwidth = algbw * 2 (n - 1) / n, as nccl-tests report them. Table on rank 0; --json FILE too.
 //   cmake --build build --target kiln_allreduce_bench
@@ -18,6 +19,9 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/comm.h"
+#if defined(KILN_HAVE_MPI)
+#include <mpi.h>
+#endif
 
 using namespace kiln;
 
@@ -37,6 +41,21 @@ double time_once(dist::Communicator& comm, const Tensor& x, dist::Communicator& 
   Tensor t = full({1}, s, TensorOptions(DType::float64));
   timing.allreduce(t, dist::ReduceOp::max, "bench time");
   return t.item();
+}
+
+// The same, for MPI_Allreduce called directly (0 without MPI).
+double time_mpi(const Tensor& x) {
+#if defined(KILN_HAVE_MPI)
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto t0 = std::chrono::steady_clock::now();
+  MPI_Allreduce(MPI_IN_PLACE, x.data_ptr(), int(x.numel()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return s;
+#else
+  (void)x;
+  return 0;
+#endif
 }
 
 int run(int argc, char** argv) {
@@ -67,32 +86,36 @@ int run(int argc, char** argv) {
   if (rank == 0) {
     std::printf("allreduce float32 sum, %d ranks, backend %s, signature check %s, median of %d repeats\n", n,
                 lib->backend().c_str(), check ? "on" : "off", repeats);
-    std::printf("%10s | %10s %9s %9s | %10s %9s %9s\n", "bytes", "lib us", "algbw", "busbw", "ring us", "algbw",
-                "busbw");
-    std::printf("%10s | %10s %9s %9s | %10s %9s %9s\n", "", "", "GB/s", "GB/s", "", "GB/s", "GB/s");
+    std::printf("%10s | %10s %9s %9s | %10s %9s %9s | %10s %9s\n", "bytes", "lib us", "algbw", "busbw", "ring us",
+                "algbw", "busbw", "MPI us", "busbw");
+    std::printf("%10s | %10s %9s %9s | %10s %9s %9s | %10s %9s\n", "", "", "GB/s", "GB/s", "", "GB/s", "GB/s", "",
+                "GB/s");
   }
   for (int64_t bytes = 4096; bytes <= int64_t(max_mib) << 20; bytes *= 4) {
     const int64_t count = bytes / 4;
     Tensor x = full({count}, 1.0);
-    std::vector<double> tl, tr;
+    std::vector<double> tl, tr, tm;
     for (int w = 0; w < 2; ++w) {
       time_once(*lib, x, *timing);
       time_once(*ring, x, *timing);
+      time_mpi(x);
     }
     for (int r = 0; r < repeats; ++r) {
       tl.push_back(time_once(*lib, x, *timing));
       tr.push_back(time_once(*ring, x, *timing));
+      tm.push_back(time_mpi(x));
     }
-    double ml = median(tl), mr = median(tr);
-    double al = bytes / ml / 1e9, ar = bytes / mr / 1e9;
+    double ml = median(tl), mr = median(tr), mm = median(tm);
+    double al = bytes / ml / 1e9, ar = bytes / mr / 1e9, am = mm > 0 ? bytes / mm / 1e9 : 0;
     if (rank == 0) {
-      std::printf("%10lld | %10.1f %9.3f %9.3f | %10.1f %9.3f %9.3f\n", static_cast<long long>(bytes), ml * 1e6, al,
-                  al * bus_factor, mr * 1e6, ar, ar * bus_factor);
+      std::printf("%10lld | %10.1f %9.3f %9.3f | %10.1f %9.3f %9.3f | %10.1f %9.3f\n", static_cast<long long>(bytes),
+                  ml * 1e6, al, al * bus_factor, mr * 1e6, ar, ar * bus_factor, mm * 1e6, am * bus_factor);
       std::fflush(stdout);
     }
     rows.push_back({{"bytes", bytes},
                     {"library", {{"time_us", ml * 1e6}, {"algbw_gbs", al}, {"busbw_gbs", al * bus_factor}}},
-                    {"ring", {{"time_us", mr * 1e6}, {"algbw_gbs", ar}, {"busbw_gbs", ar * bus_factor}}}});
+                    {"ring", {{"time_us", mr * 1e6}, {"algbw_gbs", ar}, {"busbw_gbs", ar * bus_factor}}},
+                    {"mpi_allreduce", {{"time_us", mm * 1e6}, {"algbw_gbs", am}, {"busbw_gbs", am * bus_factor}}}});
   }
   if (rank == 0 && !json_path.empty()) {
     nlohmann::json doc = {{"ranks", n}, {"backend", lib->backend()}, {"dtype", "float32"}, {"check", check},
