@@ -1,10 +1,9 @@
 // The code snippets of docs/cpp-api.md, kept compiling and checked for values: tensors and
 // autograd, a Module with an optimizer and a schedule, a strict backend preference, a checkpoint
-// round trip, and synchronous data parallelism on a one-rank (local) communicator.
+// round trip, synchronous data parallelism on a one-rank (local) communicator, a custom Module
+// and the Trainer on synthetic data.
 //   ctest --test-dir build -R docs.test_docs_snippets
 #include "tests/support/testing.h"
-
-#include <cmath>
 
 #include "dist/comm.h"
 #include "dist/comm_thread.h"
@@ -15,9 +14,12 @@
 #include "engine/optim.h"
 #include "engine/schedule.h"
 #include "io/checkpoint.h"
+#include "io/datasets.h"
 #include "layers/activation.h"
 #include "layers/linear.h"
 #include "layers/loss.h"
+#include "nets/zoo.h"
+#include "train/trainer.h"
 
 using namespace kiln;
 
@@ -111,4 +113,52 @@ TEST_CASE("docs: DataParallel on a one-rank communicator") {
   dp.finish_gradients();  // average over 1 rank: unchanged
   CHECK_CLOSE(net->weight().grad(), before, 1e-6, 1e-6);
   CHECK(dp.begin_step(/*have_batch=*/false) == 0);  // every rank is out of batches
+}
+
+// A user's own layer: parameters registered by name, forward, repr.
+class TwoLayer : public Module {
+ public:
+  TwoLayer(int64_t in, int64_t hidden, int64_t out) {
+    fc1_ = register_module("fc1", make<Linear>(in, hidden));
+    fc2_ = register_module("fc2", make<Linear>(hidden, out));
+    register_parameter("scale", ones({out}).requires_grad_());
+  }
+  Tensor forward(const Tensor& x) override { return (*fc2_)(ops::relu((*fc1_)(x))) * param("scale"); }
+  std::string repr() const override { return "TwoLayer"; }
+
+ private:
+  std::shared_ptr<Linear> fc1_, fc2_;
+};
+
+TEST_CASE("docs: a custom Module") {
+  manual_seed(5);
+  auto net = make<TwoLayer>(4, 8, 3);
+  net->assign_paths();
+  std::vector<std::string> names;
+  for (auto& [name, p] : net->named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"scale", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"});
+  CHECK(net->num_parameters() == 3 + 4 * 8 + 8 + 8 * 3 + 3);
+  Tensor y = (*net)(randn({2, 4}));
+  CHECK(y.sizes() == Shape{2, 3});
+}
+
+TEST_CASE("docs: the Trainer on synthetic data") {
+  test::TempDir dir("docs_train");
+  Splits data = open_dataset_dir("synthetic:1x28x28:10:64");
+  train::TrainConfig cfg;
+  cfg.model_name = "mnist-cnn";
+  cfg.epochs = 1;
+  cfg.batch_size = 32;
+  cfg.optimizer.name = "adam";
+  cfg.optimizer.lr = 1e-3;
+  cfg.workers = 0;
+  cfg.progress = false;
+  cfg.epoch_lines = false;
+  cfg.logdir = dir.path.string();
+  train::Trainer trainer(nets::build("mnist-cnn"), data, cfg);
+  trainer.fit();
+  train::EvalResult test = trainer.evaluate(*data.test);
+  CHECK(test.samples > 0);
+  CHECK(trainer.step() == 2);
+  CHECK(!latest_checkpoint(dir.path.string()).empty());
 }
