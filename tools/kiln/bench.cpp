@@ -139,7 +139,7 @@ int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSes
 
 int run_bench(const BenchOptions& opts) {
   KILN_CHECK(opts.data.empty(), "--data ", opts.data,
-             ": real-data timing needs the io/ loaders (not yet built); kiln bench times synthetic data for now");
+             ": kiln bench times synthetic data; kiln train reads real data sets");
   BenchOptions o = opts;
   if (o.tf_compat) {  // tf_cnn_benchmarks' defaults: 100 timed steps after 10 warm-up steps
     if (o.iters_opt->count() == 0) o.iters = 100;
@@ -243,7 +243,7 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--threads", o->threads, "threads inside ops (0: KILN_NUM_THREADS, OMP_NUM_THREADS or all cores)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--data", o->data, "real data directory (needs the io/ loaders: not yet built)");
+  sub->add_option("--data", o->data, "not supported yet: kiln bench times synthetic data (kiln train reads real data)");
   sub->add_option("--cudnn-benchmark", o->cudnn_benchmark,
                   "GPUs: time cuDNN's algorithms once per shape (true) or take its heuristics (false)")
       ->capture_default_str();
