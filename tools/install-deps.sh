@@ -19,6 +19,8 @@ required=(cmake ninja-build g++ ccache pkg-config libeigen3-dev doctest-dev libc
           nlohmann-json3-dev libfmt-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev libssl-dev)
 optional=(libdnnl-dev libopenmpi-dev openmpi-bin libbenchmark-dev gnuplot)
 testing=(dataset-fashion-mnist python3-venv python3-pip slurm-wlm)
+# Deploying (issue 8): shellcheck lints the job templates of deploy/jobs, Lua runs the modulefile (ctest -R deploy).
+testing+=(shellcheck lua5.4)
 
 baseline=(python3-torch libopenblas0-pthread)
 

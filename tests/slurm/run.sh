@@ -6,7 +6,11 @@
 #   tests/slurm/run.sh [--ntasks N] [--mode srun|sbatch|both] [--mpi pmix|pmi2|none]
 #                      [--expect REGEX]... [--srun-arg ARG]... [--batch-launch srun|mpirun]
 #                      [--timeout S] [--keep] -- COMMAND [ARGS...]
+#   tests/slurm/run.sh [--ntasks N] --mode sbatch --batch-script FILE [--expect REGEX]... [--timeout S]
 #
+# --batch-script submits FILE as it is (its own #SBATCH lines apply, then -N1 -n N --time and
+# --output from here override theirs) instead of the generated script; no command after `--`
+# then. The deploy/jobs/slurm templates are checked this way (tests/deploy/slurm_template.sh).
 # The sbatch job's script launches the command with `srun` (default) or Open MPI's `mpirun`.
 # --srun-arg adds an option to both srun lines (e.g. --label: "R: " before each rank's lines);
 # --timeout bounds each job (default 30 s); --keep leaves the temp dir (config, logs) for a look.
@@ -29,6 +33,7 @@ keep=0
 expects=()
 extra=()
 batch_launch=srun
+batch_script=""
 while (($#)); do
   case "$1" in
     --ntasks) ntasks="$2"; shift 2 ;;
@@ -38,12 +43,18 @@ while (($#)); do
     --srun-arg) extra+=("$2"); shift 2 ;;
     --batch-launch) batch_launch="$2"; shift 2 ;;
     --timeout) timeout_s="$2"; shift 2 ;;
+    --batch-script) batch_script="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
     --) shift; break ;;
     *) echo "run.sh: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
-if (($# == 0)); then
+if [[ -n $batch_script ]]; then
+  if [[ $mode != sbatch || ! -f $batch_script ]]; then
+    echo "run.sh: --batch-script needs --mode sbatch and an existing file ('$batch_script')" >&2
+    exit 2
+  fi
+elif (($# == 0)); then
   echo "run.sh: no job command after --" >&2
   exit 2
 fi
@@ -223,6 +234,9 @@ if [[ $mode == srun || $mode == both ]]; then
   check srun "$tmp/jobs/srun.out" || failed=1
 fi
 if [[ $mode == sbatch || $mode == both ]]; then
+  if [[ -n $batch_script ]]; then
+    cp "$batch_script" "$tmp/jobs/batch.sh"
+  else
   {
     echo "#!/bin/bash"
     if [[ $batch_launch == mpirun ]]; then
@@ -235,7 +249,8 @@ if [[ $mode == sbatch || $mode == both ]]; then
     printf ' %q' "${job[@]}"
     echo
   } >"$tmp/jobs/batch.sh"
-  echo "run.sh: sbatch --wait -N1 -n $ntasks $(tail -n 1 "$tmp/jobs/batch.sh")"
+  fi
+  echo "run.sh: sbatch --wait -N1 -n $ntasks ${batch_script:-$(tail -n 1 "$tmp/jobs/batch.sh")}"
   run_bounded "$tmp/jobs/sbatch.submit" sbatch --wait --quiet -N1 -n "$ntasks" --time="$time_min" \
     --output="$tmp/jobs/sbatch.out" "$tmp/jobs/batch.sh"
   rc=$?

@@ -20,6 +20,18 @@ bool has_amx();           // AMX-TILE + AMX-BF16 with tile data state enabled by
 long l1d_cache_bytes();
 long l2_cache_bytes();
 
+// The individual ISA extensions behind the answers above, each usable (CPUID bit and, for AVX*/AMX,
+// the OS saving its register state), named as Linux's /proc/cpuinfo "flags" name them. `kiln
+// info` reports them. On POWER, vsx comes from the auxiliary vector (AT_HWCAP); x86 fields are
+// false there, and vsx is false on x86.
+struct CpuIsa {
+  bool fma = false, avx2 = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512_bf16 = false;
+  bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
+  bool vsx = false;
+};
+const CpuIsa& cpu_isa();
+
 // "avx2 avx512f avx512_core avx512_bf16 amx" style summary of what is present.
 std::string cpu_features_str();
 

@@ -1,0 +1,83 @@
+# Checks `kiln info --json`: it parses as JSON (CMake's string(JSON), no Python needed), carries
+# every key of schema kiln-info/1 (README: "kiln info --json"), and on x86 Linux its ISA flags
+# equal the "flags" line of /proc/cpuinfo (the kernel hides a flag whose register state it does
+# not save, as kiln's CPUID code does).
+#   cmake -DKILN=build/tools/kiln -P tests/cli/info_json.cmake   (ctest -R cli.info_json)
+cmake_minimum_required(VERSION 3.25)
+execute_process(COMMAND "${KILN}" info --json RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "kiln info --json: exit code ${rc}\n${err}")
+endif()
+string(JSON schema ERROR_VARIABLE bad GET "${out}" schema)
+if(bad)
+  message(FATAL_ERROR "kiln info --json is not the expected JSON (${bad}):\n${out}")
+endif()
+if(NOT schema STREQUAL "kiln-info/1")
+  message(FATAL_ERROR "schema '${schema}', expected kiln-info/1")
+endif()
+
+# Every key path of the schema must be present.
+set(paths
+    "kiln version" "kiln compiler" "kiln cxx_standard" "kiln build_type" "kiln build_options"
+    "host" "threads" "backend_preference"
+    "cpu model" "cpu hardware_threads" "cpu kernels"
+    "libraries onednn built" "libraries mpi built" "libraries openmp built"
+    "libraries cuda built" "libraries cublas built" "libraries cudnn built" "libraries nccl built"
+    "gpus count" "gpus reason" "gpus devices" "ops" "models")
+set(isa fma avx2 avx512f avx512bw avx512vl avx512dq avx512_bf16 amx_tile amx_bf16 amx_int8 vsx)
+foreach(f ${isa})
+  list(APPEND paths "cpu isa ${f}")
+endforeach()
+foreach(p ${paths})
+  string(REPLACE " " ";" keys "${p}")
+  string(JSON v ERROR_VARIABLE bad GET "${out}" ${keys})
+  if(bad)
+    message(FATAL_ERROR "kiln info --json lacks '${p}': ${bad}")
+  endif()
+endforeach()
+string(JSON threads GET "${out}" threads)
+if(threads LESS 1)
+  message(FATAL_ERROR "threads ${threads}")
+endif()
+string(JSON nmodels LENGTH "${out}" models)
+if(nmodels LESS 1)
+  message(FATAL_ERROR "no models listed")
+endif()
+# Without a device the count is 0 and the reason says why; with one, each device has its fields.
+string(JSON ngpus GET "${out}" gpus count)
+string(JSON reason GET "${out}" gpus reason)
+if(ngpus EQUAL 0 AND reason STREQUAL "")
+  message(FATAL_ERROR "no GPU and no reason given")
+endif()
+if(ngpus GREATER 0)
+  foreach(k name memory_bytes compute_capability)
+    string(JSON v GET "${out}" gpus devices 0 ${k})
+  endforeach()
+endif()
+
+# The ISA flags against /proc/cpuinfo (x86 only: there Linux names them as kiln does).
+if(EXISTS /proc/cpuinfo)
+  file(STRINGS /proc/cpuinfo flags_lines REGEX "^flags[ \t]*:" LIMIT_COUNT 1)
+  if(flags_lines)
+    string(REGEX REPLACE "^flags[ \t]*:[ \t]*" "" flags "${flags_lines}")
+    string(REPLACE " " ";" flags "${flags}")
+    set(checked "")
+    foreach(f ${isa})
+      if(f STREQUAL "vsx")
+        continue()
+      endif()
+      string(JSON v GET "${out}" cpu isa ${f})
+      if(f IN_LIST flags)
+        set(want ON)
+      else()
+        set(want OFF)
+      endif()
+      if((v AND NOT want) OR (want AND NOT v))
+        message(FATAL_ERROR "cpu isa ${f}: kiln says ${v}, /proc/cpuinfo says ${want}")
+      endif()
+      string(APPEND checked " ${f}=${v}")
+    endforeach()
+    message("ISA flags agree with /proc/cpuinfo:${checked}")
+  endif()
+endif()
+message("kiln info --json: ${schema}, ${nmodels} models, ${ngpus} GPUs (${reason})")
