@@ -81,15 +81,15 @@ set_target_properties(kiln kiln_cli PROPERTIES
   INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}" INSTALL_RPATH_USE_LINK_PATH ON)
 
 # --- headers ------------------------------------------------------------------------------------
-# Public: every header of engine/ layers/ io/ dist/ nets/ train/ except those marked internal, and
-# the kernels/ headers they include (kernels/common/*, and kernels/cuda/runtime.h through
-# engine/cuda_runtime.h; that one includes <cuda_runtime_api.h> only under KILN_HAVE_CUDA, which
-# users of the installed library do not define). tests/consumer compiles all of them in one file.
+# Public: every header of engine/ layers/ io/ dist/ nets/ train/ except those marked internal;
+# kernels/common/*.h, the plain descriptors (GemmDesc, ConvDesc ...) and scalar functors that
+# public headers include and that a user's own kernel candidate for a built-in op is written
+# against (examples/custom_kernel); and kernels/cuda/runtime.h, included by engine/cuda_runtime.h
+# (it includes <cuda_runtime_api.h> only under KILN_HAVE_CUDA, which users of the installed library
+# do not define). The rest of kernels/ stays private. tests/consumer compiles all of them in one file.
 set(kiln_private_headers dist/mpi_comm.h dist/nccl_comm.h dist/signature.h engine/ops/families.inc)
-set(kiln_kernel_headers
-  kernels/common/dtype.h kernels/common/error.h kernels/common/half.h kernels/common/host_device.h
-  kernels/common/loop.h kernels/common/loss.h kernels/common/multi_tensor.h kernels/common/optim.h
-  kernels/common/philox.h kernels/common/shape.h kernels/cuda/runtime.h)
+file(GLOB kiln_kernel_headers RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/common/*.h)
+list(APPEND kiln_kernel_headers kernels/cuda/runtime.h)
 set(kiln_public_headers ${kiln_kernel_headers})
 foreach(floor engine layers io dist nets train)
   file(GLOB_RECURSE hdrs RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
