@@ -82,13 +82,15 @@ set_target_properties(kiln kiln_cli PROPERTIES
 
 # --- headers ------------------------------------------------------------------------------------
 # Public: every header of engine/ layers/ io/ dist/ nets/ train/ except those marked internal;
-# kernels/common/*.h, the plain descriptors (GemmDesc, ConvDesc ...) and scalar functors that
+# kernels/common/*.h but parallel.h, the plain descriptors (GemmDesc, ConvDesc ...) and scalar functors that
 # public headers include and that a user's own kernel candidate for a built-in op is written
 # against (examples/custom_kernel); and kernels/cuda/runtime.h, included by engine/cuda_runtime.h
 # (it includes <cuda_runtime_api.h> only under KILN_HAVE_CUDA, which users of the installed library
 # do not define). The rest of kernels/ stays private. tests/consumer compiles all of them in one file.
 set(kiln_private_headers dist/mpi_comm.h dist/nccl_comm.h dist/signature.h engine/ops/families.inc)
 file(GLOB kiln_kernel_headers RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/common/*.h)
+# parallel.h stays private: its inline functions differ with and without -fopenmp.
+list(REMOVE_ITEM kiln_kernel_headers kernels/common/parallel.h)
 list(APPEND kiln_kernel_headers kernels/cuda/runtime.h)
 set(kiln_public_headers ${kiln_kernel_headers})
 foreach(floor engine layers io dist nets train)

@@ -22,7 +22,7 @@ for f in bin/kiln lib/libkiln.a include/kiln/kiln.h include/kiln/build_config.h 
   [[ -e $prefix/$f ]] || fail "$f not installed"
 done
 ls "$prefix"/lib/libkiln.so* > /dev/null || fail "libkiln.so not installed"
-for f in dist/mpi_comm.h kernels/cpu kernels/cuda/native; do
+for f in dist/mpi_comm.h kernels/common/parallel.h kernels/cpu kernels/cuda/native; do
   [[ ! -e $prefix/include/kiln/$f ]] || fail "private $f installed"
 done
 
