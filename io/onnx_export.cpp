@@ -136,6 +136,46 @@ class Exporter : public trace::Recorder {
     return n.outputs[0];
   }
 
+  // A constant tensor (neither a graph value nor a parameter) whose elements all equal one value.
+  bool is_fill(const Tensor& t, float& value) const {
+    if (!t.defined() || values_.count(t.impl()) || params_.count(t.impl()) || !is_floating(t.dtype())) return false;
+    const std::vector<float> v = t.to_vector_of<float>();
+    if (v.empty()) return false;
+    value = v[0];
+    for (float x : v)
+      if (x != value) return false;
+    return true;
+  }
+
+  // cat(fills..., x, fills...) as Pad(x) along the cat dim, or "" when the cat is not of that form.
+  std::string cat_as_pad(const trace::Event& e) {
+    const int64_t dim = wrap_dim(int_of(e, "dim"), e.output.dim(), "cat");
+    int64_t value_at = -1;
+    float fill = 0;
+    bool have_fill = false;
+    int64_t before = 0, after = 0;
+    for (size_t i = 0; i < e.inputs.size(); ++i) {
+      const Tensor& t = e.inputs[i];
+      float v = 0;
+      if (values_.count(t.impl())) {
+        if (value_at >= 0) return "";
+        value_at = int64_t(i);
+      } else if (is_fill(t, v) && (!have_fill || v == fill)) {
+        fill = v;
+        have_fill = true;
+        (value_at < 0 ? before : after) += t.size(dim);
+      } else {
+        return "";
+      }
+    }
+    if (value_at < 0 || !have_fill) return "";
+    const Tensor& x = e.inputs[size_t(value_at)];
+    std::vector<int64_t> pads(size_t(2 * x.dim()), 0);
+    pads[size_t(dim)] = before;
+    pads[size_t(dim + x.dim())] = after;
+    return node("Pad", {use(x, e.op), int_const(pads), float_const({fill}, {})}, {attr_string("mode", "constant")});
+  }
+
   static std::vector<int64_t> pads4(const std::vector<int64_t>& p) { return {p[0], p[1], p[0], p[1]}; }
 
   void map(const trace::Event& e) {
@@ -219,6 +259,9 @@ class Exporter : public trace::Recorder {
       out = node(op == "softmax" ? "Softmax" : "LogSoftmax", {use(x, e.op)}, {attr_int("axis", int_of(e, "dim"))});
     } else if (op == "add") {
       out = node("Add", {use(e.inputs[0], e.op), use(e.inputs[1], e.op)});
+    } else if (op == "cat" && (out = cat_as_pad(e)) != "") {
+      // a graph value between filled constants (an option-A shortcut's zero channels): a Pad,
+      // which keeps the batch dim free where constants would fix it
     } else if (op == "add_n" || op == "cat") {
       std::vector<std::string> ins;
       for (const Tensor& t : e.inputs) ins.push_back(use(t, e.op));

@@ -239,17 +239,32 @@ class OnnxNet : public Module {
       return y;
     }
     if (op == "Pad") {
-      KILN_CHECK(x.dim() >= 2, "onnx import: ", where(n), " needs an input of at least 2 dims");
       const std::vector<int64_t>& p = int_input(n, 1);
       const int64_t r = x.dim();
-      for (int64_t d = 0; d < r - 2; ++d)
-        KILN_CHECK(p[size_t(d)] == 0 && p[size_t(d + r)] == 0, "onnx import: ", where(n), " pads a dim other than the last two");
+      KILN_CHECK(int64_t(p.size()) == 2 * r, "onnx import: ", where(n), " has ", p.size(), " pads for a ", r, "-d input");
       const std::vector<float> value = float_input(n, 2);
+      const double v = value.empty() ? 0.0 : double(value[0]);
       const std::string mode = get_string(n, "mode", "constant");
-      const PadMode m = mode == "reflect" ? PadMode::reflect : mode == "edge" ? PadMode::replicate : PadMode::constant;
       KILN_CHECK(mode == "constant" || mode == "reflect" || mode == "edge", "onnx import: ", where(n), " mode ", mode);
-      return ops::pad(x, {p[size_t(r - 1)], p[size_t(2 * r - 1)], p[size_t(r - 2)], p[size_t(2 * r - 2)]}, m,
-                      value.empty() ? 0.0 : double(value[0]));
+      const PadMode m = mode == "reflect" ? PadMode::reflect : mode == "edge" ? PadMode::replicate : PadMode::constant;
+      Tensor y = x;
+      // Dims before the last two: constant padding as a concatenation with filled blocks.
+      for (int64_t d = 0; d < r - 2 || (r < 2 && d < r); ++d) {
+        const int64_t b = p[size_t(d)], a = p[size_t(d + r)];
+        if (b == 0 && a == 0) continue;
+        KILN_CHECK(m == PadMode::constant && b >= 0 && a >= 0, "onnx import: ", where(n),
+                   " pads dim ", d, " with mode ", mode, " or negative pads; kiln maps those on the last two dims only");
+        std::vector<Tensor> parts;
+        Shape s = y.sizes();
+        if (b > 0) s[size_t(d)] = b, parts.push_back(full(s, v, TensorOptions(y.dtype()).with_device(y.device())));
+        parts.push_back(y);
+        if (a > 0) s[size_t(d)] = a, parts.push_back(full(s, v, TensorOptions(y.dtype()).with_device(y.device())));
+        y = ops::cat(parts, d);
+      }
+      if (r < 2) return y;
+      const std::vector<int64_t> last = {p[size_t(r - 1)], p[size_t(2 * r - 1)], p[size_t(r - 2)], p[size_t(2 * r - 2)]};
+      if (last == std::vector<int64_t>{0, 0, 0, 0}) return y;
+      return ops::pad(y, last, m, v);
     }
     if (op == "Resize") {
       const std::string mode = get_string(n, "mode", "nearest");
