@@ -51,6 +51,16 @@ const trace::Attr& find_attr(const trace::Event& e, const char* name) {
     if (a.name == name) return a;
   KILN_THROW("onnx export: traced op ", e.op, " lacks attribute ", name);
 }
+// The values of a floating-point tensor as float32, straight from memory where it can (weights
+// of large nets: the double round trip of to_vector() would dominate the export).
+std::vector<float> host_floats(const Tensor& t) {
+  if (t.dtype() == DType::float32 && t.device().type == DeviceType::cpu && t.is_contiguous()) {
+    const float* p = t.data<float>();
+    return std::vector<float>(p, p + t.numel());
+  }
+  return t.to_vector_of<float>();
+}
+
 std::vector<int64_t> ints_of(const trace::Event& e, const char* name) { return find_attr(e, name).ints; }
 int64_t int_of(const trace::Event& e, const char* name) { return find_attr(e, name).ints.at(0); }
 double real_of(const trace::Event& e, const char* name) { return find_attr(e, name).real; }
@@ -96,7 +106,7 @@ class Exporter : public trace::Recorder {
       d.name = name;
       d.dims = t.sizes();
       d.elem_type = kFloat;
-      d.f = t.to_vector_of<float>();
+      d.f = host_floats(t);
       g_.initializers.push_back(std::move(d));
       emitted_.insert(name);
     }
@@ -139,7 +149,7 @@ class Exporter : public trace::Recorder {
   // A constant tensor (neither a graph value nor a parameter) whose elements all equal one value.
   bool is_fill(const Tensor& t, float& value) const {
     if (!t.defined() || values_.count(t.impl()) || params_.count(t.impl()) || !is_floating(t.dtype())) return false;
-    const std::vector<float> v = t.to_vector_of<float>();
+    const std::vector<float> v = host_floats(t);
     if (v.empty()) return false;
     value = v[0];
     for (float x : v)

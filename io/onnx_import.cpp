@@ -48,9 +48,8 @@ std::vector<int64_t> get_ints(const Node& n, const char* name, std::vector<int64
 std::string where(const Node& n) { return n.op_type + " node '" + n.name + "'"; }
 
 Tensor to_tensor(const TensorData& t) {
-  std::vector<double> v = t.elem_type == kFloat ? std::vector<double>(t.f.begin(), t.f.end())
-                                                : std::vector<double>(t.i.begin(), t.i.end());
-  return from_vector(v, t.dims, TensorOptions(DType::float32));
+  if (t.elem_type == kFloat) return from_vector(t.f, t.dims, TensorOptions(DType::float32));
+  return from_vector(std::vector<double>(t.i.begin(), t.i.end()), t.dims, TensorOptions(DType::float32));
 }
 
 class OnnxNet : public Module {
