@@ -306,7 +306,9 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
-  if (trace::top_level()) return trace::traced("slice", {*this}, {trace::ints("slice", {d, start, end, step})}, [&] { return slice(d, start, end, step); });
+  if (trace::top_level())
+    return trace::traced("slice", {*this}, {trace::ints("slice", {d, start, end, step})},
+                         [&] { return slice(d, start, end, step); });
   d = wrap_dim(d, dim(), "slice");
   KILN_CHECK(step > 0, "slice: step must be positive, got ", step);
   const int64_t n = size(d);

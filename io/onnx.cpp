@@ -20,7 +20,18 @@ namespace opset_f { enum { domain = 1, version = 2 }; }
 namespace graph_f { enum { node = 1, name = 2, initializer = 5, input = 11, output = 12 }; }
 namespace node_f { enum { input = 1, output = 2, name = 3, op_type = 4, attribute = 5, domain = 7 }; }
 namespace attr_f { enum { name = 1, f = 2, i = 3, s = 4, t = 5, floats = 7, ints = 8, type = 20 }; }
-namespace tensor_f { enum { dims = 1, data_type = 2, float_data = 4, int32_data = 5, int64_data = 7, name = 8, raw_data = 9, double_data = 10 }; }
+namespace tensor_f {
+enum {
+  dims = 1,
+  data_type = 2,
+  float_data = 4,
+  int32_data = 5,
+  int64_data = 7,
+  name = 8,
+  raw_data = 9,
+  double_data = 10
+};
+}
 namespace vi_f { enum { name = 1, type = 2 }; }
 namespace type_f { enum { tensor_type = 1 }; }
 namespace ttype_f { enum { elem_type = 1, shape = 2 }; }
@@ -149,7 +160,8 @@ TensorData decode_tensor(const pb::Field& field, const std::string& what) {
       t.elem_type = kInt64;
       break;
     }
-    default: KILN_THROW("onnx: ", where, " has element type ", t.elem_type, "; kiln reads float, double, int32 and int64");
+    default:
+      KILN_THROW("onnx: ", where, " has element type ", t.elem_type, "; kiln reads float, double, int32 and int64");
   }
   const size_t have = t.elem_type == kFloat ? t.f.size() : t.i.size();
   KILN_CHECK(int64_t(have) == t.numel(), "onnx: ", where, " has ", have, " values for dims of ", t.numel(),

@@ -32,7 +32,14 @@ struct TensorData {
 };
 
 // AttributeProto.AttributeType values kiln uses.
-enum AttrType : int32_t { kAttrFloat = 1, kAttrInt = 2, kAttrString = 3, kAttrTensor = 4, kAttrFloats = 6, kAttrInts = 7 };
+enum AttrType : int32_t {
+  kAttrFloat = 1,
+  kAttrInt = 2,
+  kAttrString = 3,
+  kAttrTensor = 4,
+  kAttrFloats = 6,
+  kAttrInts = 7
+};
 
 struct Attribute {
   std::string name;

@@ -100,8 +100,8 @@ class Exporter : public trace::Recorder {
     auto p = params_.find(t.impl());
     std::string name = p != params_.end() ? p->second : fresh("const");
     if (!emitted_.count(name)) {
-      KILN_CHECK(is_floating(t.dtype()), "onnx export: ", op, " reads a constant tensor of dtype ", dtype_name(t.dtype()),
-                 "; only floating-point constants are written");
+      KILN_CHECK(is_floating(t.dtype()), "onnx export: ", op, " reads a constant tensor of dtype ",
+                 dtype_name(t.dtype()), "; only floating-point constants are written");
       TensorData d;
       d.name = name;
       d.dims = t.sizes();
@@ -214,12 +214,15 @@ class Exporter : public trace::Recorder {
         if (!b.empty()) out = node("Add", {out, b});
       }
     } else if (op == "batch_norm" || op == "batch_norm_relu") {
-      KILN_CHECK(int_of(e, "training") == 0, "onnx export: batch_norm ran in training mode (export runs the net in eval)");
+      KILN_CHECK(int_of(e, "training") == 0,
+                 "onnx export: batch_norm ran in training mode (export runs the net in eval)");
       KILN_CHECK(e.inputs[3].defined() && e.inputs[4].defined(),
                  "onnx export: batch_norm without running statistics (track_running_stats=false) has no ONNX form");
       const int64_t c = x.size(1);
-      const std::string scale = e.inputs[1].defined() ? use(e.inputs[1], e.op) : float_const(std::vector<float>(size_t(c), 1.f), {c});
-      const std::string shift = e.inputs[2].defined() ? use(e.inputs[2], e.op) : float_const(std::vector<float>(size_t(c), 0.f), {c});
+      const std::string scale =
+          e.inputs[1].defined() ? use(e.inputs[1], e.op) : float_const(std::vector<float>(size_t(c), 1.f), {c});
+      const std::string shift =
+          e.inputs[2].defined() ? use(e.inputs[2], e.op) : float_const(std::vector<float>(size_t(c), 0.f), {c});
       out = node("BatchNormalization", {use(x, e.op), scale, shift, use(e.inputs[3], e.op), use(e.inputs[4], e.op)},
                  {attr_float("epsilon", real_of(e, "eps"))});
       if (op == "batch_norm_relu") out = node("Relu", {out});
@@ -241,7 +244,8 @@ class Exporter : public trace::Recorder {
         a.push_back(attr_ints("dilations", ints_of(e, "dilation")));
         out = node("MaxPool", {use(x, e.op)}, a);
       } else {
-        KILN_CHECK(int_of(e, "divisor_override") == 0, "onnx export: avg_pool2d with divisor_override has no ONNX form");
+        KILN_CHECK(int_of(e, "divisor_override") == 0,
+                   "onnx export: avg_pool2d with divisor_override has no ONNX form");
         a.push_back(attr_int("count_include_pad", int_of(e, "count_include_pad")));
         out = node("AveragePool", {use(x, e.op)}, a);
       }
@@ -256,15 +260,17 @@ class Exporter : public trace::Recorder {
         KILN_CHECK(h % o[0] == 0 && w % o[1] == 0, "onnx export: ", op, " from ", h, "x", w, " to ", o[0], "x", o[1],
                    " has unequal windows; ONNX has no adaptive pooling");
         const std::vector<int64_t> k = {h / o[0], w / o[1]};
-        out = node(avg ? "AveragePool" : "MaxPool", {use(x, e.op)}, {attr_ints("kernel_shape", k), attr_ints("strides", k)});
+        out = node(avg ? "AveragePool" : "MaxPool", {use(x, e.op)},
+                   {attr_ints("kernel_shape", k), attr_ints("strides", k)});
       }
     } else if (op == "local_response_norm") {
       const int64_t size = int_of(e, "size");
       // kiln's (and PyTorch's) window is [c - size/2, c + (size-1)/2]; ONNX's the same for odd sizes.
-      KILN_CHECK(size % 2 == 1, "onnx export: local_response_norm with an even size (", size, ") windows differently in ONNX");
+      KILN_CHECK(size % 2 == 1, "onnx export: local_response_norm with an even size (", size,
+                 ") windows differently in ONNX");
       out = node("LRN", {use(x, e.op)},
-                 {attr_int("size", size), attr_float("alpha", real_of(e, "alpha")), attr_float("beta", real_of(e, "beta")),
-                  attr_float("bias", real_of(e, "k"))});
+                 {attr_int("size", size), attr_float("alpha", real_of(e, "alpha")),
+                  attr_float("beta", real_of(e, "beta")), attr_float("bias", real_of(e, "k"))});
     } else if (op == "softmax" || op == "log_softmax") {
       out = node(op == "softmax" ? "Softmax" : "LogSoftmax", {use(x, e.op)}, {attr_int("axis", int_of(e, "dim"))});
     } else if (op == "add") {
@@ -299,17 +305,21 @@ class Exporter : public trace::Recorder {
              attr_string("nearest_mode", "floor")};
       } else {
         a = {attr_string("mode", "linear"),
-             attr_string("coordinate_transformation_mode", int_of(e, "align_corners") ? "align_corners" : "pytorch_half_pixel")};
+             attr_string("coordinate_transformation_mode",
+                         int_of(e, "align_corners") ? "align_corners" : "pytorch_half_pixel")};
       }
       bool by_scale = false;
       for (const trace::Attr& t : e.attrs) by_scale |= t.name == "scale_h";
       const std::string roi = float_const({}, {0});
       if (by_scale) {
-        out = node("Resize", {use(x, e.op), roi,
-                              float_const({1.f, 1.f, float(real_of(e, "scale_h")), float(real_of(e, "scale_w"))}, {4})}, a);
+        out = node("Resize",
+                   {use(x, e.op), roi,
+                    float_const({1.f, 1.f, float(real_of(e, "scale_h")), float(real_of(e, "scale_w"))}, {4})},
+                   a);
       } else {
         const std::vector<int64_t> s = ints_of(e, "size");
-        out = node("Resize", {use(x, e.op), roi, float_const({}, {0}), int_const({x.size(0), x.size(1), s[0], s[1]})}, a);
+        out =
+            node("Resize", {use(x, e.op), roi, float_const({}, {0}), int_const({x.size(0), x.size(1), s[0], s[1]})}, a);
       }
     } else if (op == "reshape") {
       std::vector<int64_t> shape = e.output.sizes();

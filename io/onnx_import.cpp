@@ -84,7 +84,9 @@ class OnnxNet : public Module {
       }
   }
 
-  std::string repr() const override { return "OnnxNet(" + graph_.name + ", " + std::to_string(graph_.nodes.size()) + " nodes)"; }
+  std::string repr() const override {
+    return "OnnxNet(" + graph_.name + ", " + std::to_string(graph_.nodes.size()) + " nodes)";
+  }
 
   Tensor forward(const Tensor& x) override {
     std::map<std::string, Tensor> env;
@@ -133,7 +135,8 @@ class OnnxNet : public Module {
 
   // ONNX pads [h_begin, w_begin, h_end, w_end]: kiln's ops pad both sides alike.
   static ConvHW sym_pads(const Node& n) {
-    KILN_CHECK(get_string(n, "auto_pad", "NOTSET") == "NOTSET", "onnx import: ", where(n), " uses auto_pad, which kiln does not map");
+    KILN_CHECK(get_string(n, "auto_pad", "NOTSET") == "NOTSET", "onnx import: ", where(n),
+               " uses auto_pad, which kiln does not map");
     std::vector<int64_t> p = get_ints(n, "pads", {0, 0, 0, 0});
     KILN_CHECK(p.size() == 4 && p[0] == p[2] && p[1] == p[3], "onnx import: ", where(n),
                " has asymmetric or non-2-d pads; kiln maps symmetric 2-d ones");
@@ -240,7 +243,8 @@ class OnnxNet : public Module {
     if (op == "Pad") {
       const std::vector<int64_t>& p = int_input(n, 1);
       const int64_t r = x.dim();
-      KILN_CHECK(int64_t(p.size()) == 2 * r, "onnx import: ", where(n), " has ", p.size(), " pads for a ", r, "-d input");
+      KILN_CHECK(int64_t(p.size()) == 2 * r, "onnx import: ", where(n), " has ", p.size(), " pads for a ", r,
+                 "-d input");
       const std::vector<float> value = float_input(n, 2);
       const double v = value.empty() ? 0.0 : double(value[0]);
       const std::string mode = get_string(n, "mode", "constant");
@@ -251,8 +255,8 @@ class OnnxNet : public Module {
       for (int64_t d = 0; d < r - 2 || (r < 2 && d < r); ++d) {
         const int64_t b = p[size_t(d)], a = p[size_t(d + r)];
         if (b == 0 && a == 0) continue;
-        KILN_CHECK(m == PadMode::constant && b >= 0 && a >= 0, "onnx import: ", where(n),
-                   " pads dim ", d, " with mode ", mode, " or negative pads; kiln maps those on the last two dims only");
+        KILN_CHECK(m == PadMode::constant && b >= 0 && a >= 0, "onnx import: ", where(n), " pads dim ", d,
+                   " with mode ", mode, " or negative pads; kiln maps those on the last two dims only");
         std::vector<Tensor> parts;
         Shape s = y.sizes();
         if (b > 0) s[size_t(d)] = b, parts.push_back(full(s, v, TensorOptions(y.dtype()).with_device(y.device())));
@@ -261,7 +265,8 @@ class OnnxNet : public Module {
         y = ops::cat(parts, d);
       }
       if (r < 2) return y;
-      const std::vector<int64_t> last = {p[size_t(r - 1)], p[size_t(2 * r - 1)], p[size_t(r - 2)], p[size_t(2 * r - 2)]};
+      const std::vector<int64_t> last = {p[size_t(r - 1)], p[size_t(2 * r - 1)], p[size_t(r - 2)],
+                                         p[size_t(2 * r - 2)]};
       if (last == std::vector<int64_t>{0, 0, 0, 0}) return y;
       return ops::pad(y, last, m, v);
     }
@@ -273,8 +278,9 @@ class OnnxNet : public Module {
       if (n.inputs.size() > 3 && !n.inputs[3].empty()) sizes = int_input(n, 3);
       KILN_CHECK(x.dim() == 4, "onnx import: ", where(n), " resizes 4-d inputs only");
       if (mode == "nearest") {
-        KILN_CHECK(ct == "asymmetric" && get_string(n, "nearest_mode", "round_prefer_floor") == "floor", "onnx import: ",
-                   where(n), " maps nearest with asymmetric coordinates and floor rounding (PyTorch's) only");
+        KILN_CHECK(ct == "asymmetric" && get_string(n, "nearest_mode", "round_prefer_floor") == "floor",
+                   "onnx import: ", where(n),
+                   " maps nearest with asymmetric coordinates and floor rounding (PyTorch's) only");
         if (!sizes.empty()) return ops::upsample_nearest2d(x, {sizes[2], sizes[3]});
         return ops::upsample_nearest2d(x, double(scales.at(2)), double(scales.at(3)));
       }

@@ -263,7 +263,8 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor leaky_relu(const Tensor& x, double slope) {
-  if (trace::top_level()) return trace::traced("leaky_relu", {x}, {trace::real("slope", slope)}, [&] { return leaky_relu(x, slope); });
+  if (trace::top_level())
+    return trace::traced("leaky_relu", {x}, {trace::real("slope", slope)}, [&] { return leaky_relu(x, slope); });
   Tensor y = unary_raw(KILN_U(leaky_relu), x, slope);
   autograd::record_fn("LeakyReluBackward", {x}, {&y}, [x, slope](std::vector<Tensor>& g) {
     return std::vector<Tensor>{binary_raw(KILN_B(leaky_relu_bwd), g[0], x, slope)};

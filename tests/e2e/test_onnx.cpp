@@ -5,6 +5,7 @@
 // protobuf wire format and the importer's errors. The Python parts skip with a message when the
 // packages are missing (tools/install-deps.sh --test installs onnx and onnxruntime).
 //   ctest --test-dir build -R e2e.test_onnx
+//   KILN_ONNX_NETS=alexnet,vgg11 build/tests/kiln_tests_e2e -tc='*onnxruntime*'   (other nets, default inputs)
 #include "tests/support/testing.h"
 
 #include <algorithm>
@@ -52,7 +53,8 @@ void perturb_batch_norm(Module& net) {
     if (!bn) continue;
     float* p = t.data<float>();
     for (int64_t i = 0; i < t.numel(); ++i, ++k)
-      p[i] = var ? float(0.5 + 0.4 * std::cos(0.37 * k)) : float(0.2 * std::sin(0.71 * k)) + (name.find("weight") != std::string::npos ? 1.f : 0.f);
+      p[i] = var ? float(0.5 + 0.4 * std::cos(0.37 * k))
+                 : float(0.2 * std::sin(0.71 * k)) + (name.find("weight") != std::string::npos ? 1.f : 0.f);
   }
 }
 
@@ -161,12 +163,26 @@ TEST_CASE("onnx: zoo nets exported by kiln match onnxruntime and kiln's own impo
   small.image_size = 64;
   nets::NetOptions incep;
   incep.image_size = 75;
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {"mnist-cnn", {}, {2, 1, 28, 28}},        {"cifar10-cnn", {}, {2, 3, 32, 32}},
       {"resnet56", {}, {2, 3, 32, 32}},         {"resnet18", small, {2, 3, 64, 64}},
       {"googlenet", small, {1, 3, 64, 64}},     {"inception3", incep, {1, 3, 75, 75}},
       {"unet", unet, {2, 1, 32, 32}},
   };
+  // KILN_ONNX_NETS=alexnet,vgg11,...: those zoo nets at their default input (batch 1) instead.
+  if (const char* list = std::getenv("KILN_ONNX_NETS")) {
+    cases.clear();
+    std::string rest = list;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string name = rest.substr(0, comma);
+      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+      if (name.empty()) continue;
+      Shape in = nets::find(name).input;
+      in.insert(in.begin(), 1);
+      cases.push_back({name, {}, in});
+    }
+  }
   test::TempDir dir("onnx");
   for (const Case& c : cases) {
     const auto t0 = std::chrono::steady_clock::now();
