@@ -75,6 +75,14 @@ class OnnxNet : public Module {
       if (!init_names.count(v.name)) inputs_.push_back(v.name);
     KILN_CHECK(inputs_.size() == 1, "onnx import: kiln runs graphs with one input, this one has ", inputs_.size());
     KILN_CHECK(graph_.outputs.size() >= 1, "onnx import: the graph has no output");
+    std::unordered_set<std::string> kept(init_names);
+    for (const ValueInfo& v : graph_.outputs) kept.insert(v.name);
+    for (const Node& n : graph_.nodes) {
+      if (n.op_type == "Constant") kept.insert(n.outputs[0]);
+      for (const std::string& s : n.inputs)
+        if (!s.empty()) last_use_[s] = &n;
+    }
+    for (const std::string& k : kept) last_use_.erase(k);
     for (const Node& n : graph_.nodes)
       if (n.op_type == "Constant") {
         const Attribute* a = n.attr("value");
@@ -106,6 +114,11 @@ class OnnxNet : public Module {
         in.push_back(it->second);
       }
       env[n.outputs.at(0)] = run(n, in);
+      // Activations go as soon as their last reader has run (peak memory as the zoo net's).
+      for (const std::string& s : n.inputs) {
+        auto last = last_use_.find(s);
+        if (last != last_use_.end() && last->second == &n) env.erase(s);
+      }
     }
     auto it = env.find(graph_.outputs[0].name);
     KILN_CHECK(it != env.end(), "onnx import: the graph output '", graph_.outputs[0].name, "' is never computed");
@@ -297,6 +310,7 @@ class OnnxNet : public Module {
   std::vector<std::string> inputs_;
   std::map<std::string, std::vector<int64_t>> ints_;
   std::map<std::string, Tensor> consts_;
+  std::map<std::string, const Node*> last_use_;  // the node that reads a value last (not kept ones)
 };
 
 }  // namespace
