@@ -15,6 +15,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/iter.h"
 #include "engine/ops/reduce.h"
+#include "engine/trace.h"
 #include "kernels/common/elementwise.h"
 
 namespace kiln {
@@ -255,6 +256,7 @@ static bool view_strides(const Shape& sizes, const Shape& strides, const Shape& 
 }
 
 Tensor Tensor::view(const Shape& shape0) const {
+  if (trace::top_level()) return trace::traced("reshape", {*this}, {}, [&] { return view(shape0); });
   Shape shape = infer_shape(shape0, numel(), "view", sizes());
   Shape st;
   KILN_CHECK(view_strides(sizes(), strides(), shape, st), "view: cannot view ", shape_str(sizes()), " with strides ",
@@ -267,6 +269,7 @@ Tensor Tensor::view(const Shape& shape0) const {
 }
 
 Tensor Tensor::reshape(const Shape& shape0) const {
+  if (trace::top_level()) return trace::traced("reshape", {*this}, {}, [&] { return reshape(shape0); });
   Shape shape = infer_shape(shape0, numel(), "reshape", sizes());
   Shape st;
   if (view_strides(sizes(), strides(), shape, st)) return view(shape);
@@ -303,6 +306,9 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  if (trace::top_level())
+    return trace::traced("slice", {*this}, {trace::ints("slice", {d, start, end, step})},
+                         [&] { return slice(d, start, end, step); });
   d = wrap_dim(d, dim(), "slice");
   KILN_CHECK(step > 0, "slice: step must be positive, got ", step);
   const int64_t n = size(d);
@@ -379,6 +385,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
+  if (trace::top_level()) return trace::traced("reshape", {*this}, {}, [&] { return flatten(start, end); });
   if (dim() == 0) return reshape({1});
   start = wrap_dim(start, dim(), "flatten");
   end = wrap_dim(end, dim(), "flatten");
@@ -421,9 +428,13 @@ Tensor Tensor::clone() const {
   return y;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  if (trace::top_level()) return trace::traced("identity", {*this}, {}, [&] { return contiguous(); });
+  return is_contiguous() ? *this : clone();
+}
 
 Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (trace::top_level()) return trace::traced("identity", {*this}, {}, [&] { return contiguous(format); });
   if (format == MemoryFormat::contiguous || dim() != 4) return contiguous();
   if (suggest_memory_format() == MemoryFormat::channels_last) return *this;
   Tensor y = empty_like(*this, format);

@@ -45,13 +45,14 @@ done
 # The Python readers the tests use, from PyPI, in a venv of their own.
 make_venv() {
   local dir="${KILN_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}"
-  if "$dir/bin/python" -c "import tensorboard, safetensors, numpy" 2>/dev/null; then
+  if "$dir/bin/python" -c "import tensorboard, safetensors, numpy, onnx, onnxruntime" 2>/dev/null; then
     echo "install-deps: python venv $dir ready"
     return
   fi
-  echo "install-deps: creating python venv $dir (tensorboard, safetensors, numpy)"
+  echo "install-deps: creating python venv $dir (tensorboard, safetensors, numpy, onnx, onnxruntime)"
   python3 -m venv "$dir"
-  "$dir/bin/pip" install -q --disable-pip-version-check tensorboard safetensors numpy
+  # onnx, onnxruntime: tests/e2e/test_onnx.cpp checks kiln's ONNX export with them.
+  "$dir/bin/pip" install -q --disable-pip-version-check tensorboard safetensors numpy onnx onnxruntime
 }
 
 if ((${#missing[@]} == 0)); then

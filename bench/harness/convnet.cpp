@@ -18,6 +18,7 @@
 #include "engine/ops/loss.h"
 #include "engine/profiler.h"
 #include "engine/random.h"
+#include "io/onnx.h"
 #include "kernels/common/parallel.h"
 #include "nets/zoo.h"
 
@@ -129,8 +130,31 @@ struct ProfilerSession {
 
 const char* kiln_version() { return KILN_VERSION_STRING; }
 
+// --- ONNX models (`kiln bench --model file.onnx`)
+bool is_onnx_model(const std::string& model) {
+  return model.size() > 5 && model.compare(model.size() - 5, 5, ".onnx") == 0;
+}
+
+namespace {
+// Imports the graph as a kiln Module (io/onnx.h) and times it like a zoo net; the sample shape
+// is the graph input's without its batch dim.
+RunResult run_onnx(const RunSpec& spec, RunObserver* observer) {
+  const onnx::Model m = onnx::load(spec.model);
+  ModulePtr net = onnx::import_model(m);
+  Shape sample = onnx::input_shape(m, spec.batch);
+  sample.erase(sample.begin());
+  CpuAllocator::instance().empty_cache();
+  const Device device(spec.device);
+  if (device.is_cuda()) net->to(device);
+  RunResult r = run(*net, sample, spec, observer);
+  net.reset();
+  CpuAllocator::instance().empty_cache();
+  return r;
+}
+}  // namespace
+
 void validate(const RunSpec& spec) {
-  nets::find(spec.model);  // lists the known names when unknown
+  if (!is_onnx_model(spec.model)) nets::find(spec.model);  // lists the known names when unknown
   const Device device(spec.device);
   if (device.is_cuda()) cuda::check_device(device);  // "built without CUDA", "no CUDA device", "no device N"
   KILN_CHECK(spec.dtype == "float32" || spec.dtype == "bfloat16" || spec.dtype == "float16", "--dtype ", spec.dtype,
@@ -149,6 +173,7 @@ void validate(const RunSpec& spec) {
 
 RunResult run(const RunSpec& spec, RunObserver* observer) {
   validate(spec);
+  if (is_onnx_model(spec.model)) return run_onnx(spec, observer);
   const nets::NetInfo& info = nets::find(spec.model);
   // Each run starts from an empty allocator cache, so one net's blocks neither serve nor
   // inflate the next one's (a sweep over many nets would otherwise hold the sum of their peaks).

@@ -97,7 +97,10 @@ class RunObserver {
 // CPU, a dtype other than float32, an unknown backend name, non-positive batch or iterations.
 void validate(const RunSpec& spec);
 
-// Builds spec.model from the zoo and times it.
+// True when `model` names an ONNX file (ends in .onnx): run() imports it (io/onnx.h) instead of
+// building a zoo net; its input shape comes from the graph, the batch from spec.batch.
+bool is_onnx_model(const std::string& model);
+// Builds spec.model from the zoo (or imports an .onnx file) and times it.
 RunResult run(const RunSpec& spec, RunObserver* observer = nullptr);
 // Times an already built net on inputs of shape [batch, sample...].
 RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver* observer = nullptr);

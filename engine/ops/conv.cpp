@@ -7,6 +7,7 @@
 #include "engine/dispatch.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
+#include "engine/trace.h"
 #include "kernels/common/conv.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/cpu/native/conv.h"
@@ -138,11 +139,21 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, Co
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding, ConvHW dilation,
               int64_t groups) {
+  if (trace::top_level())
+    return trace::traced("conv2d", {x, weight, bias},
+                         {trace::ints("stride", {stride.h, stride.w}), trace::ints("padding", {padding.h, padding.w}),
+                          trace::ints("dilation", {dilation.h, dilation.w}), trace::ints("groups", {groups})},
+                         [&] { return conv2d(x, weight, bias, stride, padding, dilation, groups); });
   return conv2d_impl(x, weight, bias, stride, padding, dilation, groups, false);
 }
 
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding,
                    ConvHW dilation, int64_t groups) {
+  if (trace::top_level())
+    return trace::traced("conv2d_relu", {x, weight, bias},
+                         {trace::ints("stride", {stride.h, stride.w}), trace::ints("padding", {padding.h, padding.w}),
+                          trace::ints("dilation", {dilation.h, dilation.w}), trace::ints("groups", {groups})},
+                         [&] { return conv2d_relu(x, weight, bias, stride, padding, dilation, groups); });
   return conv2d_impl(x, weight, bias, stride, padding, dilation, groups, true);
 }
 
@@ -222,6 +233,13 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, Co
 
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding,
                         ConvHW output_padding, ConvHW dilation, int64_t groups) {
+  if (trace::top_level())
+    return trace::traced(
+        "conv_transpose2d", {x, weight, bias},
+        {trace::ints("stride", {stride.h, stride.w}), trace::ints("padding", {padding.h, padding.w}),
+         trace::ints("output_padding", {output_padding.h, output_padding.w}),
+         trace::ints("dilation", {dilation.h, dilation.w}), trace::ints("groups", {groups})},
+        [&] { return conv_transpose2d(x, weight, bias, stride, padding, output_padding, dilation, groups); });
   const char* op = "conv_transpose2d";
   check_operands(op, x, weight, bias);
   if (is_half(x.dtype()))

@@ -4,6 +4,7 @@
 #include "engine/dispatch.h"
 #include "engine/ops/iter.h"
 #include "engine/ops/reduce.h"
+#include "engine/trace.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/cpu/native/elementwise.h"
 #include "kernels/cpu/ref/elementwise.h"
@@ -99,6 +100,7 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
 #define KILN_B(op) int(BinaryOp::op)
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (trace::top_level()) return trace::traced("add", {a, b}, {}, [&] { return add(a, b); });
   Tensor y = binary_raw(KILN_B(add), a, b);
   autograd::record_fn("AddBackward", {a, b}, {&y}, [as = a.sizes(), bs = b.sizes()](std::vector<Tensor>& g) {
     return std::vector<Tensor>{sum_to(g[0], as), sum_to(g[0], bs)};
@@ -252,6 +254,7 @@ Tensor square(const Tensor& x) {
 Tensor reciprocal(const Tensor& x) { return pow(x, -1.0); }
 
 Tensor relu(const Tensor& x) {
+  if (trace::top_level()) return trace::traced("relu", {x}, {}, [&] { return relu(x); });
   Tensor y = unary_raw(KILN_U(relu), x);
   autograd::record_fn("ReluBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
     return std::vector<Tensor>{binary_raw(KILN_B(relu_bwd), g[0], y)};  // y > 0 iff x > 0
@@ -260,6 +263,8 @@ Tensor relu(const Tensor& x) {
 }
 
 Tensor leaky_relu(const Tensor& x, double slope) {
+  if (trace::top_level())
+    return trace::traced("leaky_relu", {x}, {trace::real("slope", slope)}, [&] { return leaky_relu(x, slope); });
   Tensor y = unary_raw(KILN_U(leaky_relu), x, slope);
   autograd::record_fn("LeakyReluBackward", {x}, {&y}, [x, slope](std::vector<Tensor>& g) {
     return std::vector<Tensor>{binary_raw(KILN_B(leaky_relu_bwd), g[0], x, slope)};
@@ -268,6 +273,7 @@ Tensor leaky_relu(const Tensor& x, double slope) {
 }
 
 Tensor sigmoid(const Tensor& x) {
+  if (trace::top_level()) return trace::traced("sigmoid", {x}, {}, [&] { return sigmoid(x); });
   Tensor y = unary_raw(KILN_U(sigmoid), x);
   autograd::record_fn("SigmoidBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
     return std::vector<Tensor>{binary_raw(KILN_B(sigmoid_bwd), g[0], y)};
@@ -276,6 +282,7 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor tanh(const Tensor& x) {
+  if (trace::top_level()) return trace::traced("tanh", {x}, {}, [&] { return tanh(x); });
   Tensor y = unary_raw(KILN_U(tanh), x);
   autograd::record_fn("TanhBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
     return std::vector<Tensor>{binary_raw(KILN_B(tanh_bwd), g[0], y)};

@@ -9,6 +9,7 @@
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
 #include "engine/ops/reduce.h"
+#include "engine/trace.h"
 #include "kernels/common/gemm.h"
 #include "kernels/common/linear.h"
 #include "kernels/cpu/native/gemm.h"
@@ -191,6 +192,8 @@ bool half_linear_runs(DeviceType dev, const LinearDesc& d) {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (trace::top_level())
+    return trace::traced("linear", {x, weight, bias}, {}, [&] { return linear(x, weight, bias); });
   check_operands("linear", x, weight, "input", "weight");
   KILN_CHECK(weight.dim() == 2, "linear: weight must be 2-d [out, in], got ", shape_str(weight.sizes()));
   KILN_CHECK(x.dim() >= 1, "linear: input must have at least 1 dim, got ", shape_str(x.sizes()));

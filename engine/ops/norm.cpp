@@ -6,6 +6,7 @@
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
 #include "engine/ops/elementwise.h"
+#include "engine/trace.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/common/norm.h"
 #include "kernels/cpu/native/norm.h"
@@ -115,6 +116,11 @@ namespace ops {
 
 Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, const Tensor& running_mean,
                   const Tensor& running_var, bool training, double momentum, double eps) {
+  if (trace::top_level())
+    return trace::traced("batch_norm", {x0, weight0, bias0, running_mean, running_var},
+                         {trace::ints("training", {training}), trace::real("eps", eps)}, [&] {
+                           return batch_norm(x0, weight0, bias0, running_mean, running_var, training, momentum, eps);
+                         });
   KILN_CHECK(x0.defined(), "batch_norm: undefined input");
   KILN_CHECK(x0.dim() >= 2, "batch_norm: input ", shape_str(x0.sizes()), " must have at least 2 dims (N, C, ...)");
   KILN_CHECK(is_floating(x0.dtype()), "batch_norm: needs a floating-point input, got ", x0.dtype(), " ",
@@ -205,6 +211,11 @@ namespace ops {
 
 Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, bool training, double momentum, double eps) {
+  if (trace::top_level())
+    return trace::traced("batch_norm_relu", {x, weight, bias, running_mean, running_var},
+                         {trace::ints("training", {training}), trace::real("eps", eps)}, [&] {
+                           return batch_norm_relu(x, weight, bias, running_mean, running_var, training, momentum, eps);
+                         });
   KILN_CHECK(x.defined(), "batch_norm_relu: undefined input");
   if (is_half(x.dtype()) || !is_floating(x.dtype()) || x.dim() < 2)  // half types: the kernels take no post-op
     return relu(batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps));
@@ -240,8 +251,16 @@ Tensor dropout(const Tensor& x0, double p, bool training, Generator* gen) {
   return y;
 }
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+Tensor softmax(const Tensor& x, int64_t dim) {
+  if (trace::top_level())
+    return trace::traced("softmax", {x}, {trace::ints("dim", {dim})}, [&] { return softmax(x, dim); });
+  return softmax_impl(x, dim, false);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (trace::top_level())
+    return trace::traced("log_softmax", {x}, {trace::ints("dim", {dim})}, [&] { return log_softmax(x, dim); });
+  return softmax_impl(x, dim, true);
+}
 
 }  // namespace ops
 

@@ -7,6 +7,7 @@
 
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
+#include "engine/trace.h"
 #include "kernels/common/pool.h"
 #include "kernels/cpu/native/pool.h"
 #include "kernels/cpu/ref/pool.h"
@@ -176,11 +177,25 @@ ValuesIndices max_pool2d_with_indices(const Tensor& x, Pair kernel, Pair stride,
 }
 
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation, bool ceil_mode) {
+  if (trace::top_level())
+    return trace::traced("max_pool2d", {x},
+                         {trace::ints("kernel", {kernel[0], kernel[1]}), trace::ints("stride", {stride[0], stride[1]}),
+                          trace::ints("padding", {padding[0], padding[1]}),
+                          trace::ints("dilation", {dilation[0], dilation[1]}), trace::ints("ceil_mode", {ceil_mode})},
+                         [&] { return max_pool2d(x, kernel, stride, padding, dilation, ceil_mode); });
   return max_pool(x, kernel, stride, padding, dilation, ceil_mode, false).values;
 }
 
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool ceil_mode, bool count_include_pad,
                   std::optional<int64_t> divisor_override) {
+  if (trace::top_level())
+    return trace::traced(
+        "avg_pool2d", {x},
+        {trace::ints("kernel", {kernel[0], kernel[1]}), trace::ints("stride", {stride[0], stride[1]}),
+         trace::ints("padding", {padding[0], padding[1]}), trace::ints("ceil_mode", {ceil_mode}),
+         trace::ints("count_include_pad", {count_include_pad}),
+         trace::ints("divisor_override", {divisor_override ? *divisor_override : 0})},
+        [&] { return avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override); });
   check_input(x, "avg_pool2d");
   KILN_CHECK(!divisor_override || *divisor_override > 0, "avg_pool2d: divisor_override must be positive, got ",
              divisor_override.value_or(0), " (input ", shape_str(x.sizes()), ")");
@@ -207,6 +222,9 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool 
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
+  if (trace::top_level())
+    return trace::traced("adaptive_avg_pool2d", {x}, {trace::ints("output_size", {output_size[0], output_size[1]})},
+                         [&] { return adaptive_avg_pool2d(x, output_size); });
   check_input(x, "adaptive_avg_pool2d");
   if (is_half(x.dtype())) return adaptive_avg_pool2d(x.to(DType::float32), output_size).to(x.dtype());
   ValuesIndices r = with_batch(x, [&](const Tensor& x4) {
@@ -226,10 +244,18 @@ ValuesIndices adaptive_max_pool2d_with_indices(const Tensor& x, Pair output_size
 }
 
 Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size) {
+  if (trace::top_level())
+    return trace::traced("adaptive_max_pool2d", {x}, {trace::ints("output_size", {output_size[0], output_size[1]})},
+                         [&] { return adaptive_max_pool2d(x, output_size); });
   return adaptive_max_pool2d_with_indices(x, output_size).values;
 }
 
 Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double beta, double k) {
+  if (trace::top_level())
+    return trace::traced(
+        "local_response_norm", {x},
+        {trace::ints("size", {size}), trace::real("alpha", alpha), trace::real("beta", beta), trace::real("k", k)},
+        [&] { return local_response_norm(x, size, alpha, beta, k); });
   KILN_CHECK(x.defined(), "local_response_norm: undefined input tensor");
   KILN_CHECK(x.dim() >= 3, "local_response_norm: expected an input with at least 3 dims (N, C, ...), got ",
              shape_str(x.sizes()));

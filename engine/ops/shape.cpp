@@ -11,6 +11,7 @@
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
 #include "engine/ops/elementwise.h"
+#include "engine/trace.h"
 #include "kernels/common/concat.h"
 #include "kernels/cpu/native/concat.h"
 #include "kernels/cpu/ref/concat.h"
@@ -65,6 +66,7 @@ bool concat_as_blocks(const std::vector<Tensor>& xs, int64_t dim, bool channels_
 namespace ops {
 
 Tensor add_n(const std::vector<Tensor>& xs) {
+  if (trace::top_level()) return trace::traced("add_n", xs, {}, [&] { return add_n(xs); });
   KILN_CHECK(!xs.empty(), "add_n: expected a non-empty list of tensors");
   for (size_t i = 0; i < xs.size(); ++i) {
     KILN_CHECK(xs[i].defined(), "add_n: tensor ", i, " is undefined");
@@ -103,6 +105,7 @@ Tensor add_n(const std::vector<Tensor>& xs) {
 }
 
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
+  if (trace::top_level()) return trace::traced("cat", xs, {trace::ints("dim", {dim})}, [&] { return cat(xs, dim); });
   KILN_CHECK(!xs.empty(), "cat: expected a non-empty list of tensors");
   for (size_t i = 0; i < xs.size(); ++i) KILN_CHECK(xs[i].defined(), "cat: tensor ", i, " is undefined");
   const Tensor& x0 = xs[0];
@@ -195,6 +198,10 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
 }
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, double value) {
+  if (trace::top_level())
+    return trace::traced("pad", {x},
+                         {trace::ints("pads", pads), trace::ints("mode", {int64_t(mode)}), trace::real("value", value)},
+                         [&] { return pad(x, pads, mode, value); });
   KILN_CHECK(x.defined(), "pad: undefined tensor");
   KILN_CHECK(pads.size() == 2 || pads.size() == 4, "pad: expected 2 (left, right) or 4 (left, right, top, bottom) ",
              "pad values, got ", vec_str(pads), " for input ", shape_str(x.sizes()));
@@ -299,17 +306,32 @@ Tensor upsample(const Tensor& x, UpsampleMode mode, std::array<int64_t, 2> size,
 namespace ops {
 
 Tensor upsample_nearest2d(const Tensor& x, std::array<int64_t, 2> size) {
+  if (trace::top_level())
+    return trace::traced("upsample_nearest2d", {x}, {trace::ints("size", {size[0], size[1]})},
+                         [&] { return upsample_nearest2d(x, size); });
   return upsample(x, UpsampleMode::nearest, size, 0, 0, false);
 }
 Tensor upsample_nearest2d(const Tensor& x, double scale_h, double scale_w) {
+  if (trace::top_level())
+    return trace::traced("upsample_nearest2d", {x}, {trace::real("scale_h", scale_h), trace::real("scale_w", scale_w)},
+                         [&] { return upsample_nearest2d(x, scale_h, scale_w); });
   KILN_CHECK(scale_h > 0 && scale_w > 0, "upsample_nearest2d: scale factors ", scale_h, "x", scale_w,
              " must be positive");
   return upsample(x, UpsampleMode::nearest, {0, 0}, scale_h, scale_w, false);
 }
 Tensor upsample_bilinear2d(const Tensor& x, std::array<int64_t, 2> size, bool align_corners) {
+  if (trace::top_level())
+    return trace::traced("upsample_bilinear2d", {x},
+                         {trace::ints("size", {size[0], size[1]}), trace::ints("align_corners", {align_corners})},
+                         [&] { return upsample_bilinear2d(x, size, align_corners); });
   return upsample(x, UpsampleMode::bilinear, size, 0, 0, align_corners);
 }
 Tensor upsample_bilinear2d(const Tensor& x, double scale_h, double scale_w, bool align_corners) {
+  if (trace::top_level())
+    return trace::traced("upsample_bilinear2d", {x},
+                         {trace::real("scale_h", scale_h), trace::real("scale_w", scale_w),
+                          trace::ints("align_corners", {align_corners})},
+                         [&] { return upsample_bilinear2d(x, scale_h, scale_w, align_corners); });
   KILN_CHECK(scale_h > 0 && scale_w > 0, "upsample_bilinear2d: scale factors ", scale_h, "x", scale_w,
              " must be positive");
   return upsample(x, UpsampleMode::bilinear, {0, 0}, scale_h, scale_w, align_corners);

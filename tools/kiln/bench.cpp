@@ -57,7 +57,8 @@ int64_t parse_batch(const std::string& b) {
 std::vector<bench::RunSpec> make_specs(const BenchOptions& o) {
   std::vector<std::string> models = split_list(o.models);
   if (models.empty()) models = bench::convnet_benchmarks_models();
-  for (const std::string& m : models) nets::find(m);  // an unknown name fails before any run, listing the known
+  for (const std::string& m : models)
+    if (!bench::is_onnx_model(m)) nets::find(m);  // an unknown name fails before any run, listing the known
   std::vector<std::string> modes = split_list(o.modes);
   KILN_CHECK(!modes.empty(), "--mode: give forward, train or both");
   for (const std::string& mode : modes)
@@ -223,7 +224,8 @@ Command add_bench(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* sub = app.add_subcommand("bench", "time forward and forward+backward of zoo nets on synthetic data");
   sub->add_option("--model", o->models,
-                  "comma-separated zoo names (default: the convnet-benchmarks four, alexnet,overfeat,vgg11,googlenet)");
+                  "comma-separated zoo names or .onnx files (default: the convnet-benchmarks four, "
+                  "alexnet,overfeat,vgg11,googlenet)");
   sub->add_option("--batch", o->batches,
                   "comma-separated batch sizes (default: each model's convnet-benchmarks / tf_cnn_benchmarks batch)");
   sub->add_option("--mode", o->modes, "forward, train, or both")->capture_default_str();

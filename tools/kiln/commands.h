@@ -26,6 +26,9 @@ Command add_train(CLI::App& app);
 Command add_eval(CLI::App& app);
 Command add_scale(CLI::App& app);
 
+// --- ONNX export (export.cpp)
+Command add_export(CLI::App& app);
+
 // "a,b,,c" -> {"a", "b", "c"}
 std::vector<std::string> split_list(const std::string& s);
 

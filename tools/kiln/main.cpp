@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
                                               kiln::cli::add_data(app), kiln::cli::add_train(app),
                                               kiln::cli::add_eval(app),
                                               kiln::cli::add_scale(app)};
+  // ONNX export (export.cpp)
+  commands.push_back(kiln::cli::add_export(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,22 @@
+// Op tracing (engine/trace.h): the thread's recorder and nesting depth.
+//   ctest --test-dir build -R onnx
+#include "engine/trace.h"
+
+namespace kiln::trace {
+namespace detail {
+thread_local Recorder* recorder = nullptr;
+thread_local int depth = 0;
+}  // namespace detail
+
+void record(const char* op, std::vector<Tensor> inputs, const Tensor& output, std::vector<Attr> attrs) {
+  if (!detail::recorder) return;
+  Event e;
+  e.op = op;
+  e.inputs = std::move(inputs);
+  e.output = output;
+  e.attrs = std::move(attrs);
+  Nest nest;  // what the recorder itself does with tensors (reading values) is not recorded
+  detail::recorder->record(std::move(e));
+}
+
+}  // namespace kiln::trace
