@@ -91,6 +91,10 @@ Model load(const std::string& path);
 struct ExportOptions {
   bool dynamic_batch = true;  // the batch dim of the input and output named "N" rather than fixed
   std::string graph_name = "kiln";
+  // Rerun the exported graph with kiln's importer on a second input and compare with the net: an
+  // op that escaped the trace (its result baked in as a constant) makes them differ, and the
+  // export fails instead of writing a wrong model.
+  bool verify = true;
 };
 // Runs one eval-mode forward of `net` on a deterministic input of `input_shape` ([N, C, H, W]),
 // records every op, and returns the graph: parameters and buffers become initializers named by

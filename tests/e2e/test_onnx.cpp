@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "engine/ops/elementwise.h"
 #include "io/onnx.h"
 #include "io/protobuf.h"
 #include "nets/zoo.h"
@@ -263,4 +264,29 @@ TEST_CASE("onnx: a CNN exported by PyTorch's torch.onnx.export runs in kiln with
   for (const onnx::Node& n : m.graph.nodes) ops += n.op_type + " ";
   MESSAGE("PyTorch-exported CNN (" << ops << "): max |kiln - torch| " << d);
   CHECK(d <= 1e-5);
+}
+
+namespace {
+// Builds its activation through raw memory, which no op hook sees: the trace would bake this
+// input's values into the graph as a constant.
+class Untraced : public Module {
+ public:
+  Tensor forward(const Tensor& x) override {
+    Tensor c = x.contiguous();
+    Tensor y = empty(x.sizes());
+    const float* src = c.data<float>();
+    float* dst = y.data<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) dst[i] = 2 * src[i];
+    return ops::relu(y);
+  }
+  std::string repr() const override { return "Untraced"; }
+};
+}  // namespace
+
+TEST_CASE("onnx: an export that does not reproduce the net on a second input is an error, not a file") {
+  Untraced net;
+  CHECK_THROWS_WITH_AS(onnx::export_module(net, {2, 3}), doctest::Contains("does not reproduce the net"), Error);
+  onnx::ExportOptions unchecked;
+  unchecked.verify = false;
+  CHECK_NOTHROW(onnx::export_module(net, {2, 3}, unchecked));  // the trace alone cannot tell
 }
