@@ -59,6 +59,7 @@ std::string tensor_string(const Tensor& t, int64_t offset, int64_t n) {
 
 struct DataParallel::Slot {
   std::string name;
+  std::string pack_span;  // "pack <name>": timeline names made once
   Tensor param;
   size_t bucket = 0;
   int64_t offset = 0;  // elements into the bucket's buffer
@@ -71,6 +72,7 @@ struct DataParallel::Bucket {
   size_t pending = 0;     // gradients not yet packed this step
   bool launched = false;
   CommThread::Handle handle;
+  std::string name, allreduce_span, wait_span, unpack_span;  // "bucket 3", ...: made once
 };
 
 DataParallel::DataParallel(Module& model, Communicator& comm, CommThread& thread, SyncOptions options)
@@ -78,14 +80,14 @@ DataParallel::DataParallel(Module& model, Communicator& comm, CommThread& thread
   KILN_CHECK(options_.bucket_mb > 0, "DataParallel: bucket size must be positive, got ", options_.bucket_mb, " MB");
   params_ = model.named_parameters();
   buffers_ = model.named_buffers();
-  check_structure(model);
+  check_structure();
   broadcast_state();
   build_buckets();
 }
 
 DataParallel::~DataParallel() { *alive_ = false; }
 
-void DataParallel::check_structure(Module&) {
+void DataParallel::check_structure() {
   const std::vector<std::string> mine = structure_lines(params_, buffers_);
   const std::string text = join_lines(mine);
   const int n = comm_.size(), me = comm_.rank();
@@ -150,7 +152,7 @@ void DataParallel::broadcast_state() {
 
 void DataParallel::build_buckets() {
   for (const auto& [name, t] : params_)
-    if (t.requires_grad()) slots_.push_back({name, t});
+    if (t.requires_grad()) slots_.push_back({name, "pack " + name, t});
   const double cap = options_.bucket_mb * 1024 * 1024;
   // Reverse registration order: backward finishes the last layers first.
   double bytes = 0;
@@ -171,7 +173,12 @@ void DataParallel::build_buckets() {
     buckets_.back().slots.push_back(k);
     bytes += double(s.param.numel()) * double(element_size(wire));
   }
-  for (Bucket& b : buckets_) {
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = buckets_[i];
+    b.name = "bucket " + std::to_string(i);
+    b.allreduce_span = "allreduce " + b.name;
+    b.wait_span = "wait " + b.name;
+    b.unpack_span = "unpack " + b.name;
     const Slot& first = slots_[b.slots.front()];
     const DType wire = options_.fp16_compression && first.param.is_floating_point() ? DType::float16 : first.param.dtype();
     int64_t n = 0;
@@ -218,7 +225,7 @@ int DataParallel::begin_step(bool have_batch, bool stop_requested, bool* stop_an
 void DataParallel::pack(size_t k) {
   Slot& s = slots_[k];
   Bucket& b = buckets_[s.bucket];
-  timeline::Span span("copy", "pack " + s.name);
+  timeline::Span span("copy", s.pack_span);
   NoGradGuard no_grad;
   Tensor g = s.param.grad();
   Tensor dst = b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.sizes());
@@ -245,8 +252,8 @@ void DataParallel::launch(size_t index) {
   // collective reads the buffer.
   if (b.flat.device().is_cuda()) cuda::synchronize();
   Tensor flat = b.flat;
-  const std::string name = "bucket " + std::to_string(index);
-  b.handle = thread_.submit("allreduce " + name, [this, flat, name] { comm_.allreduce(flat, ReduceOp::sum, name); });
+  const std::string* name = &b.name;  // buckets_ does not change after build_buckets()
+  b.handle = thread_.submit(b.allreduce_span, [this, flat, name] { comm_.allreduce(flat, ReduceOp::sum, *name); });
 }
 
 void DataParallel::finish_gradients() {
@@ -258,10 +265,14 @@ void DataParallel::finish_gradients() {
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = buckets_[i];
     {
-      timeline::Span span("wait", "wait bucket " + std::to_string(i));
+      timeline::Span span("wait", b.wait_span);
       b.handle.wait();
     }
-    timeline::Span span("copy", "unpack bucket " + std::to_string(i));
+    timeline::Span span("copy", b.unpack_span);
+    // Uncompressed buckets hold the parameters' dtype: one scaling pass over the bucket; float16
+    // buckets are scaled per gradient, after widening.
+    const bool compressed = b.flat.dtype() != slots_[b.slots.front()].param.dtype();
+    if (!compressed) ops::scale_(b.flat, scale);
     for (size_t k : b.slots) {
       Slot& s = slots_[k];
       Tensor src = b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.sizes());
@@ -271,6 +282,7 @@ void DataParallel::finish_gradients() {
         s.param.set_grad(g);
       }
       g.copy_(src);
+      if (!compressed) continue;
       if (g.is_contiguous()) ops::scale_(g, scale);
       else g.copy_(ops::mul(g, scale));  // channels-last gradients
     }

@@ -76,7 +76,7 @@ class DataParallel {
  private:
   struct Bucket;
   struct Slot;
-  void check_structure(Module& model);
+  void check_structure();
   void build_buckets();
   void pack(size_t slot);
   void on_grad_ready(size_t slot);

@@ -91,8 +91,10 @@ void record(const char* category, const std::string& name, double begin_us, doub
   r.events.push_back({category, name, begin_us, end_us - begin_us, thread_row()});
 }
 
-Span::Span(const char* category, std::string name) : category_(category), name_(std::move(name)) {
-  if (enabled()) begin_us_ = now_us();
+Span::Span(const char* category, const std::string& name) : category_(category) {
+  if (!enabled()) return;
+  name_ = name;
+  begin_us_ = now_us();
 }
 
 Span::~Span() {

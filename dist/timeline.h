@@ -28,10 +28,11 @@ std::string rank_path(const std::string& path, int rank, int size);
 // Names the calling thread's row ("main", "communication").
 void set_thread_name(const std::string& name);
 
-// A span on the calling thread from construction to destruction.
+// A span on the calling thread from construction to destruction. The name is copied only while a
+// timeline records, so hot paths pass names they keep (no allocation when off).
 class Span {
  public:
-  Span(const char* category, std::string name);
+  Span(const char* category, const std::string& name);
   ~Span();
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;

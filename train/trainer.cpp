@@ -148,18 +148,18 @@ Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config, std::shared_p
 
 Trainer::~Trainer() = default;
 
-dist::PsOptions Trainer::ps_options() const {
+dist::PsOptions ps_options(const DistConfig& d, const optim::OptimizerConfig& optimizer) {
   dist::PsOptions po;
-  po.servers = cfg_.dist.ps_servers;
-  po.synchronous = cfg_.dist.strategy == "ps" && cfg_.dist.ps_synchronous;
-  po.staleness = cfg_.dist.staleness;
-  po.optimizer = cfg_.optimizer;  // the servers' lr comes from the workers' schedule each step
+  po.servers = d.ps_servers;
+  po.synchronous = d.strategy == "ps" && d.ps_synchronous;
+  po.staleness = d.staleness;
+  po.optimizer = optimizer;  // the servers' lr comes from the workers' schedule each step
   return po;
 }
 
 // The parameter-server side of fit(): serve this rank's shard until every worker is done.
 void Trainer::serve() {
-  dist::ParameterServer server(*comm_, model_->named_parameters(), ps_options());
+  dist::ParameterServer server(*comm_, model_->named_parameters(), ps_options(cfg_.dist, cfg_.optimizer));
   server.run();
 }
 
@@ -180,7 +180,7 @@ void Trainer::setup_dist() {
     dp_ = std::make_unique<dist::DataParallel>(*model_, *comm_, *comm_thread_, cfg_.dist.sync);
   } else {
     KILN_CHECK(!cfg_.dist.sync_bn, "--sync-bn needs --strategy sync (parameter servers hold no batch statistics)");
-    const dist::PsOptions po = ps_options();
+    const dist::PsOptions po = ps_options(cfg_.dist, cfg_.optimizer);
     server_ = dist::is_server(*comm_, po);
     workers_ = comm_->size() - po.servers;
     worker_index_ = server_ ? -1 : rank;
@@ -392,12 +392,7 @@ void Trainer::train_epoch() {
     }
     if (replay) {  // no metrics; the same step count and stopping points as the other ranks
       ++step_;
-      if (StopSignals::pending() || (cfg_.max_steps > 0 && step_ >= cfg_.max_steps)) {
-        interrupted_ = true;
-        if (bar) bar->finish({});
-        if (!cfg_.checkpoint_dir.empty()) save_checkpoint();
-        return;
-      }
+      if (stop_after_step(bar.get())) return;
       continue;
     }
     last = b;
@@ -443,21 +438,7 @@ void Trainer::train_epoch() {
                                     {"learning_rate", lr},
                                     {"images_per_second", wips}});
     }
-    bool at_max = cfg_.max_steps > 0 && step_ >= cfg_.max_steps;
-    if (int sig = StopSignals::pending()) {
-      interrupted_ = true;
-      if (bar) bar->finish({});
-      std::string p = cfg_.checkpoint_dir.empty() ? std::string() : save_checkpoint();
-      std::cerr << "kiln train: signal " << sig << " at step " << step_
-                << (p.empty() ? std::string(", no checkpoint directory") : ", checkpoint " + p) << "\n";
-      return;
-    }
-    if (at_max) {
-      interrupted_ = true;
-      if (bar) bar->finish({});
-      if (!cfg_.checkpoint_dir.empty()) save_checkpoint();
-      return;
-    }
+    if (stop_after_step(bar.get())) return;
     if (cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0 && !cfg_.checkpoint_dir.empty() &&
         batch_in_epoch_ < per_epoch)
       save_checkpoint();
@@ -483,6 +464,20 @@ void Trainer::train_epoch() {
   batch_in_epoch_ = 0;
   log_epoch(s);
   if (!cfg_.checkpoint_dir.empty()) save_checkpoint();
+}
+
+// A stop signal (SIGTERM/SIGUSR1, on any rank in sync mode) or max_steps ends training after this
+// step with a checkpoint; returns whether it did.
+bool Trainer::stop_after_step(ProgressBar* bar) {
+  const int sig = StopSignals::pending();
+  if (!sig && !(cfg_.max_steps > 0 && step_ >= cfg_.max_steps)) return false;
+  interrupted_ = true;
+  if (bar) bar->finish({});
+  const std::string p = cfg_.checkpoint_dir.empty() ? std::string() : save_checkpoint();
+  if (sig && chief_)
+    std::cerr << "kiln train: signal " << sig << " at step " << step_
+              << (p.empty() ? std::string(", no checkpoint directory") : ", checkpoint " + p) << "\n";
+  return true;
 }
 
 void Trainer::log_epoch(const EpochSummary& s) {

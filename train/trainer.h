@@ -36,6 +36,10 @@
 #include "io/datasets.h"
 #include "layers/module.h"
 
+namespace kiln {
+class ProgressBar;
+}
+
 namespace kiln::train {
 
 enum class Task { classification, segmentation };
@@ -88,6 +92,10 @@ struct TrainConfig {
   DistConfig dist;                   // with a communicator of more than one rank
 };
 
+// The parameter servers' options for `d` (async, ps): the servers' optimizer is `optimizer`, its
+// lr set by the workers each step.
+dist::PsOptions ps_options(const DistConfig& d, const optim::OptimizerConfig& optimizer = {});
+
 struct EvalResult {
   double loss = 0;
   double top1 = 0;   // classification: top-1 accuracy in [0, 1]
@@ -138,9 +146,9 @@ class Trainer {
  private:
   struct State;
   void train_epoch();
+  bool stop_after_step(ProgressBar* bar);
   void serve();
   void setup_dist();
-  dist::PsOptions ps_options() const;
   EvalResult reduce_eval(EvalResult local, double loss_sum) const;
   void log_epoch(const EpochSummary& s);
   void prune_checkpoints();

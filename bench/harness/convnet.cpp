@@ -18,13 +18,11 @@
 #include "engine/ops/loss.h"
 #include "engine/profiler.h"
 #include "engine/random.h"
+#include "engine/version.h"
 #include "io/onnx.h"
 #include "kernels/common/parallel.h"
 #include "nets/zoo.h"
 
-#ifndef KILN_VERSION_STRING
-#define KILN_VERSION_STRING "unknown"
-#endif
 
 namespace kiln::bench {
 namespace {
@@ -128,7 +126,6 @@ struct ProfilerSession {
 
 }  // namespace
 
-const char* kiln_version() { return KILN_VERSION_STRING; }
 
 // --- ONNX models (`kiln bench --model file.onnx`)
 bool is_onnx_model(const std::string& model) {

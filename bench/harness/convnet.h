@@ -116,7 +116,4 @@ std::string table_row(const RunResult& r);
 // The per-layer breakdown as text, one line per row of r.layers.
 std::string layer_table(const RunResult& r);
 
-// "0.1.0"
-const char* kiln_version();
-
 }  // namespace kiln::bench

@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "engine/error.h"
+#include "engine/version.h"
 #include "kernels/common/parallel.h"
 
 namespace kiln::bench {
@@ -166,7 +167,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 MachineInfo machine_info() {
   MachineInfo m;
-  m.version = kiln_version();
+  m.version = kiln::version();
   char host[256] = {};
   m.hostname = gethostname(host, sizeof host - 1) == 0 ? host : "unknown";
   m.cpu = cpu_model();

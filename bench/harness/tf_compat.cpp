@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "engine/version.h"
+
 namespace kiln::bench {
 namespace {
 
@@ -82,7 +84,7 @@ void TfCompatPrinter::begin(const RunSpec& spec, const Module& net, const Shape&
   double examples = 0;
   dataset_of(sample, dataset, examples);
   int major = 0, minor = 0;
-  std::sscanf(kiln_version(), "%d.%d", &major, &minor);
+  std::sscanf(kiln::version(), "%d.%d", &major, &minor);
   const long long batch = static_cast<long long>(spec.batch);
   char epochs[32];
   std::snprintf(epochs, sizeof epochs, "%.2f", examples > 0 ? double(spec.iters) * double(spec.batch) / examples : 0.0);

@@ -20,6 +20,7 @@
 #include "bench/harness/plot.h"
 #include "bench/harness/progress.h"
 #include "bench/harness/results.h"
+#include "engine/version.h"
 #include "bench/harness/tf_compat.h"
 #include "nets/zoo.h"
 
@@ -99,7 +100,7 @@ TEST_CASE("JSON result file parses back with every field") {
   for (const char* key : {"framework", "version", "hostname", "cpu", "cores", "threads", "date"})
     CHECK_MESSAGE(j["machine"].contains(key), key);
   CHECK(j["machine"]["framework"] == "kiln");
-  CHECK(j["machine"]["version"] == kiln_version());
+  CHECK(j["machine"]["version"] == kiln::version());
   CHECK(std::regex_match(j["machine"]["date"].get<std::string>(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")));
   REQUIRE(j["runs"].size() == 2);
   for (const char* key : {"model", "device", "backend", "dtype", "batch", "mode", "iters", "warmup", "threads", "loss",

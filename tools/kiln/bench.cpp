@@ -160,9 +160,7 @@ int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSes
       s.strategy = session.strategy();
       const train::DistConfig c = session.config();
       s.sync = c.sync;
-      s.ps.servers = c.ps_servers;
-      s.ps.synchronous = c.strategy == "ps" && c.ps_synchronous;
-      s.ps.staleness = c.staleness;
+      s.ps = train::ps_options(c);
     }
   }
 

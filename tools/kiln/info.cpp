@@ -6,6 +6,7 @@
 // No call here may fail for want of a device or driver: such a library is reported with a reason.
 // JSON schema ("schema": "kiln-info/1"): README.md, section "kiln info --json".
 //   ctest --test-dir build -R cli.info
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "bench/harness/results.h"
 #include "engine/cuda_runtime.h"
 #include "engine/dispatch.h"
+#include "engine/version.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/cpu_features.h"
 #include "nets/zoo.h"
@@ -40,14 +42,8 @@
 #include <nccl.h>
 #endif
 
-// Set for this file by tools/CMakeLists.txt: the CUDA architectures built (KILN_CUDA_ARCHS), the
-// build type and the KILN_WITH_* options as configured.
-#ifndef KILN_CUDA_ARCHS
-#define KILN_CUDA_ARCHS ""
-#endif
-#ifndef KILN_BUILD_TYPE
-#define KILN_BUILD_TYPE ""
-#endif
+// Set for this file by tools/CMakeLists.txt: the KILN_WITH_* options and KILN_HAVE_* results as
+// configured. Version, build type and CUDA architectures come from kiln::build_info().
 #ifndef KILN_BUILD_OPTIONS
 #define KILN_BUILD_OPTIONS ""
 #endif
@@ -76,6 +72,13 @@ std::string compiler() {
 }
 
 // "KILN_WITH_CUDA=ON KILN_WITH_MPI=OFF" -> {"KILN_WITH_CUDA": true, "KILN_WITH_MPI": false}
+// "75 80 90": the architectures kiln's CUDA code was built for (build_info() lists them with ';').
+std::string cuda_archs() {
+  std::string a = kiln::build_info().cuda_archs;
+  std::replace(a.begin(), a.end(), ';', ' ');
+  return a;
+}
+
 json build_options() {
   json o = json::object();
   const std::string s = KILN_BUILD_OPTIONS;
@@ -164,7 +167,7 @@ json cuda_libraries() {
                {"runtime", cuda::cuda_version_string(v.runtime)},
                {"compiled", cuda::cuda_version_string(compiled_cuda)},
                {"driver", driver},
-               {"archs", KILN_CUDA_ARCHS}};
+               {"archs", cuda_archs()}};
   j["cublas"] = {{"built", v.cublas > 0 || compiled_cublas > 0},
                  {"version", library_version(v.cublas, 0)},
                  {"compiled", library_version(compiled_cublas, 0)}};
@@ -228,10 +231,10 @@ json report() {
   const bench::MachineInfo m = bench::machine_info();
   json j;
   j["schema"] = "kiln-info/1";
-  j["kiln"] = {{"version", bench::kiln_version()},
+  j["kiln"] = {{"version", kiln::version()},
                {"compiler", compiler()},
                {"cxx_standard", long(__cplusplus)},
-               {"build_type", KILN_BUILD_TYPE},
+               {"build_type", kiln::build_info().build_type},
                {"build_options", build_options()}};
   j["host"] = m.hostname;
   j["cpu"] = cpu();

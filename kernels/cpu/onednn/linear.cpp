@@ -30,27 +30,40 @@ struct FwdEntry : Made {
   dnnl::inner_product_forward prim;
 };
 
+// Makes e.pd with make_pd() and, when `plain(e.pd)` holds, e.prim: plain layouts asked for, plain
+// layouts required (a primitive that would want others is declined rather than fed reorders).
+// e.why says why not.
+template <class E, class MakePd, class Plain>
+void build(E& e, MakePd make_pd, Plain plain) {
+  try {
+    e.pd = make_pd();
+    if (!plain(e.pd)) {
+      e.why = "oneDNN chose a non-plain layout";
+      return;
+    }
+    e.prim = decltype(e.prim)(e.pd);
+    e.ok = true;
+  } catch (const dnnl::error& err) {
+    e.why = err.what();
+  }
+}
+
 // Forward training with or without bias (the bias-less one is also the backward hint).
 std::shared_ptr<const FwdEntry> fwd_entry(const LinearDesc& d) {
   return cached<FwdEntry>(cache_key("ip_fwd", d.str()), [&] {
     FwdEntry e;
-    try {
-      e.m = mds(d);
-      using fwd = dnnl::inner_product_forward;
-      auto desc = d.has_bias ? fwd::desc(dnnl::prop_kind::forward_training, e.m.src, e.m.wei, e.m.bias, e.m.dst)
-                             : fwd::desc(dnnl::prop_kind::forward_training, e.m.src, e.m.wei, e.m.dst);
-      e.pd = fwd::primitive_desc(desc, engine());
-      // Plain layouts asked for, plain layouts required: a primitive that would want others is
-      // declined rather than fed reorders.
-      if (e.pd.src_desc() != e.m.src || e.pd.weights_desc() != e.m.wei || e.pd.dst_desc() != e.m.dst) {
-        e.why = "oneDNN chose a non-plain layout";
-        return e;
-      }
-      e.prim = fwd(e.pd);
-      e.ok = true;
-    } catch (const dnnl::error& err) {
-      e.why = err.what();
-    }
+    using fwd = dnnl::inner_product_forward;
+    build(
+        e,
+        [&] {
+          e.m = mds(d);
+          auto desc = d.has_bias ? fwd::desc(dnnl::prop_kind::forward_training, e.m.src, e.m.wei, e.m.bias, e.m.dst)
+                                 : fwd::desc(dnnl::prop_kind::forward_training, e.m.src, e.m.wei, e.m.dst);
+          return fwd::primitive_desc(desc, engine());
+        },
+        [&](const fwd::primitive_desc& pd) {
+          return pd.src_desc() == e.m.src && pd.weights_desc() == e.m.wei && pd.dst_desc() == e.m.dst;
+        });
     return e;
   });
 }
@@ -74,19 +87,13 @@ std::shared_ptr<const BwdDataEntry> bwd_data_entry(const LinearDesc& d) {
       e.why = hint->why;
       return e;
     }
-    try {
-      e.m = hint->m;
-      using bwd = dnnl::inner_product_backward_data;
-      e.pd = bwd::primitive_desc(bwd::desc(e.m.src, e.m.wei, e.m.dst), engine(), hint->pd);
-      if (e.pd.diff_src_desc() != e.m.src || e.pd.weights_desc() != e.m.wei || e.pd.diff_dst_desc() != e.m.dst) {
-        e.why = "oneDNN chose a non-plain layout";
-        return e;
-      }
-      e.prim = bwd(e.pd);
-      e.ok = true;
-    } catch (const dnnl::error& err) {
-      e.why = err.what();
-    }
+    e.m = hint->m;
+    using bwd = dnnl::inner_product_backward_data;
+    build(
+        e, [&] { return bwd::primitive_desc(bwd::desc(e.m.src, e.m.wei, e.m.dst), engine(), hint->pd); },
+        [&](const bwd::primitive_desc& pd) {
+          return pd.diff_src_desc() == e.m.src && pd.weights_desc() == e.m.wei && pd.diff_dst_desc() == e.m.dst;
+        });
     return e;
   });
 }
@@ -106,21 +113,18 @@ std::shared_ptr<const BwdWeightsEntry> bwd_weights_entry(const LinearDesc& d, bo
       e.why = hint->why;
       return e;
     }
-    try {
-      e.m = hint->m;
-      e.bias = bias;
-      using bwd = dnnl::inner_product_backward_weights;
-      auto desc = bias ? bwd::desc(e.m.src, e.m.wei, e.m.bias, e.m.dst) : bwd::desc(e.m.src, e.m.wei, e.m.dst);
-      e.pd = bwd::primitive_desc(desc, engine(), hint->pd);
-      if (e.pd.src_desc() != e.m.src || e.pd.diff_weights_desc() != e.m.wei || e.pd.diff_dst_desc() != e.m.dst) {
-        e.why = "oneDNN chose a non-plain layout";
-        return e;
-      }
-      e.prim = bwd(e.pd);
-      e.ok = true;
-    } catch (const dnnl::error& err) {
-      e.why = err.what();
-    }
+    e.m = hint->m;
+    e.bias = bias;
+    using bwd = dnnl::inner_product_backward_weights;
+    build(
+        e,
+        [&] {
+          auto desc = bias ? bwd::desc(e.m.src, e.m.wei, e.m.bias, e.m.dst) : bwd::desc(e.m.src, e.m.wei, e.m.dst);
+          return bwd::primitive_desc(desc, engine(), hint->pd);
+        },
+        [&](const bwd::primitive_desc& pd) {
+          return pd.src_desc() == e.m.src && pd.diff_weights_desc() == e.m.wei && pd.diff_dst_desc() == e.m.dst;
+        });
     return e;
   });
 }
