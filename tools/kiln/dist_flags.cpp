@@ -88,7 +88,7 @@ void DistSession::abort_job(const std::exception& e) const {
 
 train::DistConfig DistSession::config() const {
   train::DistConfig c;
-  c.strategy = active() ? strategy_ : "none";
+  c.strategy = strategy_;  // "none" without a session; the Trainer treats one rank as none
   c.sync.bucket_mb = flags_.bucket_mb;
   c.sync.overlap = !flags_.no_overlap;
   c.sync.fp16_compression = flags_.fp16_allreduce;
