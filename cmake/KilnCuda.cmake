@@ -21,10 +21,7 @@ if(KILN_HAVE_CUDA)
   set(KILN_CUDA_ARCHS "${kiln_default_archs}" CACHE STRING
       "CUDA architectures kiln's kernels are built for (e.g. 90, native, or 75;80;86)")
   set(CMAKE_CUDA_ARCHITECTURES ${KILN_CUDA_ARCHS})
-  if(NOT CMAKE_CUDA_COMPILER AND CUDAToolkit_NVCC_EXECUTABLE)
-    set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
-  endif()
-  set(CMAKE_CUDA_HOST_COMPILER ${CMAKE_CXX_COMPILER})
+  # CMAKE_CUDA_COMPILER and its host compiler: checked in cmake/KilnDependencies.cmake.
   if(CCACHE_PROGRAM)
     set(CMAKE_CUDA_COMPILER_LAUNCHER "${CCACHE_PROGRAM}")
   endif()

@@ -17,7 +17,9 @@ set -euo pipefail
 
 required=(cmake ninja-build g++ ccache pkg-config libeigen3-dev doctest-dev libcli11-dev
           nlohmann-json3-dev libfmt-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev libssl-dev)
-optional=(libdnnl-dev libopenmpi-dev openmpi-bin libbenchmark-dev gnuplot)
+# libdnnl-dev's CMake package needs the OpenCL headers and loader (its Recommends, which
+# --no-install-recommends skips): ocl-icd-opencl-dev.
+optional=(libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin libbenchmark-dev gnuplot)
 testing=(dataset-fashion-mnist python3-venv python3-pip slurm-wlm)
 # Deploying (issue 8): shellcheck lints the job templates of deploy/jobs, Lua runs the modulefile (ctest -R deploy).
 testing+=(shellcheck lua5.4)
