@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "kernels/cpu/onednn/dnnl_common.h"
+#include "kernels/cpu/onednn/dnnl_compat.h"
 
 namespace kiln::onednn {
 namespace {
@@ -36,7 +36,7 @@ std::shared_ptr<const ConcatEntry> concat_entry(const ConcatDesc& d) {
       const dt t = d.dtype == DType::bfloat16 ? dt::bf16 : dt::f32;
       for (int64_t s : d.sizes) e.srcs.emplace_back(memory::dims{d.outer, s * d.inner}, t, tag::ab);
       e.dst = memory::desc({d.outer, d.total() * d.inner}, t, tag::ab);
-      e.pd = dnnl::concat::primitive_desc(e.dst, 1, e.srcs, engine());
+      e.pd = compat::concat(e.dst, 1, e.srcs);
       e.prim = dnnl::concat(e.pd);
       e.ok = true;
     } catch (const dnnl::error& err) {
@@ -61,7 +61,7 @@ std::shared_ptr<const SumEntry> sum_entry(const SumDesc& d) {
       e.md = memory::desc({d.n}, dt::f32, tag::a);
       std::vector<float> scales(size_t(d.inputs), 1.f);
       std::vector<memory::desc> srcs(size_t(d.inputs), e.md);
-      e.pd = dnnl::sum::primitive_desc(e.md, scales, srcs, engine());
+      e.pd = compat::sum(e.md, scales, srcs);
       e.prim = dnnl::sum(e.pd);
       e.ok = true;
     } catch (const dnnl::error& err) {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/cpu/onednn/dnnl_common.h"
+#include "kernels/cpu/onednn/dnnl_compat.h"
 
 namespace kiln::onednn {
 namespace {
@@ -32,18 +32,18 @@ int64_t right_pad(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pa
 }
 
 struct Geom {
-  memory::dims strides, dilates, pad_l, pad_r;
+  compat::ConvShape shape;
   memory::desc src, wei, bias, dst;           // kiln's plain layouts
   memory::desc src_any, wei_any, dst_any;     // what the primitive may choose from
 };
 
 Geom geom(const ConvDesc& d) {
   Geom g;
-  g.strides = {d.stride_h, d.stride_w};
-  g.dilates = {d.dilation_h - 1, d.dilation_w - 1};  // oneDNN counts the holes: 0 = dense
-  g.pad_l = {d.pad_h, d.pad_w};
-  g.pad_r = {right_pad(d.H, d.P, d.R, d.stride_h, d.pad_h, d.dilation_h),
-             right_pad(d.W, d.Q, d.S, d.stride_w, d.pad_w, d.dilation_w)};
+  g.shape.strides = {d.stride_h, d.stride_w};
+  g.shape.dilates = {d.dilation_h - 1, d.dilation_w - 1};  // oneDNN counts the holes: 0 = dense
+  g.shape.pad_l = {d.pad_h, d.pad_w};
+  g.shape.pad_r = {right_pad(d.H, d.P, d.R, d.stride_h, d.pad_h, d.dilation_h),
+                   right_pad(d.W, d.Q, d.S, d.stride_w, d.pad_w, d.dilation_w)};
   const memory::dims src{d.N, d.C, d.H, d.W}, dst{d.N, d.K, d.P, d.Q};
   const memory::dims wei = d.groups > 1 ? memory::dims{d.groups, d.K / d.groups, d.C / d.groups, d.R, d.S}
                                         : memory::dims{d.K, d.C, d.R, d.S};
@@ -88,20 +88,15 @@ std::shared_ptr<const FwdEntry> fwd_entry(const ConvDesc& d) {
     try {
       e.g = geom(d);
       const Geom& g = e.g;
-      using fwd = dnnl::convolution_forward;
-      auto desc = d.has_bias ? fwd::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                         g.src_any, g.wei_any, g.bias, g.dst_any, g.strides, g.dilates, g.pad_l,
-                                         g.pad_r)
-                             : fwd::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                         g.src_any, g.wei_any, g.dst_any, g.strides, g.dilates, g.pad_l, g.pad_r);
       dnnl::primitive_attr attr;
       if (d.relu) {  // ReLU as an eltwise post-op: applied while the output tile is in registers
         dnnl::post_ops po;
-        po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+        compat::append_eltwise(po, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
         attr.set_post_ops(po);
       }
-      e.pd = fwd::primitive_desc(desc, attr, engine());
-      e.prim = fwd(e.pd);
+      e.pd = compat::conv_fwd(dnnl::prop_kind::forward_training, g.src_any, g.wei_any, d.has_bias ? &g.bias : nullptr,
+                              g.dst_any, g.shape, attr);
+      e.prim = dnnl::convolution_forward(e.pd);
       e.src_in = Reorder(g.src, e.pd.src_desc());
       e.wei_in = Reorder(g.wei, e.pd.weights_desc(), true);
       e.dst_out = Reorder(e.pd.dst_desc(), g.dst);
@@ -136,11 +131,8 @@ std::shared_ptr<const BwdDataEntry> bwd_data_entry(const ConvDesc& d) {
     try {
       e.g = hint->g;
       const Geom& g = e.g;
-      using bwd = dnnl::convolution_backward_data;
-      bwd::desc desc(dnnl::algorithm::convolution_direct, g.src_any, g.wei_any, g.dst_any, g.strides, g.dilates,
-                     g.pad_l, g.pad_r);
-      e.pd = bwd::primitive_desc(desc, engine(), hint->pd);
-      e.prim = bwd(e.pd);
+      e.pd = compat::conv_bwd_data(g.src_any, g.wei_any, g.dst_any, g.shape, hint->pd);
+      e.prim = dnnl::convolution_backward_data(e.pd);
       e.diff_dst_in = Reorder(g.dst, e.pd.diff_dst_desc());
       e.wei_in = Reorder(g.wei, e.pd.weights_desc(), true);
       e.diff_src_out = Reorder(e.pd.diff_src_desc(), g.src);
@@ -172,13 +164,8 @@ std::shared_ptr<const BwdWeightsEntry> bwd_weights_entry(const ConvDesc& d, bool
       e.g = hint->g;
       e.bias = bias;
       const Geom& g = e.g;
-      using bwd = dnnl::convolution_backward_weights;
-      auto desc = bias ? bwd::desc(dnnl::algorithm::convolution_direct, g.src_any, g.wei_any, g.bias, g.dst_any,
-                                   g.strides, g.dilates, g.pad_l, g.pad_r)
-                       : bwd::desc(dnnl::algorithm::convolution_direct, g.src_any, g.wei_any, g.dst_any, g.strides,
-                                   g.dilates, g.pad_l, g.pad_r);
-      e.pd = bwd::primitive_desc(desc, engine(), hint->pd);
-      e.prim = bwd(e.pd);
+      e.pd = compat::conv_bwd_weights(g.src_any, g.wei_any, bias ? &g.bias : nullptr, g.dst_any, g.shape, hint->pd);
+      e.prim = dnnl::convolution_backward_weights(e.pd);
       e.src_in = Reorder(g.src, e.pd.src_desc());
       e.diff_dst_in = Reorder(g.dst, e.pd.diff_dst_desc());
       e.diff_wei_out = Reorder(e.pd.diff_weights_desc(), g.wei, true);

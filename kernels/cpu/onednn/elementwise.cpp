@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "kernels/cpu/onednn/dnnl_common.h"
+#include "kernels/cpu/onednn/dnnl_compat.h"
 
 namespace kiln::onednn {
 namespace {
@@ -54,12 +54,10 @@ std::shared_ptr<const EltEntry> elt_entry(alg a, float slope, int64_t n, bool ba
     EltEntry e;
     try {
       e.data = memory::desc({n}, memory::data_type::f32, memory::format_tag::a);
-      e.fwd_pd = dnnl::eltwise_forward::primitive_desc(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, a, e.data, slope, 0.f), engine());
+      e.fwd_pd = compat::eltwise_fwd(dnnl::prop_kind::forward_training, a, e.data, slope, 0.f);
       e.fwd = dnnl::eltwise_forward(e.fwd_pd);
       if (backward) {
-        e.bwd_pd = dnnl::eltwise_backward::primitive_desc(
-            dnnl::eltwise_backward::desc(a, e.data, e.data, slope, 0.f), engine(), e.fwd_pd);
+        e.bwd_pd = compat::eltwise_bwd(a, e.data, slope, 0.f, e.fwd_pd);
         e.bwd = dnnl::eltwise_backward(e.bwd_pd);
       }
       e.ok = true;

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/onednn/dnnl_common.h"
+#include "kernels/cpu/onednn/dnnl_compat.h"
 
 namespace kiln::onednn {
 namespace {
@@ -57,9 +57,8 @@ std::shared_ptr<const FwdEntry> fwd_entry(const LinearDesc& d) {
         e,
         [&] {
           e.m = mds(d);
-          auto desc = d.has_bias ? fwd::desc(dnnl::prop_kind::forward_training, e.m.src, e.m.wei, e.m.bias, e.m.dst)
-                                 : fwd::desc(dnnl::prop_kind::forward_training, e.m.src, e.m.wei, e.m.dst);
-          return fwd::primitive_desc(desc, engine());
+          return compat::ip_fwd(dnnl::prop_kind::forward_training, e.m.src, e.m.wei, d.has_bias ? &e.m.bias : nullptr,
+                                e.m.dst);
         },
         [&](const fwd::primitive_desc& pd) {
           return pd.src_desc() == e.m.src && pd.weights_desc() == e.m.wei && pd.dst_desc() == e.m.dst;
@@ -90,7 +89,7 @@ std::shared_ptr<const BwdDataEntry> bwd_data_entry(const LinearDesc& d) {
     e.m = hint->m;
     using bwd = dnnl::inner_product_backward_data;
     build(
-        e, [&] { return bwd::primitive_desc(bwd::desc(e.m.src, e.m.wei, e.m.dst), engine(), hint->pd); },
+        e, [&] { return compat::ip_bwd_data(e.m.src, e.m.wei, e.m.dst, hint->pd); },
         [&](const bwd::primitive_desc& pd) {
           return pd.diff_src_desc() == e.m.src && pd.weights_desc() == e.m.wei && pd.diff_dst_desc() == e.m.dst;
         });
@@ -119,8 +118,7 @@ std::shared_ptr<const BwdWeightsEntry> bwd_weights_entry(const LinearDesc& d, bo
     build(
         e,
         [&] {
-          auto desc = bias ? bwd::desc(e.m.src, e.m.wei, e.m.bias, e.m.dst) : bwd::desc(e.m.src, e.m.wei, e.m.dst);
-          return bwd::primitive_desc(desc, engine(), hint->pd);
+          return compat::ip_bwd_weights(e.m.src, e.m.wei, bias ? &e.m.bias : nullptr, e.m.dst, hint->pd);
         },
         [&](const bwd::primitive_desc& pd) {
           return pd.src_desc() == e.m.src && pd.diff_weights_desc() == e.m.wei && pd.diff_dst_desc() == e.m.dst;

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "kernels/cpu/onednn/dnnl_common.h"
+#include "kernels/cpu/onednn/dnnl_compat.h"
 
 namespace kiln::onednn {
 namespace {
@@ -42,14 +42,15 @@ std::shared_ptr<const Entry> entry(const GemmDesc& d) {
       e.a = memory::desc({ba, d.m, d.k}, dt::f32, d.trans_a ? memory::dims{sa, 1, d.lda} : memory::dims{sa, d.lda, 1});
       e.b = memory::desc({bb, d.k, d.n}, dt::f32, d.trans_b ? memory::dims{sb, 1, d.ldb} : memory::dims{sb, d.ldb, 1});
       e.c = memory::desc({B, d.m, d.n}, dt::f32, memory::dims{sc, d.ldc, 1});
+      // C = alpha AB + beta C as post-ops in order: a linear eltwise scales the product, then the
+      // sum post-op adds beta C, reading C before it is written. (3.x has no output scales; a
+      // runtime scale argument would cost a memory object per call.)
       dnnl::primitive_attr attr;
-      if (d.alpha != 1.0) attr.set_output_scales(0, {float(d.alpha)});
-      if (d.beta != 0.0) {  // C = alpha AB + beta C: the sum post-op reads C before it is written
-        dnnl::post_ops po;
-        po.append_sum(float(d.beta));
-        attr.set_post_ops(po);
-      }
-      e.pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(e.a, e.b, e.c), attr, engine());
+      dnnl::post_ops po;
+      if (d.alpha != 1.0) compat::append_eltwise(po, dnnl::algorithm::eltwise_linear, float(d.alpha), 0.f);
+      if (d.beta != 0.0) po.append_sum(float(d.beta));
+      if (po.len() > 0) attr.set_post_ops(po);
+      e.pd = compat::matmul(e.a, e.b, e.c, attr);
       e.prim = dnnl::matmul(e.pd);
       e.ok = true;
     } catch (const dnnl::error& err) {

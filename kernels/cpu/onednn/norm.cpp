@@ -5,7 +5,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "kernels/cpu/onednn/dnnl_common.h"
+#include "kernels/cpu/onednn/dnnl_compat.h"
 
 namespace kiln::onednn {
 namespace {
@@ -42,17 +42,10 @@ std::shared_ptr<const BnEntry> bn_entry(const BatchNormDesc& d) {
       if (!d.training) f = f | flags::use_global_stats;
       const float eps = float(d.eps);
       // In eval mode the forward is an inference one; its training twin is the backward's hint.
-      auto train_pd = dnnl::batch_normalization_forward::primitive_desc(
-          dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, e.data, eps, f), engine());
-      e.fwd_pd = d.training ? train_pd
-                            : dnnl::batch_normalization_forward::primitive_desc(
-                                  dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, e.data,
-                                                                          eps, f),
-                                  engine());
+      auto train_pd = compat::bnorm_fwd(dnnl::prop_kind::forward_training, e.data, eps, f);
+      e.fwd_pd = d.training ? train_pd : compat::bnorm_fwd(dnnl::prop_kind::forward_inference, e.data, eps, f);
       e.fwd = dnnl::batch_normalization_forward(e.fwd_pd);
-      e.bwd_pd = dnnl::batch_normalization_backward::primitive_desc(
-          dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, e.data, e.data, eps, f), engine(),
-          train_pd);
+      e.bwd_pd = compat::bnorm_bwd(e.data, eps, f, train_pd);
       e.bwd = dnnl::batch_normalization_backward(e.bwd_pd);
       e.ok = true;
     } catch (const dnnl::error& err) {
@@ -82,10 +75,10 @@ memory channel_out(const BnEntry& e, const BatchNormDesc& d, void* p, int slot) 
 
 struct SoftmaxEntry : Made {
   memory::desc data;
-  dnnl::softmax_v2_forward::primitive_desc fwd_pd;
-  dnnl::softmax_v2_forward fwd;
-  dnnl::softmax_v2_backward::primitive_desc bwd_pd;
-  dnnl::softmax_v2_backward bwd;
+  compat::softmax_forward::primitive_desc fwd_pd;
+  compat::softmax_forward fwd;
+  compat::softmax_backward::primitive_desc bwd_pd;
+  compat::softmax_backward bwd;
 };
 
 std::shared_ptr<const SoftmaxEntry> softmax_entry(const SoftmaxDesc& d) {
@@ -94,12 +87,10 @@ std::shared_ptr<const SoftmaxEntry> softmax_entry(const SoftmaxDesc& d) {
     try {
       e.data = memory::desc({d.outer, d.dim, d.inner}, dt::f32, tag::abc);
       const auto alg = d.log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
-      e.fwd_pd = dnnl::softmax_v2_forward::primitive_desc(
-          dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_training, alg, e.data, e.data, 1), engine());
-      e.fwd = dnnl::softmax_v2_forward(e.fwd_pd);
-      e.bwd_pd = dnnl::softmax_v2_backward::primitive_desc(
-          dnnl::softmax_v2_backward::desc(alg, e.data, e.data, e.data, 1), engine(), e.fwd_pd);
-      e.bwd = dnnl::softmax_v2_backward(e.bwd_pd);
+      e.fwd_pd = compat::softmax_fwd(dnnl::prop_kind::forward_training, alg, e.data, 1);
+      e.fwd = compat::softmax_forward(e.fwd_pd);
+      e.bwd_pd = compat::softmax_bwd(alg, e.data, 1, e.fwd_pd);
+      e.bwd = compat::softmax_backward(e.bwd_pd);
       e.ok = true;
     } catch (const dnnl::error& err) {
       e.why = err.what();
@@ -162,15 +153,16 @@ void batch_norm_bwd(const BatchNormDesc& d, const void* src, const void* diff_ds
   KILN_DNNL("batch_norm_bwd", d, [&] {
     memory ds = diff_src ? user_memory(e.data, diff_src)
                          : memory(e.data, engine(), scratch(3, e.data.get_size()));  // not wanted
-    execute(e.bwd, {{DNNL_ARG_SRC, user_memory(e.data, src)},
-                    {DNNL_ARG_DIFF_DST, user_memory(e.data, diff_dst)},
-                    {DNNL_ARG_MEAN, user_memory(e.stat, save_mean)},
-                    {DNNL_ARG_VARIANCE, user_memory(e.stat, var)},
-                    {DNNL_ARG_SCALE, channel_in(e, d, wei, 1.f, 0)},
-                    {DNNL_ARG_SHIFT, channel_in(e, d, nullptr, 0.f, 1)},  // read by no formula, still required
-                    {DNNL_ARG_DIFF_SRC, ds},
-                    {DNNL_ARG_DIFF_SCALE, channel_out(e, d, diff_wei, 4)},
-                    {DNNL_ARG_DIFF_SHIFT, channel_out(e, d, diff_bias, 5)}});
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, user_memory(e.data, src)},
+                                         {DNNL_ARG_DIFF_DST, user_memory(e.data, diff_dst)},
+                                         {DNNL_ARG_MEAN, user_memory(e.stat, save_mean)},
+                                         {DNNL_ARG_VARIANCE, user_memory(e.stat, var)},
+                                         {DNNL_ARG_SCALE, channel_in(e, d, wei, 1.f, 0)},
+                                         {DNNL_ARG_DIFF_SRC, ds},
+                                         {DNNL_ARG_DIFF_SCALE, channel_out(e, d, diff_wei, 4)},
+                                         {DNNL_ARG_DIFF_SHIFT, channel_out(e, d, diff_bias, 5)}};
+    if (compat::kBnormBwdTakesShift) args.emplace(DNNL_ARG_SHIFT, channel_in(e, d, nullptr, 0.f, 1));
+    execute(e.bwd, args);
   }());
 }
 

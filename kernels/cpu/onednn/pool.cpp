@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "kernels/common/parallel.h"
-#include "kernels/cpu/onednn/dnnl_common.h"
+#include "kernels/cpu/onednn/dnnl_compat.h"
 
 namespace kiln::onednn {
 namespace {
@@ -42,10 +42,10 @@ bool pool_maps(const PoolDesc& d) {
 
 struct PoolEntry : Made {
   memory::desc src, dst;
-  dnnl::pooling_v2_forward::primitive_desc fwd_pd;
-  dnnl::pooling_v2_forward fwd;
-  dnnl::pooling_v2_backward::primitive_desc bwd_pd;
-  dnnl::pooling_v2_backward bwd;
+  compat::pooling_forward::primitive_desc fwd_pd;
+  compat::pooling_forward fwd;
+  compat::pooling_backward::primitive_desc bwd_pd;
+  compat::pooling_backward bwd;
 };
 
 std::shared_ptr<const PoolEntry> pool_entry(const PoolDesc& d) {
@@ -54,17 +54,17 @@ std::shared_ptr<const PoolEntry> pool_entry(const PoolDesc& d) {
     try {
       e.src = memory::desc({d.n, d.c, d.ih, d.iw}, dt::f32, d.nhwc ? tag::nhwc : tag::nchw);
       e.dst = memory::desc({d.n, d.c, d.oh, d.ow}, dt::f32, d.nhwc ? tag::nhwc : tag::nchw);
-      const memory::dims strides{d.sh, d.sw}, kernel{d.kh, d.kw}, dil{0, 0}, pl{d.ph, d.pw},
-          pr{right_pad(d.ih, d.oh, d.kh, d.sh, d.ph, 1), right_pad(d.iw, d.ow, d.kw, d.sw, d.pw, 1)};
+      const compat::PoolShape shape{{d.sh, d.sw},
+                                    {d.kh, d.kw},
+                                    {0, 0},
+                                    {d.ph, d.pw},
+                                    {right_pad(d.ih, d.oh, d.kh, d.sh, d.ph, 1), right_pad(d.iw, d.ow, d.kw, d.sw, d.pw, 1)}};
       const auto alg = d.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                            : dnnl::algorithm::pooling_avg_exclude_padding;
-      dnnl::pooling_v2_forward::desc fd(dnnl::prop_kind::forward_training, alg, e.src, e.dst, strides, kernel, dil,
-                                        pl, pr);
-      e.fwd_pd = dnnl::pooling_v2_forward::primitive_desc(fd, engine());
-      e.fwd = dnnl::pooling_v2_forward(e.fwd_pd);
-      dnnl::pooling_v2_backward::desc bd(alg, e.src, e.dst, strides, kernel, dil, pl, pr);
-      e.bwd_pd = dnnl::pooling_v2_backward::primitive_desc(bd, engine(), e.fwd_pd);
-      e.bwd = dnnl::pooling_v2_backward(e.bwd_pd);
+      e.fwd_pd = compat::pool_fwd(dnnl::prop_kind::forward_training, alg, e.src, e.dst, shape);
+      e.fwd = compat::pooling_forward(e.fwd_pd);
+      e.bwd_pd = compat::pool_bwd(alg, e.src, e.dst, shape, e.fwd_pd);
+      e.bwd = compat::pooling_backward(e.bwd_pd);
       e.ok = true;
     } catch (const dnnl::error& err) {
       e.why = err.what();
@@ -103,16 +103,12 @@ std::shared_ptr<const LrnEntry> lrn_entry(const LrnDesc& d) {
     LrnEntry e;
     try {
       e.data = memory::desc({d.n, d.c, d.inner, 1}, dt::f32, tag::nchw);
-      const auto alg = dnnl::algorithm::lrn_across_channels;
-      const float alpha = float(d.alpha), beta = float(d.beta), k = float(d.k);
-      e.infer_pd = dnnl::lrn_forward::primitive_desc(
-          dnnl::lrn_forward::desc(dnnl::prop_kind::forward_inference, alg, e.data, d.size, alpha, beta, k), engine());
+      const compat::LrnParams p{d.size, float(d.alpha), float(d.beta), float(d.k)};
+      e.infer_pd = compat::lrn_fwd(dnnl::prop_kind::forward_inference, e.data, p);
       e.infer = dnnl::lrn_forward(e.infer_pd);
-      e.train_pd = dnnl::lrn_forward::primitive_desc(
-          dnnl::lrn_forward::desc(dnnl::prop_kind::forward_training, alg, e.data, d.size, alpha, beta, k), engine());
+      e.train_pd = compat::lrn_fwd(dnnl::prop_kind::forward_training, e.data, p);
       e.train = dnnl::lrn_forward(e.train_pd);
-      e.bwd_pd = dnnl::lrn_backward::primitive_desc(
-          dnnl::lrn_backward::desc(alg, e.data, e.data, d.size, alpha, beta, k), engine(), e.train_pd);
+      e.bwd_pd = compat::lrn_bwd(e.data, p, e.train_pd);
       e.bwd = dnnl::lrn_backward(e.bwd_pd);
       e.bwd_needs_ws = e.bwd_pd.workspace_desc().get_size() > 0;
       e.ok = true;
