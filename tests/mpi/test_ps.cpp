@@ -3,6 +3,7 @@
 // sharding is deterministic and balanced; bad configurations are errors naming the field.
 //   ctest --test-dir build -R mpi.test_ps
 //   mpirun --oversubscribe -np 3 build/tests/kiln_tests_mpi --source-file=*mpi/test_ps.cpp
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
