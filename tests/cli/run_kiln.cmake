@@ -1,14 +1,24 @@
-# Runs the `kiln` binary as a CTest test and checks its exit code, its output and, optionally,
-# a file it must write. Invoked as
-#   cmake -DKILN=<kiln> "-DARGS=bench;--model;nope" -DEXPECT_RC=1 "-DEXPECT_REGEX=known: mnist-cnn"
-#         [-DEXPECT_FILE=<path>] -P run_kiln.cmake
+# Runs a program (the `kiln` binary, or mpirun, or a test program) as a CTest test and checks its
+# exit code, its output and, optionally, a file it must write. Invoked as
+#   cmake -DKILN=<program> "-DARGS=bench;--model;nope" -DEXPECT_RC=1 "-DEXPECT_REGEX=known: mnist-cnn"
+#         [-DEXPECT_FILE=<path>] [-DNEEDS=<path> "-DNEEDS_HINT=what installs it"] -P run_kiln.cmake
 # (CTest's own PASS_REGULAR_EXPRESSION ignores the exit code, WILL_FAIL accepts any failure.)
+# NEEDS: a file the run depends on (a data set). Where it is missing the script prints
+# "SKIPPED: <path> not found (<hint>)" and the test is Skipped (SKIP_REGULAR_EXPRESSION, set by
+# tests/CMakeLists.txt); with CI=true in the environment it fails instead (CI installs it).
+if(DEFINED NEEDS AND NOT "${NEEDS}" STREQUAL "" AND NOT EXISTS "${NEEDS}")
+  if("$ENV{CI}" STREQUAL "true")
+    message(FATAL_ERROR "MISSING (required with CI=true): ${NEEDS} not found (${NEEDS_HINT})")
+  endif()
+  message("SKIPPED: ${NEEDS} not found (${NEEDS_HINT})")
+  return()
+endif()
 if(EXPECT_FILE)
   file(REMOVE "${EXPECT_FILE}")
 endif()
 execute_process(COMMAND "${KILN}" ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 list(JOIN ARGS " " shown)
-message("kiln ${shown}\n--- stdout\n${out}--- stderr\n${err}--- exit code ${rc}")
+message("${KILN} ${shown}\n--- stdout\n${out}--- stderr\n${err}--- exit code ${rc}")
 if(NOT "${rc}" STREQUAL "${EXPECT_RC}")
   message(FATAL_ERROR "exit code ${rc}, expected ${EXPECT_RC}")
 endif()

@@ -2,14 +2,16 @@
 # Checks the Lmod modulefile template (deploy/modulefiles/kiln/0.1.0.lua): it compiles (luac -p)
 # and, run under stand-ins for Lmod's functions, sets KILN_ROOT and prepends PATH,
 # LD_LIBRARY_PATH, CMAKE_PREFIX_PATH and PKG_CONFIG_PATH under the prefix, with help and whatis
-# text. Exit 77 (skipped) without Lua 5.x (apt-get install lua5.4; tools/install-deps.sh --test).
+# text. Exit 77 (skipped, "SKIPPED: <reason>") without Lua 5.x; with CI=true that fails instead
+# (tools/install-deps.sh --test installs lua5.4; tests/support/skip.sh).
 #   tests/deploy/modulefile.sh        (ctest -R deploy.modulefile)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 mf="$root/deploy/modulefiles/kiln/0.1.0.lua"
 lua=""
 for c in lua5.4 lua5.3 lua; do command -v "$c" >/dev/null 2>&1 && { lua="$c"; break; }; done
-[[ -n $lua ]] || { echo "SKIP: no Lua interpreter (apt-get install lua5.4)"; exit 77; }
+[[ -n $lua ]] ||
+  exec bash "$root/tests/support/skip.sh" lua5.4 "no Lua interpreter (apt-get install lua5.4, or tools/install-deps.sh --test)"
 "$lua" - "$mf" <<'LUA'
 local file = arg[1]
 local env, prepended, whatis_lines, help_text = {}, {}, {}, ""

@@ -2,7 +2,9 @@
 # Submits the SLURM CPU benchmark template (deploy/jobs/slurm/bench_cpu.sbatch) with sbatch to the
 # throw-away one-node SLURM of tests/slurm/run.sh, with a tiny benchmark (KILN_BENCH_ARGS), and
 # checks what the job leaves in its folder: results/<job id>/bench.json (valid, the run asked
-# for), bench.csv, kiln-info.json, job.log. Exit 77 (skipped) where SLURM cannot start here.
+# for), bench.csv, kiln-info.json, job.log. Exit 77 (skipped, "SKIPPED: <reason>") only where
+# run.sh skips: slurm-wlm missing (a failure with CI=true) or not root; a cluster that does not
+# come up fails.
 #   tests/deploy/slurm_template.sh build/tools/kiln        (ctest -R deploy.slurm_bench_cpu)
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "dist/comm.h"
+#include "tests/support/testing.h"
 
 int main(int argc, char** argv) {
   kiln::dist::init();
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   {
     doctest::Context ctx(argc, argv);
     rc = ctx.run();
+    if (!ctx.shouldExit()) rc = kiln::test::exit_code(rc);
   }
   kiln::dist::finalize();
   return rc;

@@ -16,9 +16,12 @@
 # --timeout bounds each job (default 30 s); --keep leaves the temp dir (config, logs) for a look.
 # The job runs in the current directory with this environment (srun's default --export=ALL).
 # Exit: 0 every job ran and its output matched every --expect regex (grep -E, each must match
-# some line, checked separately for the srun and the sbatch run); 1 a job failed or did not match;
-# 77 SLURM is not usable here (binaries missing, not root, daemons would not start): CTest's
-# SKIP_RETURN_CODE, the reason printed. The CTest test: `ctest --test-dir build -R slurm`.
+# some line, checked separately for the srun and the sbatch run); 1 a job failed or did not match,
+# or the cluster did not come up (a daemon exited, the node never went idle, munge failed);
+# 77 (CTest's SKIP_RETURN_CODE, "SKIPPED: <reason>" printed) only where SLURM cannot be tried:
+# slurm-wlm's programs missing, or not root. With CI=true missing programs fail (exit 1)
+# instead: tools/install-deps.sh --test installs slurm-wlm (tests/support/skip.sh).
+# The CTest test: `ctest --test-dir build -R slurm`.
 # SLURM 22.05 (Debian 12 slurm-wlm) with Open MPI 4.1: --mpi=pmix direct launch works; pmi2
 # does not (Debian's Open MPI has only its PMIx client: MPI_Init fails "not built with SLURM's
 # PMI support"); --mpi none suits non-MPI commands.
@@ -60,13 +63,18 @@ elif (($# == 0)); then
 fi
 job=("$@")
 
-skip() { echo "SKIP: $*"; exit 77; }
+# shellcheck source=tests/support/skip.sh
+source "$here/../support/skip.sh"
+# After the checks below, a cluster that does not come up is a failure, never a skip.
+fail_start() { echo "FAIL: $*"; exit 1; }
 
-for b in munged mungekey slurmctld slurmd srun sbatch sinfo squeue scancel python3; do
+command -v python3 >/dev/null 2>&1 || skip_missing python3 "python3 not found (it picks free ports)"
+for b in munged mungekey slurmctld slurmd srun sbatch sinfo squeue scancel; do
   command -v "$b" >/dev/null 2>&1 ||
-    skip "'$b' not found (Debian: apt-get install slurm-wlm, or tools/install-deps.sh --test)"
+    skip_missing slurm-wlm "'$b' not found (Debian: apt-get install slurm-wlm, or tools/install-deps.sh --test)"
 done
-[[ $(id -u) -eq 0 ]] || skip "slurmd must run as root to launch job steps (running as $(id -un))"
+[[ $(id -u) -eq 0 ]] ||
+  skip_unavailable "SLURM as root" "slurmd must run as root to launch job steps (running as $(id -un))"
 
 # A run killed by SIGKILL (CTest's timeout) cannot clean up: the next run stops what such a run
 # left (its owner pid gone) and removes its dir, unless it was kept (--keep) for a look.
@@ -156,11 +164,11 @@ EOF
 
 # munge: a key of our own and a daemon on our own socket, so the host's munge (if any) is untouched.
 mungekey --create --keyfile="$tmp/munge/munge.key" >/dev/null 2>&1 ||
-  skip "mungekey could not create a key in $tmp"
+  fail_start "mungekey could not create a key in $tmp"
 munged --socket="$tmp/munge/munge.socket" --key-file="$tmp/munge/munge.key" \
   --pid-file="$tmp/munge/munged.pid" --log-file="$tmp/log/munged.log" \
   --seed-file="$tmp/munge/munged.seed" >/dev/null 2>&1 ||
-  { show_logs; skip "munged would not start"; }
+  { show_logs; fail_start "munged would not start"; }
 pids+=("$(cat "$tmp/munge/munged.pid")")
 
 node="$(hostname -s)"
@@ -172,6 +180,13 @@ sed -e "s|@TMP@|$tmp|g" -e "s|@NODE@|$node|g" -e "s|@CTLD_PORT@|$ctld_port|g" \
     -e "s|@FIRST_JOB@|$(( (RANDOM % 9000 + 1000) * 100 ))|g" \
     "$here/slurm.conf.in" >"$SLURM_CONF"
 sed -e "s|@TMP@|$tmp|g" "$here/mpi.conf.in" >"$tmp/mpi.conf"
+# Slurm 24 (Debian 13) starts its cgroup plugin in slurmd whatever the proctrack and task
+# plugins are, and a container or chroot has no /sys/fs/cgroup: CgroupPlugin=disabled (cgroup.conf
+# beside slurm.conf). Slurm 22.05 (Debian 12) knows no such value and needs no cgroup.conf.
+slurm_major="$(slurmd -V 2>/dev/null | sed -n 's/^slurm[-a-z]* \([0-9]*\)[.].*/\1/p')"
+if ((${slurm_major:-0} >= 24)); then
+  echo "CgroupPlugin=disabled" >"$tmp/cgroup.conf"
+fi
 
 # In sessions of their own (munged makes one itself): a Ctrl-C or CTest's signal to this process
 # group must not kill them before the cleanup has cancelled the jobs through them.
@@ -186,7 +201,7 @@ deadline=$((SECONDS + 30))
 while ((SECONDS < deadline)); do
   for p in "${pids[@]}"; do
     kill -0 "$p" 2>/dev/null ||
-      { show_logs; tail -n 20 "$tmp"/log/*.out; skip "a daemon exited at start (logs above)"; }
+      { show_logs; tail -n 20 "$tmp"/log/*.out; fail_start "a daemon exited at start (logs above)"; }
   done
   state="$(timeout 3 sinfo -h -N -n "$node" -o %T 2>/dev/null)"
   [[ "$state" == idle ]] && break
@@ -194,7 +209,7 @@ while ((SECONDS < deadline)); do
 done
 if [[ "$state" != idle ]]; then
   show_logs
-  skip "node $node not idle after 30 s (state '${state:-none}'; logs above)"
+  fail_start "node $node not idle after 30 s (state '${state:-none}'; logs above)"
 fi
 echo "run.sh: cluster up in $SECONDS s (node $node, CPUs=$cpus, ports $ctld_port/$slurmd_port)"
 

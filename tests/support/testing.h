@@ -3,9 +3,13 @@
 //  - against_ref: run an op in double on the `ref` backend (the oracle) and in float32 on another
 //    backend, and compare outputs and input gradients;
 //  - gradcheck: analytic gradients (backward) against central finite differences, in double on
-//    the `ref` backend;
+//    the `ref` backend (or another one, GradcheckOptions::backend);
 //  - CHECK_THROWS_KILN(expr, "substring"): expr throws kiln::Error whose message has the substring;
-//  - TempDir: a fresh directory for files a test writes, removed at scope exit.
+//  - TempDir: a fresh directory for files a test writes, removed at scope exit;
+//  - near / first_mismatch / max_abs_diff / max_rel_diff: the elementwise tolerance every
+//    comparison here uses (a NaN or infinity where the reference is finite never passes);
+//  - skip_missing / need_python / need_path: a dependency that is not there makes the test
+//    Skipped (exit 77, "SKIPPED: <reason>" in the log), or failed under CI=true.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -35,6 +39,57 @@ struct TempDir {
   std::vector<std::string> names() const;
 };
 
+// ---- Missing dependencies: Skipped, never Passed ---------------------------------------------
+// A test that cannot run for want of something outside kiln (a Python package, a data set, a
+// program, an optional backend) calls skip_missing(what, reason) and returns. It prints
+//   SKIPPED: <what>: <reason>
+// on stdout (the line .ci/run's summary greps from CTest's log) and marks the process, so that
+// main (tests/support/main.cpp, tests/mpi/main.cpp) returns 77 when nothing failed: CTest's
+// SKIP_RETURN_CODE reports the test Skipped. Under CI=true (the environment variable) the
+// dependency is required (tools/install-deps.sh --all --test installs it): the current test case
+// fails with "MISSING (required with CI=true): <what>: <reason>" instead. A file that skips is
+// skipped as a whole (CTest counts per file): dependency-bound cases live in files of their own.
+void skip_missing(const std::string& what, const std::string& reason);
+// Whether CI is "true" in the environment.
+bool in_ci();
+// Whether skip_missing() marked this process (outside CI).
+bool skipped();
+// The process exit code for doctest's `rc`: 77 when rc is 0 and a test was skipped, else rc.
+int exit_code(int rc);
+
+// The Python the tests check kiln's files with: KILN_TEST_PYTHON, the venv of
+// tools/install-deps.sh --test (tensorboard, safetensors, numpy, onnx, onnxruntime).
+std::string python();
+// Whether python() imports every module of `modules` ("safetensors.numpy, numpy"); if not,
+// skip_missing() names them and the venv, and the caller returns.
+bool need_python(const std::string& modules);
+// Whether `path` exists; if not, skip_missing(what, "<path> not found (<hint>)").
+bool need_path(const std::string& path, const std::string& what, const std::string& hint);
+// Runs `cmd` through the shell and returns its stdout; *rc: its exit status (0 on success).
+std::string run_capture(const std::string& cmd, int* rc);
+// 'text' for the shell (single quotes, embedded ones escaped).
+std::string shell_quote(const std::string& text);
+
+// ---- Comparisons that see NaN -----------------------------------------------------------------
+// |got - want| <= tol, where a NaN matches only a NaN and an infinity only the same infinity: a
+// NaN or infinity in `got` where `want` is finite fails, and so does a finite `got` where `want`
+// is not. Every comparison helper of the tests goes through it (or the same rule).
+bool near(double got, double want, double tol);
+// |got - want| under the same rule: 0 for matching NaNs or infinities, +inf for any other
+// non-finite pair.
+double abs_diff(double got, double want);
+// The first index where got[i] is not near want[i] within atol + rtol * |want[i]|; -1 if none.
+// A size mismatch is a mismatch at min(sizes).
+int64_t first_mismatch(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol);
+// max_i abs_diff(got[i], want[i]) (+inf on a size mismatch or a non-finite pair that differs).
+double max_abs_diff(const std::vector<double>& got, const std::vector<double>& want);
+// max_i abs_diff(got[i], want[i]) / (1 + |want[i]|), the same way.
+double max_rel_diff(const std::vector<double>& got, const std::vector<double>& want);
+template <class T>
+std::vector<double> as_doubles(const std::vector<T>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
 // Uniform values in [lo, hi) from a fixed seed.
 Tensor make_input(const Shape& shape, uint64_t seed, DType dtype = DType::float64, double lo = -1, double hi = 1);
 
@@ -57,6 +112,9 @@ struct GradcheckOptions {
   double rtol = 1e-5;
   double atol = 1e-6;
   uint64_t seed = 7;  // for the random weighting of the output
+  // The backend f runs on (strict: an op it lacks is an error, never a silent fallback to ref),
+  // in float64. "ref" is the oracle; "native" checks native's own float64 kernels.
+  std::string backend = "ref";
 };
 // f must be deterministic. inputs: float64 tensors; those with requires_grad are checked.
 // Returns "" on success, else which input/element disagreed and by how much.
