@@ -1,7 +1,7 @@
 // The data-set catalogue: built-in entries, a user catalogue (KILN_CATALOGUE), fetch from file://
 // and paths into a temporary KILN_DATA, resume from a .part file, checksum failures, verify
-// detecting one corrupted byte, unpacking an archive, and Debian's recompressed Fashion-MNIST
-// accepted by its decompressed checksums.
+// detecting one corrupted byte, unpacking an archive. Debian's recompressed Fashion-MNIST:
+// test_catalogue_fashion.cpp.
 //   ctest --test-dir build -R io.test_catalogue
 #include "tests/support/testing.h"
 
@@ -183,23 +183,4 @@ TEST_CASE("an archive is unpacked after its checksum passes and find_dataset ret
   fetch_dataset("tarred", opt);
   CHECK(find_dataset("tarred") == (env.root / "data" / "tarred" / "batches").string());
   CHECK(slurp(find_dataset("tarred") + "/data_batch_1.bin") == pattern(3073, 3));
-}
-
-TEST_CASE("Debian's Fashion-MNIST is accepted by its decompressed checksums") {
-  const std::string debian = "/usr/share/datasets/fashion-mnist";
-  if (!fs::exists(debian + "/train-labels-idx1-ubyte.gz")) {
-    MESSAGE("skipped: Debian's dataset-fashion-mnist is not installed");
-    return;
-  }
-  Env env;
-  for (auto& c : verify_dataset("fashion-mnist", debian)) CHECK_MESSAGE(c.ok, c.file, ": ", c.detail);
-  CHECK(find_dataset("fashion-mnist") == debian);  // not in KILN_DATA: Debian's copy
-  FetchOptions opt;
-  opt.from = "file://" + debian;
-  fetch_dataset("fashion-mnist", opt);
-  CHECK(find_dataset("fashion-mnist") == (env.root / "data" / "fashion-mnist").string());
-  for (auto& c : verify_dataset("fashion-mnist")) {
-    CHECK_MESSAGE(c.ok, c.file, ": ", c.detail);
-    CHECK(c.detail == "decompressed sha256 ok (recompressed copy)");
-  }
 }

@@ -1,6 +1,6 @@
 // Checkpoint sets: bit-equal round trip, damaged sets refused with the file named, leftover temp
-// files ignored, latest_checkpoint by step, and the weights file loaded by the PyPI safetensors
-// package (tests/io/dump_safetensors.py through KILN_TEST_PYTHON) with every tensor bit-equal.
+// files ignored, latest_checkpoint by step. The PyPI safetensors package loading the weights
+// file: test_python_interop.cpp.
 //   ctest --test-dir build -R io.test_checkpoint
 #include "tests/support/testing.h"
 
@@ -20,7 +20,6 @@ using namespace kiln;
 namespace fs = std::filesystem;
 
 namespace {
-
 
 Checkpoint sample(int64_t step, uint64_t seed = 1) {
   Generator gen(seed);
@@ -143,37 +142,3 @@ TEST_CASE("latest_checkpoint picks the highest complete step and ignores temp fi
   CHECK(latest_checkpoint(dir.path.string()) == dir / "ckpt-000100.json");
 }
 
-TEST_CASE("the PyPI safetensors package loads the weights bit-equal") {
-  if (std::system("'" KILN_TEST_PYTHON "' -c 'import safetensors.numpy' >/dev/null 2>&1") != 0) {
-    MESSAGE("skipped: no safetensors in " KILN_TEST_PYTHON " (tools/install-deps.sh --test makes it)");
-    return;
-  }
-  test::TempDir dir("ckpt_python");
-  Checkpoint c = sample(7);
-  save_checkpoint(dir / "ck", c);
-  std::string cmd = "'" KILN_TEST_PYTHON "' '" KILN_SOURCE_DIR "/tests/io/dump_safetensors.py' '" +
-                    (dir / "ck.safetensors") + "'";
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  REQUIRE_MESSAGE(::pclose(p) == 0, out);
-  auto j = nlohmann::json::parse(out);
-  REQUIRE(j.size() == c.weights.size());
-  const std::map<DType, std::string> np = {
-      {DType::float32, "float32"}, {DType::float64, "float64"}, {DType::int64, "int64"}};
-  for (auto& [name, t] : c.weights) {
-    REQUIRE_MESSAGE(j.contains(name), name);
-    CHECK(j[name]["dtype"] == np.at(t.dtype()));
-    CHECK(j[name]["shape"].get<std::vector<int64_t>>() == std::vector<int64_t>(t.sizes().begin(), t.sizes().end()));
-    std::string hex;
-    for (unsigned char ch : raw_bytes(t)) {
-      static const char* d = "0123456789abcdef";
-      hex += d[ch >> 4];
-      hex += d[ch & 15];
-    }
-    CHECK_MESSAGE(j[name]["hex"] == hex, name);
-  }
-}

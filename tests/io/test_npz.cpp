@@ -1,6 +1,6 @@
-// .npz reader (io/npz.h): archives written by numpy itself (np.savez, np.savez_compressed, via
-// KILN_TEST_PYTHON) and by a small zip writer here, plus truncated and corrupt archives, which
-// must throw kiln::Error naming the file and an offset. Also NpzDataset and open_dataset_dir.
+// .npz reader (io/npz.h): archives written by a small zip writer here, plus truncated and corrupt
+// archives, which must throw kiln::Error naming the file and an offset. Archives written by numpy
+// itself (with NpzDataset and open_dataset_dir on them) are read in test_python_interop.cpp.
 //   ctest --test-dir build -R test_npz
 #include <zlib.h>
 
@@ -184,76 +184,6 @@ TEST_CASE("read_npz: truncated, garbage and corrupt archives throw naming file a
   Bytes npy = npy_f32({1, 2}, "(3,)");  // shape promises 3 floats, holds 2
   write_file(dir + "/short.npz", make_zip({{"s.npy", npy, false}}));
   CHECK_THROWS_KILN(read_npz(dir + "/short.npz"), "short.npz:s.npy: truncated at offset");
-}
-
-bool have_numpy() {
-  std::string cmd = std::string("'") + KILN_TEST_PYTHON + "' -c 'import numpy' >/dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
-}
-
-TEST_CASE("read_npz reads numpy's own np.savez and np.savez_compressed; NpzDataset and open_dataset_dir") {
-  if (!have_numpy()) {
-    MESSAGE("skipped: no numpy at " KILN_TEST_PYTHON " (tools/install-deps.sh --test makes the venv)");
-    return;
-  }
-  std::string dir = temp_dir();
-  std::string script = dir + "/make.py";
-  std::ofstream(script) << R"(import sys, numpy as np
-d = sys.argv[1]
-r = np.random.RandomState(0)
-np.savez(d + '/plain.npz', f32=np.arange(6, dtype=np.float32).reshape(2, 3) / 4, f64=np.linspace(0, 1, 5),
-         i32=np.array([-2, 7], dtype=np.int32), u8=np.arange(250, 256, dtype=np.uint8), b=np.array([True, False]),
-         empty=np.zeros((0, 4), dtype=np.float32), scalar=np.float64(2.5))
-x = (np.arange(20 * 8 * 8) % 251).astype(np.uint8).reshape(20, 8, 8)
-np.savez_compressed(d + '/mnistlike.npz', x_train=x[:15], y_train=(np.arange(15) % 4).astype(np.uint8),
-                    x_test=x[15:], y_test=np.arange(5, dtype=np.int64) % 4)
-img = r.rand(30, 16, 16).astype(np.float32)
-np.savez_compressed(d + '/astro.npz', images=img, masks=(img > 0.5))
-)";
-  std::string cmd = std::string("'") + KILN_TEST_PYTHON + "' '" + script + "' '" + dir + "'";
-  REQUIRE(std::system(cmd.c_str()) == 0);
-
-  auto plain = read_npz(dir + "/plain.npz");
-  std::map<std::string, Tensor> m(plain.begin(), plain.end());
-  REQUIRE(m.size() == 7);
-  CHECK(m["f32"].dtype() == float32);
-  CHECK(m["f32"].to_vector() == std::vector<double>{0, 0.25, 0.5, 0.75, 1, 1.25});
-  CHECK(m["f64"].dtype() == float64);
-  CHECK(m["f64"].at({3}) == 0.75);
-  CHECK(m["i32"].to_vector() == std::vector<double>{-2, 7});
-  CHECK(m["u8"].at({5}) == 255);
-  CHECK(m["b"].to_vector() == std::vector<double>{1, 0});
-  CHECK(m["empty"].sizes() == Shape{0, 4});
-  CHECK(m["scalar"].dim() == 0);
-  CHECK(m["scalar"].item() == 2.5);
-
-  Splits s = open_dataset_dir(dir + "/mnistlike.npz");
-  CHECK(s.name == "npz");
-  CHECK(s.train->size() == 15);
-  CHECK(s.test->size() == 5);
-  CHECK(s.sample_shape == Shape{1, 8, 8});
-  CHECK(s.classes == 4);
-  CHECK_FALSE(s.segmentation);
-  Example e = s.train->get(1);
-  CHECK(e.input.dtype() == uint8);
-  CHECK(e.input.at({0, 0, 3}) == (64 + 3) % 251);
-  CHECK(e.target.dtype() == int64);
-  CHECK(e.target.item() == 1);
-
-  NpzDataset astro(dir + "/astro.npz", "images", "masks");
-  CHECK(astro.size() == 30);
-  CHECK(astro.sample_shape() == Shape{1, 16, 16});
-  Example a = astro.get(2);
-  CHECK(a.target.dtype() == float32);
-  CHECK(a.target.sizes() == Shape{1, 16, 16});
-  for (int64_t i = 0; i < 16; ++i) CHECK(a.target.at({0, 3, i}) == (a.input.at({0, 3, i}) > 0.5 ? 1.0 : 0.0));
-  Splits sa = open_dataset_dir(dir + "/astro.npz");
-  CHECK(sa.train->size() == 27);
-  CHECK(sa.test->size() == 3);
-  CHECK(sa.segmentation);
-  CHECK(sa.classes == 1);
-  CHECK(sa.test->get(0).input.to_vector() == astro.get(27).input.to_vector());
-  CHECK_THROWS_KILN(NpzDataset(dir + "/astro.npz", "x", "masks"), "no array 'x' (has: images, masks)");
 }
 
 }  // namespace

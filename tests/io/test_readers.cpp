@@ -1,6 +1,7 @@
 // Data set readers in io/: IDX (plain and gzip), CIFAR-10/100 binary batches, .npy. Each test
 // writes small files into a temporary directory, reads them back and checks values; every
-// corruption case checks that the message names the file and the byte offset.
+// corruption case checks that the message names the file and the byte offset. .npy files
+// written by numpy itself: test_python_interop.cpp.
 //   ctest --test-dir build -R test_readers
 #include <zlib.h>
 
@@ -367,23 +368,6 @@ TEST_CASE("read_npy: corruption and unsupported layouts name the file and offset
 
   write_file(d + "/noshape.npy", npy("{'descr': '<f4', 'fortran_order': False, }", f, sizeof f));
   CHECK_THROWS_KILN(read_npy(d + "/noshape.npy"), "noshape.npy: malformed .npy header at offset 10: no 'shape'");
-}
-
-TEST_CASE("read_npy: a file written by numpy (skipped without python3 + numpy)") {
-  if (std::system("python3 -c 'import numpy' >/dev/null 2>&1") != 0) return;
-  std::string d = sub_dir("numpy");
-  std::string cmd = "python3 -c \"import numpy as np; np.save('" + d +
-                    "/a.npy', np.arange(12, dtype=np.float32).reshape(3, 4) / 4); np.save('" + d +
-                    "/b.npy', np.array([True, False, True]))\"";
-  REQUIRE(std::system(cmd.c_str()) == 0);
-  Tensor a = read_npy(d + "/a.npy");
-  CHECK(a.sizes() == Shape{3, 4});
-  CHECK(a.dtype() == float32);
-  for (int i = 0; i < 12; ++i) CHECK(a.data<float>()[i] == i / 4.0f);
-  Tensor b = read_npy(d + "/b.npy");
-  CHECK(b.dtype() == uint8);
-  CHECK(b.data<uint8_t>()[2] == 1);
-  CHECK(b.data<uint8_t>()[1] == 0);
 }
 
 }  // namespace
