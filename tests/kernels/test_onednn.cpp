@@ -3,7 +3,8 @@
 // activations and their backward) in float32 vs ref in float64, outputs and gradients, over the
 // kinds of shapes the family grad tests use; supports() saying no where the mapping is not exact;
 // the primitive cache; errors; and a net whose layers run on different backends.
-// Compiles to one skipped case when oneDNN was not found (KILN_HAVE_ONEDNN unset).
+// Without oneDNN (KILN_HAVE_ONEDNN unset) the test is Skipped, and fails under CI=true
+// (tools/install-deps.sh --all installs libdnnl-dev).
 //   ctest --test-dir build -R test_onednn
 #include "tests/support/testing.h"
 
@@ -401,7 +402,8 @@ TEST_CASE("onednn primitives are cached per shape") {
   CHECK(again.executions >= first.executions + 2);
   ops::conv2d(make_input({3, 8, 10, 10}, 1, DType::float32), w, Tensor(), 1, 1);  // another shape
   CHECK(onednn::stats().primitives_created > again.primitives_created);
-  CHECK(std::string(onednn::version()).rfind("2.", 0) == 0);
+  // The library loaded is the major version the backend was compiled against (2.6+ or 3.x).
+  CHECK(std::string(onednn::version()).rfind(std::to_string(DNNL_VERSION_MAJOR) + ".", 0) == 0);
 }
 
 TEST_CASE("a net mixing backends layer by layer matches the all-ref result") {
@@ -453,8 +455,8 @@ TEST_CASE("a net mixing backends layer by layer matches the all-ref result") {
 
 #else  // !KILN_HAVE_ONEDNN
 
-TEST_CASE("onednn backend: not built (oneDNN not found or KILN_WITH_ONEDNN=OFF)" * doctest::skip()) {
-  MESSAGE("kiln was configured without oneDNN; nothing to test");
+TEST_CASE("onednn backend") {
+  kiln::test::skip_missing("oneDNN", "kiln was built without oneDNN (libdnnl-dev not found or KILN_WITH_ONEDNN=OFF)");
 }
 
 #endif

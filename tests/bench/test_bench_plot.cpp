@@ -1,0 +1,52 @@
+// `kiln plot` drawing through gnuplot: a PNG (its signature) and an SVG (with a line's title)
+// from four runs. Skipped without gnuplot; fails without it under CI=true
+// (tools/install-deps.sh --all installs it).
+//   ctest --test-dir build -R bench.test_bench_plot
+#include "tests/support/testing.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "bench/harness/plot.h"
+#include "bench/harness/results.h"
+
+using namespace kiln;
+using namespace kiln::bench;
+
+namespace {
+
+RunResult synthetic(const std::string& model, int64_t batch, bool train, const std::string& backend, double ips) {
+  RunResult r;
+  r.spec.model = model;
+  r.spec.batch = batch;
+  r.spec.train = train;
+  r.spec.backend = backend;
+  r.images_per_s = ips;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("plot writes a PNG and an SVG through gnuplot") {
+  if (find_gnuplot().empty()) {
+    test::skip_missing("gnuplot", "gnuplot not found (apt-get install gnuplot-nox, or tools/install-deps.sh --all)");
+    return;
+  }
+  Results res;
+  res.runs = {synthetic("mnist-cnn", 16, false, "native", 1000), synthetic("mnist-cnn", 64, false, "native", 1500),
+              synthetic("mnist-cnn", 16, true, "native", 300), synthetic("mnist-cnn", 64, true, "pytorch", 400)};
+  test::TempDir dir("bench_plot");
+  const std::vector<std::string> files = plot_results({{"r.json", res}}, dir / "chart.png", "test");
+  REQUIRE(files.size() == 2);
+  CHECK(files[0] == dir / "chart.png");
+  std::ifstream png(files[0], std::ios::binary);
+  char sig[8] = {};
+  png.read(sig, 8);
+  CHECK(std::string(sig, 8) == "\x89PNG\r\n\x1a\n");
+  std::ifstream svg(files[1]);
+  std::stringstream ss;
+  ss << svg.rdbuf();
+  CHECK(ss.str().find("<svg") != std::string::npos);
+  CHECK(ss.str().find("mnist-cnn kiln-native forward") != std::string::npos);
+  CHECK(ss.str().find("mnist-cnn pytorch train") != std::string::npos);
+}
