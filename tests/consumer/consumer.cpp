@@ -14,8 +14,11 @@ namespace {
 
 int failures = 0;
 
+// |got - want| <= tol; a NaN or infinity (the references here are finite) never is.
+bool near(double got, double want, double tol) { return std::fabs(got - want) <= tol; }
+
 void expect_near(const char* what, double got, double want, double tol = 1e-5) {
-  if (std::fabs(got - want) > tol) {
+  if (!near(got, want, tol)) {
     std::printf("FAIL %s: got %.8g, want %.8g\n", what, got, want);
     ++failures;
   }
@@ -25,6 +28,11 @@ void expect_near(const char* what, double got, double want, double tol = 1e-5) {
 
 int main() {
   using namespace kiln;
+  // The check itself must see a planted NaN and infinity.
+  if (near(NAN, 1, 1e-5) || near(INFINITY, 1, 1e-5) || !near(1 + 1e-6, 1, 1e-5)) {
+    std::printf("FAIL expect_near passes a NaN or an infinity\n");
+    return 1;
+  }
   // Version and build configuration, at run time and at compile time agreeing.
   std::printf("%s", build_info_text().c_str());
   expect_near("version_major", version_major(), KILN_VERSION_MAJOR, 0);

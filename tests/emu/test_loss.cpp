@@ -21,20 +21,8 @@ using namespace kiln;
 
 namespace {
 
+using emu_test::check_near;
 using emu_test::rnd;
-
-template <class T>
-void check_near(const std::vector<T>& a, const std::vector<double>& b, double tol, const std::string& what) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const bool both_nan = std::isnan(double(a[i])) && std::isnan(b[i]);
-    const double e = both_nan ? 0 : std::abs(double(a[i]) - b[i]) / (1 + std::abs(b[i]));
-    if (!(e <= worst)) worst = e, at = i;
-  }
-  CHECK_MESSAGE(worst <= tol, what, ": worst relative error ", worst, " at ", at, " (", double(a[at]), " vs ", b[at], ")");
-}
 
 std::vector<int64_t> targets(int64_t m, int64_t C, int64_t ignore, uint64_t seed, bool all_ignored = false) {
   std::mt19937_64 g(seed);

@@ -23,23 +23,12 @@ using namespace kiln;
 
 namespace {
 
+using emu_test::check_near;
 using emu_test::rnd;
 
 template <class T>
 std::vector<T> as(const std::vector<double>& v) {
   return std::vector<T>(v.begin(), v.end());
-}
-
-template <class T>
-void check_near(const std::vector<T>& a, const std::vector<double>& b, double tol, const std::string& what) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double e = std::abs(double(a[i]) - b[i]) / (1 + std::abs(b[i]));
-    if (!(e <= worst)) worst = e, at = i;
-  }
-  CHECK_MESSAGE(worst <= tol, what, ": worst relative error ", worst, " at ", at, " (", double(a[at]), " vs ", b[at], ")");
 }
 
 struct BnCase {

@@ -24,19 +24,8 @@ using namespace kiln;
 
 namespace {
 
+using emu_test::check_near;
 using emu_test::rnd;
-
-template <class T>
-void check_near(const std::vector<T>& a, const std::vector<double>& b, double tol, const std::string& what) {
-  REQUIRE(a.size() == b.size());
-  double worst = 0;
-  size_t at = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double e = std::abs(double(a[i]) - b[i]) / (1 + std::abs(b[i]));
-    if (!(e <= worst)) worst = e, at = i;
-  }
-  CHECK_MESSAGE(worst <= tol, what, ": worst relative error ", worst, " at ", at, " (", double(a[at]), " vs ", b[at], ")");
-}
 
 PoolDesc pool_desc(PoolAlg alg, int64_t k, int64_t s, int64_t p, bool ceil, bool nhwc) {
   PoolDesc d;

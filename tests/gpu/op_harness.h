@@ -113,21 +113,30 @@ inline Side run_side(const OpCase& c, const Run& r) {
   return s;
 }
 
-inline void compare_sides(const OpCase& c, const Side& got, const Side& want) {
-  if (got.outs.size() != want.outs.size()) {
-    FAIL_CHECK("output counts differ: ", got.outs.size(), " vs ", want.outs.size());
-    return;
-  }
+// "" when every output and gradient of `got` is within the case's tolerances of `want` (integer
+// outputs exactly; a NaN or infinity where the oracle is finite never passes: test::compare),
+// else one line per mismatch.
+inline std::string side_mismatch(const OpCase& c, const Side& got, const Side& want) {
+  if (got.outs.size() != want.outs.size())
+    return "output counts differ: " + std::to_string(got.outs.size()) + " vs " + std::to_string(want.outs.size());
+  if (got.grads.size() != want.grads.size())
+    return "gradient counts differ: " + std::to_string(got.grads.size()) + " vs " + std::to_string(want.grads.size());
+  std::string all;
   for (size_t k = 0; k < want.outs.size(); ++k) {
-    CAPTURE(k);
     const bool exact = want.outs[k].defined() && !want.outs[k].is_floating_point();
     const std::string m = test::compare(got.outs[k], want.outs[k], exact ? 0.0 : c.rtol, exact ? 0.0 : c.atol);
-    CHECK_MESSAGE(m.empty(), "output ", k, ": ", m);
+    if (!m.empty()) all += "output " + std::to_string(k) + ": " + m + "\n";
   }
   for (size_t k = 0; k < want.grads.size(); ++k) {
     const std::string m = test::compare(got.grads[k], want.grads[k], c.rtol, c.atol);
-    CHECK_MESSAGE(m.empty(), "gradient of the ", k, "-th input that requires grad: ", m);
+    if (!m.empty()) all += "gradient of the " + std::to_string(k) + "-th input that requires grad: " + m + "\n";
   }
+  return all;
+}
+
+inline void compare_sides(const OpCase& c, const Side& got, const Side& want) {
+  const std::string m = side_mismatch(c, got, want);
+  CHECK_MESSAGE(m.empty(), m);
 }
 
 // Each case on the CPU oracle, then on cuda:0 in `gpu_dt` under each GPU backend.

@@ -1,13 +1,19 @@
 // Helpers for tests/mpi: a communicator over all ranks with short timeouts (a mismatched test
-// fails in seconds instead of hanging) and deterministic per-rank data.
+// fails in seconds instead of hanging), deterministic per-rank data, and the distributed equality
+// checks (NaN-aware, tests/support/testing.h: a NaN or infinity where the reference is finite
+// fails).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "dist/comm.h"
 #include "engine/tensor.h"
+#include "layers/module.h"
+#include "tests/support/testing.h"
 
 namespace kiln::test {
 
@@ -34,6 +40,25 @@ inline std::vector<double> rank_values(int rank, int64_t n, DType t, int64_t shi
   std::vector<double> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = rank_value(rank, i + shift, t);
   return v;
+}
+
+// The first element of `got` farther than tol * (1 + |want|) from `want`, or -1 (test::near).
+inline int64_t first_mismatch(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  return test::first_mismatch(got, want, tol, tol);
+}
+
+// The largest |a - b| / (1 + |b|) over every floating tensor of the two modules' states, in
+// order; +inf where one holds a NaN or infinity the other does not (test::max_rel_diff).
+inline double max_state_diff(Module& a, Module& b) {
+  auto pa = a.state_dict(), pb = b.state_dict();
+  if (pa.size() != pb.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    if (pa[i].first != pb[i].first) return INFINITY;
+    if (!pa[i].second.is_floating_point()) continue;
+    worst = std::max(worst, test::max_rel_diff(pa[i].second.to_vector_of<double>(), pb[i].second.to_vector_of<double>()));
+  }
+  return worst;
 }
 
 }  // namespace kiln::test

@@ -33,13 +33,11 @@ double tolerance(DType t) {
   return t == DType::float16 ? 2e-3 : t == DType::bfloat16 ? 1e-2 : t == DType::float32 ? 1e-6 : 1e-12;
 }
 
-// First element off by more than the tolerance, or -1.
+// First element off by more than the tolerance (a NaN or infinity always is), or -1.
 int64_t first_mismatch(const std::vector<double>& got, int size, DType t, dist::ReduceOp op, int64_t shift = 0) {
-  for (size_t i = 0; i < got.size(); ++i) {
-    double want = reference(size, int64_t(i) + shift, t, op);
-    if (std::fabs(got[i] - want) > tolerance(t) * (1 + std::fabs(want))) return int64_t(i);
-  }
-  return -1;
+  std::vector<double> want(got.size());
+  for (size_t i = 0; i < got.size(); ++i) want[i] = reference(size, int64_t(i) + shift, t, op);
+  return test::first_mismatch(got, want, tolerance(t));
 }
 
 TEST_CASE("allreduce matches the serial reference: sizes x dtypes x ops x algorithms") {

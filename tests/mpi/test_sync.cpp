@@ -24,6 +24,7 @@
 #include "layers/linear.h"
 #include "layers/norm.h"
 #include "train/trainer.h"
+#include "tests/mpi/mpi_testing.h"
 
 using namespace kiln;
 
@@ -58,17 +59,6 @@ ModulePtr conv_bn() {
 // Rows [begin, end) of x.
 Tensor rows(const Tensor& x, int64_t begin, int64_t end) { return x.narrow(0, begin, end - begin).contiguous(); }
 
-double max_diff(Module& a, Module& b) {
-  auto pa = a.state_dict(), pb = b.state_dict();
-  REQUIRE(pa.size() == pb.size());
-  double worst = 0;
-  for (size_t i = 0; i < pa.size(); ++i) {
-    if (!pa[i].second.is_floating_point()) continue;
-    auto va = pa[i].second.to_vector_of<double>(), vb = pb[i].second.to_vector_of<double>();
-    for (size_t k = 0; k < va.size(); ++k) worst = std::max(worst, std::abs(va[k] - vb[k]) / (1 + std::abs(vb[k])));
-  }
-  return worst;
-}
 
 // k steps of SGD with momentum: `dp` on this rank's share of each global batch, and a reference
 // on the whole batch in this process; returns the largest relative difference of the states.
@@ -101,7 +91,7 @@ double train_both(ModulePtr (*make)(), const Shape& sample, int64_t classes, dis
     ops::cross_entropy((*ref)(x), y).backward();
     ref_opt->step();
   }
-  return max_diff(*net, *ref);
+  return test::max_state_diff(*net, *ref);
 }
 
 }  // namespace
@@ -202,7 +192,7 @@ TEST_CASE("sync: a rank out of batches joins with zero gradients until all are d
     ref_opt->step();
   }
   CHECK(steps == n);
-  CHECK(max_diff(*net, *ref) < 1e-5);
+  CHECK(test::max_state_diff(*net, *ref) < 1e-5);
 }
 
 namespace {
@@ -309,7 +299,7 @@ TEST_CASE("sync: the Trainer on N ranks (sharded loader, sync-bn) equals one Tra
   train::Trainer t1(ref, data, one);
   t1.fit();
   CHECK(t.step() == t1.step());
-  CHECK(max_diff(*net, *ref) < 1e-4);
+  CHECK(test::max_state_diff(*net, *ref) < 1e-4);
   // Evaluation is sharded and summed: every rank reports the whole test split.
   auto r = t.evaluate(*data.test);
   auto r1 = t1.evaluate(*data.test);
