@@ -1,7 +1,10 @@
-// Elementwise ops and reductions: native float32 against ref float64, and finite-difference
-// gradients, on odd shapes, broadcasting, non-contiguous inputs and batch 1.
+// Elementwise ops (arithmetic, activations, log/sqrt/rsqrt/reciprocal, comparisons) and
+// reductions: native float32 against ref float64, and finite-difference gradients, on odd shapes,
+// broadcasting, non-contiguous inputs and batch 1.
 //   ctest --test-dir build -R grad.test_elementwise_grad
 #include "tests/support/testing.h"
+
+#include <cmath>
 
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
@@ -73,6 +76,87 @@ TEST_CASE("unary ops and activations: native vs ref, and gradients") {
       CHECK_GRAD(fn, (std::vector<Tensor>{x}));
       if (x.dim() >= 2) CHECK_AGAINST_REF(fn, (std::vector<Tensor>{req(non_contiguous(x.detach()))}));
     }
+  }
+}
+
+TEST_CASE("unary ops of positive inputs (log, sqrt, rsqrt, reciprocal): native vs ref, and gradients") {
+  using F = std::function<Tensor(const Tensor&)>;
+  std::vector<std::pair<const char*, F>> fns = {
+      {"log", [](auto& x) { return ops::log(x); }},
+      {"sqrt", [](auto& x) { return ops::sqrt(x); }},
+      {"rsqrt", [](auto& x) { return ops::rsqrt(x); }},
+      {"reciprocal", [](auto& x) { return ops::reciprocal(x); }},
+      {"scalar - x, scalar * x", [](auto& x) { return 2.0 - 0.5 * x; }},
+      {"log(sqrt(x) + 1 / x)", [](auto& x) { return ops::log(ops::sqrt(x) + ops::reciprocal(x)); }},
+  };
+  for (auto& [name, f] : fns) {
+    for (Shape s : {Shape{1}, Shape{7}, Shape{2, 3, 5}, Shape{1, 3, 4, 5}}) {
+      CAPTURE(name);
+      CAPTURE(shape_str(s));
+      // (0.2, 3): away from the poles at 0, where finite differences blow up.
+      Tensor x = req(make_input(s, 5, DType::float64, 0.2, 3.0));
+      auto fn = [f = f](const std::vector<Tensor>& in) { return f(in[0]); };
+      CHECK_AGAINST_REF(fn, (std::vector<Tensor>{x}));
+      CHECK_GRAD(fn, (std::vector<Tensor>{x}));
+      if (x.dim() >= 2) CHECK_AGAINST_REF(fn, (std::vector<Tensor>{req(non_contiguous(x.detach()))}));
+    }
+  }
+  // Values at known points, so ref and native cannot agree on a wrong formula.
+  Tensor v = from_vector(std::vector<double>{0.25, 1, 4}, {3}, DType::float64);
+  CHECK(ops::sqrt(v).to_vector() == std::vector<double>{0.5, 1, 2});
+  CHECK(ops::rsqrt(v).to_vector() == std::vector<double>{2, 1, 0.5});
+  CHECK(ops::reciprocal(v).to_vector() == std::vector<double>{4, 1, 0.25});
+  CHECK(ops::log(v).to_vector()[1] == 0);
+  CHECK(ops::log(v).to_vector()[2] == doctest::Approx(std::log(4.0)).epsilon(1e-15));
+}
+
+TEST_CASE("comparisons: native vs ref with ties and broadcasting; no gradient flows through them") {
+  using F = std::function<Tensor(const Tensor&, const Tensor&)>;
+  std::vector<std::pair<const char*, F>> fns = {
+      {"eq", [](auto& a, auto& b) { return ops::eq(a, b); }}, {"ne", [](auto& a, auto& b) { return ops::ne(a, b); }},
+      {"gt", [](auto& a, auto& b) { return ops::gt(a, b); }}, {"ge", [](auto& a, auto& b) { return ops::ge(a, b); }},
+      {"lt", [](auto& a, auto& b) { return ops::lt(a, b); }}, {"le", [](auto& a, auto& b) { return ops::le(a, b); }},
+  };
+  // Quarters in [-1, 1]: exact in float32, so ties (eq, ge, le) are ties on both backends.
+  auto grid = [](const Shape& s, uint64_t seed) {
+    Tensor t = make_input(s, seed, DType::float64, -1, 1);
+    std::vector<double> v = t.to_vector();
+    for (double& x : v) x = std::round(x * 4) / 4;
+    return from_vector(v, s, TensorOptions(DType::float64));
+  };
+  const Tensor a = grid({4, 1, 6}, 6), b = grid({3, 6}, 7), a2 = grid({4, 3, 6}, 8);
+  const std::vector<double> av = a.to_vector(), bv = b.to_vector();
+  for (auto& [name, f] : fns) {
+    CAPTURE(name);
+    auto fn = [f = f](const std::vector<Tensor>& in) { return f(in[0], in[1]); };
+    test::RefCompareOptions o;
+    o.grads = false;
+    o.rtol = o.atol = 0;  // 0 or 1, exactly
+    CHECK_AGAINST_REF(fn, (std::vector<Tensor>{a, b}), o);
+    CHECK_AGAINST_REF(fn, (std::vector<Tensor>{non_contiguous(a2), b}), o);
+    Tensor y = f(a, b);
+    CHECK(y.sizes() == Shape{4, 3, 6});
+    // Against the definition, element by element (a broadcast over dim 1, b over dim 0).
+    const std::vector<double> yv = y.to_vector();
+    int64_t ones = 0;
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t k = 0; k < 6; ++k) {
+          const double x = av[size_t(i * 6 + k)], z = bv[size_t(j * 6 + k)];
+          const std::string n = name;
+          const bool want = n == "eq" ? x == z : n == "ne" ? x != z : n == "gt" ? x > z : n == "ge" ? x >= z
+                                                                      : n == "lt" ? x < z : x <= z;
+          CHECK(yv[size_t((i * 3 + j) * 6 + k)] == (want ? 1.0 : 0.0));
+          ones += want;
+        }
+    CHECK(ones > 0);
+    CHECK(ones < 72);
+    // Not differentiable: the result never requires grad, and as a mask it passes none back.
+    Tensor x = req(make_input({4, 3, 6}, 9, DType::float64, 0.1, 2));
+    CHECK_FALSE(f(x, b).requires_grad());
+    auto masked = [f = f, b](const std::vector<Tensor>& in) { return in[0] * f(in[0], b.to(in[0].dtype())); };
+    CHECK_GRAD(masked, (std::vector<Tensor>{x}));
+    CHECK_AGAINST_REF(masked, (std::vector<Tensor>{x}));
   }
 }
 

@@ -120,14 +120,19 @@ TEST_CASE("matmul gradients by hand") {
   CHECK(b.grad().to_vector() == std::vector<double>{5, 5, 7, 7, 9, 9});
 }
 
-TEST_CASE("linear: finite differences through each backend's linear ops (ref, native)") {
-  // CHECK_GRAD runs in float64: the ref and native inner products both serve it.
+TEST_CASE("linear and matmul: finite differences through each backend's kernels (ref, native)") {
+  // gradcheck runs in float64, pinned (strict) to the backend it names: the ref and native inner
+  // products and GEMMs both serve float64.
   for (const char* backend : {"ref", "native"}) {
     CAPTURE(backend);
-    BackendGuard g(backend, true);
+    test::GradcheckOptions o;
+    o.backend = backend;
     Tensor x = req(make_input({4, 2, 5}, 31)), w = req(make_input({3, 5}, 32)), b = req(make_input({3}, 33));
-    CHECK_GRAD(kLinear, (std::vector<Tensor>{x, w, b}));
-    CHECK_GRAD(kLinearNoBias, (std::vector<Tensor>{x, w}));
-    CHECK_GRAD(kLinear, (std::vector<Tensor>{x.detach(), w, b}));
+    CHECK_GRAD(kLinear, (std::vector<Tensor>{x, w, b}), o);
+    CHECK_GRAD(kLinearNoBias, (std::vector<Tensor>{x, w}), o);
+    CHECK_GRAD(kLinear, (std::vector<Tensor>{x.detach(), w, b}), o);
+    Tensor a = req(make_input({3, 7}, 34)), m = req(make_input({7, 4}, 35));
+    CHECK_GRAD(kMatmul, (std::vector<Tensor>{a, m}), o);
+    CHECK_GRAD(kMatmul, (std::vector<Tensor>{req(make_input({2, 3, 7}, 36)), m}), o);
   }
 }
