@@ -5,6 +5,7 @@
 // test_bench_plot.cpp), and the up-front errors.
 //   ctest --test-dir build -R bench.test_bench_output
 #include "tests/support/testing.h"
+#include "tests/bench/bench_testing.h"
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,7 @@
 
 using namespace kiln;
 using namespace kiln::bench;
+using kiln::test::synthetic;
 namespace fs = std::filesystem;
 
 namespace {
@@ -60,15 +62,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-RunResult synthetic(const std::string& model, int64_t batch, bool train, const std::string& backend, double ips) {
-  RunResult r;
-  r.spec.model = model;
-  r.spec.batch = batch;
-  r.spec.train = train;
-  r.spec.backend = backend;
-  r.images_per_s = ips;
-  return r;
-}
 
 }  // namespace
 

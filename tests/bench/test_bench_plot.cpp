@@ -3,6 +3,7 @@
 // (tools/install-deps.sh --all installs it).
 //   ctest --test-dir build -R bench.test_bench_plot
 #include "tests/support/testing.h"
+#include "tests/bench/bench_testing.h"
 
 #include <fstream>
 #include <sstream>
@@ -12,20 +13,8 @@
 
 using namespace kiln;
 using namespace kiln::bench;
+using kiln::test::synthetic;
 
-namespace {
-
-RunResult synthetic(const std::string& model, int64_t batch, bool train, const std::string& backend, double ips) {
-  RunResult r;
-  r.spec.model = model;
-  r.spec.batch = batch;
-  r.spec.train = train;
-  r.spec.backend = backend;
-  r.images_per_s = ips;
-  return r;
-}
-
-}  // namespace
 
 TEST_CASE("plot writes a PNG and an SVG through gnuplot") {
   if (find_gnuplot().empty()) {

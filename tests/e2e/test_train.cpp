@@ -6,6 +6,7 @@
 // skipped. Fashion-MNIST: test_train_fashion.cpp; TensorBoard's reader: test_train_tensorboard.cpp.
 //   ctest --test-dir build -R e2e.test_train
 #include "tests/support/testing.h"
+#include "tests/e2e/train_testing.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -44,29 +45,6 @@ namespace {
 // 640 training images of 10 classes, each class a brighter band of rows: mnist-cnn learns it.
 const char* kData = "synthetic:1x28x28:10:640:learnable";
 
-train::TrainConfig small_config(const fs::path& dir) {
-  train::TrainConfig c;
-  c.model_name = "mnist-cnn";
-  c.epochs = 2;
-  c.batch_size = 64;
-  c.optimizer.name = "adam";
-  c.optimizer.lr = 1e-3;
-  c.schedule = "cosine";
-  c.warmup_epochs = 0.25;
-  c.limit_train = 640;  // 10 steps per epoch
-  c.limit_test = 256;
-  c.workers = 2;
-  c.seed = 5;
-  c.logdir = dir.string();
-  c.log_every = 1;
-  c.progress = false;
-  return c;
-}
-
-ModulePtr fresh_model(uint64_t seed) {
-  manual_seed(seed);
-  return nets::build("mnist-cnn");
-}
 
 bool same_bits(const NamedTensors& a, const NamedTensors& b) {
   if (a.size() != b.size()) return false;
@@ -183,23 +161,23 @@ TEST_CASE("a run stopped at max_steps and resumed equals the uninterrupted run b
   test::TempDir full_tmp("e2e_full"), part_tmp("e2e_part");
   const fs::path &full_dir = full_tmp.path, &part_dir = part_tmp.path;
 
-  train::Trainer full(fresh_model(3), data, small_config(full_dir));
+  train::Trainer full(test::fresh_mnist_cnn(3), data, test::small_train_config(full_dir));
   full.fit();
   REQUIRE(full.step_losses().size() == 20);
 
   // Stop after 13 steps (mid-epoch 2), then resume in a fresh process-like setup.
-  train::TrainConfig c1 = small_config(part_dir);
+  train::TrainConfig c1 = test::small_train_config(part_dir);
   c1.max_steps = 13;
-  train::Trainer first(fresh_model(3), data, c1);
+  train::Trainer first(test::fresh_mnist_cnn(3), data, c1);
   first.fit();
   CHECK(first.interrupted());
   CHECK(first.step() == 13);
   REQUIRE(!first.last_checkpoint().empty());
 
   manual_seed(12345);  // whatever state the new process starts in; the checkpoint restores it
-  train::TrainConfig c2 = small_config(part_dir);
+  train::TrainConfig c2 = test::small_train_config(part_dir);
   c2.resume = "latest";
-  train::Trainer second(fresh_model(99), data, c2);  // other initial weights: overwritten
+  train::Trainer second(test::fresh_mnist_cnn(99), data, c2);  // other initial weights: overwritten
   second.fit();
   CHECK(!second.interrupted());
   REQUIRE(second.step_losses().size() == 7);
@@ -230,8 +208,8 @@ TEST_CASE("SIGUSR1 (SLURM's warning) ends the step, writes a checkpoint and rest
   Splits data = open_dataset_dir(kData);
   test::TempDir dir_tmp("e2e_signal");
   const fs::path& dir = dir_tmp.path;
-  train::TrainConfig c = small_config(dir);
-  ModulePtr m = fresh_model(4);
+  train::TrainConfig c = test::small_train_config(dir);
+  ModulePtr m = test::fresh_mnist_cnn(4);
   // Raise the signal from inside the 4th backward pass: the handler only sets a flag, the
   // trainer finishes the step and stops.
   int calls = 0;

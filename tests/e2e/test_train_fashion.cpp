@@ -5,6 +5,7 @@
 // is the benchmark bench/train_fashion_mnist.sh. Resume, signals and logs: test_train.cpp.
 //   ctest --test-dir build -R e2e.test_train_fashion
 #include "tests/support/testing.h"
+#include "tests/e2e/train_testing.h"
 
 #include <cmath>
 #include <filesystem>
@@ -26,29 +27,6 @@ bool have_fashion() {
                          "Debian's dataset-fashion-mnist: tools/install-deps.sh --test");
 }
 
-train::TrainConfig small_config(const fs::path& dir) {
-  train::TrainConfig c;
-  c.model_name = "mnist-cnn";
-  c.epochs = 2;
-  c.batch_size = 64;
-  c.optimizer.name = "adam";
-  c.optimizer.lr = 1e-3;
-  c.schedule = "cosine";
-  c.warmup_epochs = 0.25;
-  c.limit_train = 640;
-  c.limit_test = 256;
-  c.workers = 2;
-  c.seed = 5;
-  c.logdir = dir.string();
-  c.log_every = 1;
-  c.progress = false;
-  return c;
-}
-
-ModulePtr fresh_model(uint64_t seed) {
-  manual_seed(seed);
-  return nets::build("mnist-cnn");
-}
 
 }  // namespace
 
@@ -58,7 +36,7 @@ TEST_CASE("mnist-cnn learns Fashion-MNIST (subset, one epoch)") {
   CHECK(data.name == "fashion-mnist");
   test::TempDir dir_tmp("e2e_learn");
   const fs::path& dir = dir_tmp.path;
-  train::TrainConfig c = small_config(dir);
+  train::TrainConfig c = test::small_train_config(dir);
   c.epochs = 1;
   c.batch_size = 128;
   c.limit_train = 6000;
@@ -66,7 +44,7 @@ TEST_CASE("mnist-cnn learns Fashion-MNIST (subset, one epoch)") {
   c.schedule = "constant";
   c.warmup_epochs = 0;
   c.log_every = 10;
-  train::Trainer t(fresh_model(0), data, c);
+  train::Trainer t(test::fresh_mnist_cnn(0), data, c);
   t.fit();
   REQUIRE(t.history().size() == 1);
   const train::EpochSummary& s = t.history()[0];
@@ -84,7 +62,7 @@ TEST_CASE("bfloat16 and float16 mixed-precision training lose little accuracy ag
   const DType dtypes[3] = {DType::float32, DType::bfloat16, DType::float16};
   double acc[3] = {0, 0, 0}, loss[3] = {0, 0, 0};
   for (int i = 0; i < 3; ++i) {
-    train::TrainConfig c = small_config(fs::temp_directory_path());
+    train::TrainConfig c = test::small_train_config(fs::temp_directory_path());
     c.logdir.clear();
     c.epochs = 1;
     c.batch_size = 128;
@@ -94,7 +72,7 @@ TEST_CASE("bfloat16 and float16 mixed-precision training lose little accuracy ag
     c.warmup_epochs = 0;
     c.epoch_lines = false;
     c.compute_dtype = dtypes[i];
-    train::Trainer t(fresh_model(11), data, c);
+    train::Trainer t(test::fresh_mnist_cnn(11), data, c);
     t.fit();
     acc[i] = t.history()[0].val.top1;
     loss[i] = t.history()[0].val.loss;

@@ -3,6 +3,7 @@
 // histogram per parameter. Skipped without the venv's tensorboard; fails without it under CI=true.
 //   ctest --test-dir build -R e2e.test_train_tensorboard
 #include "tests/support/testing.h"
+#include "tests/e2e/train_testing.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -17,24 +18,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// One epoch of the shared recipe, logging at the Trainer's default interval.
 train::TrainConfig small_config(const fs::path& dir) {
-  train::TrainConfig c;
-  c.model_name = "mnist-cnn";
+  train::TrainConfig c = test::small_train_config(dir);
+  const train::TrainConfig defaults;
   c.epochs = 1;
-  c.batch_size = 64;
-  c.optimizer.name = "adam";
-  c.optimizer.lr = 1e-3;
-  c.limit_train = 640;  // 10 steps
-  c.workers = 2;
-  c.seed = 5;
-  c.logdir = dir.string();
-  c.progress = false;
+  c.schedule = defaults.schedule;
+  c.warmup_epochs = defaults.warmup_epochs;
+  c.limit_test = defaults.limit_test;
+  c.log_every = defaults.log_every;
   return c;
-}
-
-ModulePtr fresh_model(uint64_t seed) {
-  manual_seed(seed);
-  return nets::build("mnist-cnn");
 }
 
 }  // namespace
@@ -47,7 +40,7 @@ TEST_CASE("TensorBoard's own reader loads the trainer's scalars and weight histo
   train::TrainConfig c = small_config(dir);
   c.epochs = 1;
   c.log_every = 2;
-  train::Trainer t(fresh_model(1), data, c);
+  train::Trainer t(test::fresh_mnist_cnn(1), data, c);
   t.fit();
   int rc = 0;
   const std::string out = test::run_capture(test::shell_quote(test::python()) + " '" KILN_SOURCE_DIR
