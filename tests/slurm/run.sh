@@ -76,6 +76,7 @@ done
 [[ $(id -u) -eq 0 ]] ||
   skip_unavailable "SLURM as root" "slurmd must run as root to launch job steps (running as $(id -un))"
 
+slurm_major="$(slurmd -V 2>/dev/null | sed -n 's/^slurm[-a-z]* \([0-9]*\)[.].*/\1/p')"
 # A run killed by SIGKILL (CTest's timeout) cannot clean up: the next run stops what such a run
 # left (its owner pid gone) and removes its dir, unless it was kept (--keep) for a look.
 sweep_stale() {
@@ -88,6 +89,7 @@ sweep_stale() {
       p="${p#/proc/}"
       kill -KILL "${p%/environ}" 2>/dev/null
     done
+    umount "$d/cgroup" 2>/dev/null
     [[ -f "$d/kept" ]] || rm -rf "$d"
   done
 }
@@ -137,6 +139,7 @@ cleanup() {
     done
   done
   wait 2>/dev/null
+  umount "$tmp/cgroup" 2>/dev/null
   if ((keep)); then touch "$tmp/kept"; echo "run.sh: kept $tmp"; else rm -rf "$tmp"; fi
   exit "$rc"
 }
@@ -180,12 +183,17 @@ sed -e "s|@TMP@|$tmp|g" -e "s|@NODE@|$node|g" -e "s|@CTLD_PORT@|$ctld_port|g" \
     -e "s|@FIRST_JOB@|$(( (RANDOM % 9000 + 1000) * 100 ))|g" \
     "$here/slurm.conf.in" >"$SLURM_CONF"
 sed -e "s|@TMP@|$tmp|g" "$here/mpi.conf.in" >"$tmp/mpi.conf"
-# Slurm 24 (Debian 13) starts its cgroup plugin in slurmd whatever the proctrack and task
-# plugins are, and a container or chroot has no /sys/fs/cgroup: CgroupPlugin=disabled (cgroup.conf
-# beside slurm.conf). Slurm 22.05 (Debian 12) knows no such value and needs no cgroup.conf.
-slurm_major="$(slurmd -V 2>/dev/null | sed -n 's/^slurm[-a-z]* \([0-9]*\)[.].*/\1/p')"
+# slurmd starts its cgroup plugin whatever the proctrack and task plugins are, and a chroot or
+# container may have no /sys/fs/cgroup. Slurm 24 (Debian 13) turns it off (CgroupPlugin=disabled,
+# cgroup.conf beside slurm.conf); Slurm 22.05 (Debian 12) has no such value, so it gets a tmpfs of
+# the run's own as its mount point (CgroupMountpoint, "for development and testing"): it finds a
+# cgroup v1 layout there and, with linuxproc tracking and no task plugin, never writes to it.
 if ((${slurm_major:-0} >= 24)); then
   echo "CgroupPlugin=disabled" >"$tmp/cgroup.conf"
+else
+  mkdir -p "$tmp/cgroup"
+  mount -t tmpfs -o size=1m kiln-slurm-cgroup "$tmp/cgroup" || fail_start "could not mount a tmpfs on $tmp/cgroup"
+  printf 'CgroupPlugin=cgroup/v1\nCgroupMountpoint=%s\n' "$tmp/cgroup" >"$tmp/cgroup.conf"
 fi
 
 # In sessions of their own (munged makes one itself): a Ctrl-C or CTest's signal to this process
