@@ -44,7 +44,7 @@ struct Half {
     if (absx < 0x38800000u) {                                   // subnormal or zero in half
       if (absx < 0x33000000u) return uint16_t(sign);             // below half of the smallest subnormal
       uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
-      int shift = 126 - int(absx >> 23) + 13 + 1;                // 14..24
+      int shift = 126 - int(absx >> 23);                         // 14..24
       uint32_t half_mant = mant >> shift;
       uint32_t rem = mant & ((1u << shift) - 1);
       uint32_t halfway = 1u << (shift - 1);
