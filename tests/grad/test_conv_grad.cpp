@@ -4,6 +4,7 @@
 // 3x3/5x5/3x2 kernels, bias on and off, and non-contiguous inputs.
 //   ctest --test-dir build -R grad.test_conv_grad
 #include "tests/support/testing.h"
+#include "tests/support/grad_inputs.h"
 
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
@@ -13,10 +14,9 @@ using namespace kiln;
 using kiln::ops::ConvHW;
 using kiln::test::make_input;
 using kiln::test::non_contiguous;
+using kiln::test::req;
 
 namespace {
-
-Tensor req(Tensor t) { return t.requires_grad_(true); }
 
 struct Case {
   Shape x, w;

@@ -3,6 +3,7 @@
 // broadcasting, non-contiguous inputs and batch 1.
 //   ctest --test-dir build -R grad.test_elementwise_grad
 #include "tests/support/testing.h"
+#include "tests/support/grad_inputs.h"
 
 #include <cmath>
 
@@ -12,10 +13,7 @@
 using namespace kiln;
 using kiln::test::make_input;
 using kiln::test::non_contiguous;
-
-namespace {
-Tensor req(Tensor t) { return t.requires_grad_(true); }
-}  // namespace
+using kiln::test::req;
 
 TEST_CASE("binary ops with broadcasting: native vs ref, and gradients") {
   struct Case { Shape a, b; };

@@ -5,6 +5,7 @@
 // indices on both backends, the values' gradients by finite differences.
 //   ctest --test-dir build -R grad.test_fused_grad
 #include "tests/support/testing.h"
+#include "tests/support/grad_inputs.h"
 
 #include <algorithm>
 #include <numeric>
@@ -18,20 +19,10 @@
 using namespace kiln;
 using kiln::test::make_input;
 using kiln::test::non_contiguous;
+using kiln::test::req;
+using kiln::test::distinct_input;
 
 namespace {
-
-Tensor req(Tensor t) { return t.requires_grad_(true); }
-
-// A shuffled ramp with spacing 2/n: no ties for max pooling, no value within 1e-6 of another.
-Tensor distinct_input(const Shape& s, uint32_t seed) {
-  const int64_t n = shape_numel(s);
-  std::vector<double> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), 0.0);
-  std::shuffle(v.begin(), v.end(), std::mt19937(seed));
-  for (double& e : v) e = (e - double(n) / 2) * (2.0 / double(n));
-  return from_vector(v, s, DType::float64);
-}
 
 test::RefCompareOptions loose() {  // float32 sums of a few hundred products of magnitude ~1
   test::RefCompareOptions o;

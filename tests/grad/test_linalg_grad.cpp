@@ -3,6 +3,7 @@
 // operands, 3-d @ 2-d, leading dims of linear, and with and without bias.
 //   ctest --test-dir build -R grad.test_linalg_grad
 #include "tests/support/testing.h"
+#include "tests/support/grad_inputs.h"
 
 #include "engine/dispatch.h"
 #include "engine/ops/linalg.h"
@@ -13,9 +14,9 @@
 using namespace kiln;
 using kiln::test::make_input;
 using kiln::test::non_contiguous;
+using kiln::test::req;
 
 namespace {
-Tensor req(Tensor t) { return t.requires_grad_(true); }
 
 // A view with a leading dim larger than its rows (every other column of a wider matrix).
 Tensor strided_cols(const Tensor& t) {

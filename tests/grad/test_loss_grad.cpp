@@ -3,6 +3,7 @@
 // (4-d) input, non-contiguous logits, BCE with pos_weight, MSE.
 //   ctest --test-dir build -R grad.test_loss_grad
 #include "tests/support/testing.h"
+#include "tests/support/grad_inputs.h"
 
 #include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
@@ -12,9 +13,9 @@
 using namespace kiln;
 using kiln::test::make_input;
 using kiln::test::non_contiguous;
+using kiln::test::req;
 
 namespace {
-Tensor req(Tensor t) { return t.requires_grad_(true); }
 
 // Class indices for `shape` in [0, C), with every `ignore_every`-th set to ignore.
 Tensor targets(const Shape& shape, int64_t C, int ignore_every, int64_t ignore) {

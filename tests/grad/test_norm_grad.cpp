@@ -3,6 +3,7 @@
 // non-contiguous inputs, with and without affine parameters, training and eval.
 //   ctest --test-dir build -R grad.test_norm_grad
 #include "tests/support/testing.h"
+#include "tests/support/grad_inputs.h"
 
 #include "engine/ops/elementwise.h"
 #include "engine/ops/norm.h"
@@ -10,10 +11,7 @@
 using namespace kiln;
 using kiln::test::make_input;
 using kiln::test::non_contiguous;
-
-namespace {
-Tensor req(Tensor t) { return t.requires_grad_(true); }
-}  // namespace
+using kiln::test::req;
 
 TEST_CASE("batch_norm training: native vs ref, and gradients") {
   struct Case { Shape x; bool affine; };

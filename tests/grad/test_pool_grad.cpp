@@ -3,6 +3,7 @@
 // kernel/stride/padding/dilation/ceil_mode/count_include_pad/divisor cases the ops take.
 //   ctest --test-dir build -R grad.test_pool_grad
 #include "tests/support/testing.h"
+#include "tests/support/grad_inputs.h"
 
 #include <algorithm>
 #include <array>
@@ -14,23 +15,12 @@
 using namespace kiln;
 using kiln::test::make_input;
 using kiln::test::non_contiguous;
+using kiln::test::req;
+using kiln::test::distinct_input;
 
 namespace {
 
 using P2 = std::array<int64_t, 2>;
-
-Tensor req(Tensor t) { return t.requires_grad_(true); }
-
-// Distinct values (a shuffled ramp, spacing 2/n): max pooling then has no near-ties, so float32
-// and float64 pick the same element and finite differences never cross an argmax switch.
-Tensor distinct_input(const Shape& s, uint32_t seed) {
-  const int64_t n = shape_numel(s);
-  std::vector<double> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), 0.0);
-  std::shuffle(v.begin(), v.end(), std::mt19937(seed));
-  for (double& e : v) e = (e - double(n) / 2) * (2.0 / double(n));
-  return from_vector(v, s, DType::float64);
-}
 
 struct MaxCase {
   Shape x;

@@ -4,6 +4,7 @@
 // both align_corners, downsampling), with non-contiguous inputs and batch 1.
 //   ctest --test-dir build -R grad.test_shape_grad
 #include "tests/support/testing.h"
+#include "tests/support/grad_inputs.h"
 
 #include "engine/ops/elementwise.h"
 #include "engine/ops/shape.h"
@@ -11,10 +12,7 @@
 using namespace kiln;
 using kiln::test::make_input;
 using kiln::test::non_contiguous;
-
-namespace {
-Tensor req(Tensor t) { return t.requires_grad_(true); }
-}  // namespace
+using kiln::test::req;
 
 TEST_CASE("cat over each dim with different sizes, stack") {
   for (int64_t dim = 0; dim < 4; ++dim) {

@@ -5,6 +5,7 @@
 // finite-difference gradients in float64, on contiguous and non-contiguous inputs.
 //   ctest --test-dir build -R grad.test_view_grad
 #include "tests/support/testing.h"
+#include "tests/support/grad_inputs.h"
 
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
@@ -12,10 +13,7 @@
 using namespace kiln;
 using kiln::test::make_input;
 using kiln::test::non_contiguous;
-
-namespace {
-Tensor req(Tensor t) { return t.requires_grad_(true); }
-}  // namespace
+using kiln::test::req;
 
 TEST_CASE("view-like methods: native vs ref, and gradients") {
   using F = std::function<Tensor(const Tensor&)>;

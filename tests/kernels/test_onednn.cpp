@@ -7,6 +7,7 @@
 // (tools/install-deps.sh --all installs libdnnl-dev).
 //   ctest --test-dir build -R test_onednn
 #include "tests/support/testing.h"
+#include "tests/support/grad_inputs.h"
 
 #ifdef KILN_HAVE_ONEDNN
 
@@ -37,10 +38,10 @@ using namespace kiln;
 using kiln::ops::ConvHW;
 using kiln::test::make_input;
 using kiln::test::non_contiguous;
+using kiln::test::req;
 
 namespace {
 
-Tensor req(Tensor t) { return t.requires_grad_(true); }
 std::vector<Tensor> one(Tensor t) { return {std::move(t)}; }
 std::vector<float> floats(int64_t n, uint64_t seed) {
   std::vector<double> v = make_input({n}, seed).to_vector();

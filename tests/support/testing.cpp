@@ -1,14 +1,19 @@
 #include "tests/support/testing.h"
 
+#include "tests/support/grad_inputs.h"
+
 #include <unistd.h>
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <numeric>
+#include <random>
 #include <sstream>
 
 #include "engine/ops/elementwise.h"
@@ -148,6 +153,15 @@ Tensor make_input(const Shape& shape, uint64_t seed, DType dtype, double lo, dou
   Tensor t = empty(shape, TensorOptions(DType::float64));
   uniform_(t, lo, hi, &g);
   return t.to(dtype);
+}
+
+Tensor distinct_input(const Shape& shape, uint32_t seed) {
+  const int64_t n = shape_numel(shape);
+  std::vector<double> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0.0);
+  std::shuffle(v.begin(), v.end(), std::mt19937(seed));
+  for (double& e : v) e = (e - double(n) / 2) * (2.0 / double(n));
+  return from_vector(v, shape, DType::float64);
 }
 
 Tensor non_contiguous(const Tensor& t) {
