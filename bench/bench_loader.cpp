@@ -5,9 +5,9 @@
 #include <chrono>
 #include <cstdio>
 
-#include "io/dataloader.h"
-#include "io/datasets.h"
-#include "io/synthetic.h"
+#include "io/data/dataloader.h"
+#include "io/data/datasets.h"
+#include "io/data/synthetic.h"
 
 using namespace kiln;
 

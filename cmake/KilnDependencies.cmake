@@ -6,7 +6,7 @@ add_library(kiln_deps INTERFACE)
 find_package(Threads REQUIRED)
 target_link_libraries(kiln_deps INTERFACE Threads::Threads)
 
-# JSON for checkpoint headers (io/safetensors.cpp); header-only, included by .cpp files only.
+# JSON for checkpoint headers (io/formats/safetensors.cpp); header-only, included by .cpp files only.
 find_package(nlohmann_json 3 REQUIRED)
 target_link_libraries(kiln_deps INTERFACE nlohmann_json::nlohmann_json)
 
@@ -14,8 +14,8 @@ target_link_libraries(kiln_deps INTERFACE nlohmann_json::nlohmann_json)
 find_package(ZLIB REQUIRED)
 target_link_libraries(kiln_deps INTERFACE ZLIB::ZLIB)
 
-# Image folders (io/image_folder.cpp) decode JPEG with libjpeg-turbo and PNG with libpng;
-# OpenSSL's libcrypto computes the data catalogue's md5/sha256 sums (io/catalogue.cpp).
+# Image folders (io/data/image_folder.cpp) decode JPEG with libjpeg-turbo and PNG with libpng;
+# OpenSSL's libcrypto computes the data catalogue's md5/sha256 sums (io/data/catalogue.cpp).
 find_package(JPEG REQUIRED)
 find_package(PNG REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)

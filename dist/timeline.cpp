@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "io/digest.h"
+#include "io/formats/digest.h"
 
 namespace kiln::dist::timeline {
 namespace {

@@ -24,12 +24,12 @@
 #include "engine/ops/loss.h"
 #include "engine/random.h"
 #include "engine/schedule.h"
-#include "io/checkpoint.h"
-#include "io/csv_log.h"
+#include "io/formats/checkpoint.h"
+#include "io/logs/csv_log.h"
 #include "engine/cuda_runtime.h"
-#include "io/dataloader.h"
-#include "io/progress.h"
-#include "io/tfevents.h"
+#include "io/data/dataloader.h"
+#include "io/logs/progress.h"
+#include "io/logs/tfevents.h"
 
 namespace kiln::train {
 namespace {

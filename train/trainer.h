@@ -32,8 +32,8 @@
 #include "engine/device.h"
 #include "engine/optim.h"
 #include "engine/schedule.h"
-#include "io/dataloader.h"
-#include "io/datasets.h"
+#include "io/data/dataloader.h"
+#include "io/data/datasets.h"
 #include "layers/module.h"
 
 namespace kiln {

@@ -19,7 +19,7 @@
 #include "engine/profiler.h"
 #include "engine/random.h"
 #include "engine/version.h"
-#include "io/onnx.h"
+#include "io/onnx/onnx.h"
 #include "kernels/common/parallel.h"
 #include "nets/zoo.h"
 

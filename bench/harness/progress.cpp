@@ -3,7 +3,7 @@
 
 #include <unistd.h>
 
-#include "io/progress.h"
+#include "io/logs/progress.h"
 
 namespace kiln::bench {
 

@@ -43,12 +43,12 @@
 #include "layers/shape.h"
 
 // io: data sets, the loader, transforms, checkpoints.
-#include "io/checkpoint.h"
-#include "io/dataloader.h"
-#include "io/dataset.h"
-#include "io/datasets.h"
-#include "io/synthetic.h"
-#include "io/transforms.h"
+#include "io/formats/checkpoint.h"
+#include "io/data/dataloader.h"
+#include "io/data/dataset.h"
+#include "io/data/datasets.h"
+#include "io/data/synthetic.h"
+#include "io/data/transforms.h"
 
 // dist: communicators and synchronous data parallelism.
 #include "dist/comm.h"

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "bench/harness/convnet.h"
-#include "io/onnx.h"
+#include "io/onnx/onnx.h"
 #include "nets/zoo.h"
 
 using namespace kiln;

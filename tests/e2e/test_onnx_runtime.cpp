@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "io/onnx.h"
+#include "io/onnx/onnx.h"
 #include "nets/zoo.h"
 #include "tests/e2e/onnx_testing.h"
 

@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "engine/random.h"
-#include "io/datasets.h"
+#include "io/data/datasets.h"
 #include "nets/zoo.h"
 #include "train/trainer.h"
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/random.h"
-#include "io/datasets.h"
+#include "io/data/datasets.h"
 #include "nets/zoo.h"
 #include "train/trainer.h"
 

@@ -19,8 +19,8 @@
 
 #include "engine/dispatch.h"
 #include "engine/random.h"
-#include "io/datasets.h"
-#include "io/synthetic.h"
+#include "io/data/datasets.h"
+#include "io/data/synthetic.h"
 #include "nets/zoo.h"
 #include "tests/gpu/gpu_compare.h"
 #include "tests/support/testing.h"

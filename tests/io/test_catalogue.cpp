@@ -12,8 +12,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "io/catalogue.h"
-#include "io/digest.h"
+#include "io/data/catalogue.h"
+#include "io/formats/digest.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "io/catalogue.h"
+#include "io/data/catalogue.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/random.h"
-#include "io/checkpoint.h"
-#include "io/digest.h"
+#include "io/formats/checkpoint.h"
+#include "io/formats/digest.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// DataLoader (io/dataloader.h), SyntheticDataset/TensorDataset and open_dataset_dir: order,
+// DataLoader (io/data/dataloader.h), SyntheticDataset/TensorDataset and open_dataset_dir: order,
 // seeded shuffle per (seed, epoch), identical batches for 0/1/3 workers, skip_batches, drop_last,
 // rank sharding, error propagation, destruction mid-epoch, and real Fashion-MNIST.
 //   ctest --test-dir build -R test_dataloader
@@ -8,9 +8,9 @@
 #include <set>
 #include <thread>
 
-#include "io/dataloader.h"
-#include "io/datasets.h"
-#include "io/synthetic.h"
+#include "io/data/dataloader.h"
+#include "io/data/datasets.h"
+#include "io/data/synthetic.h"
 #include "kernels/common/parallel.h"
 #include "tests/support/testing.h"
 

@@ -1,4 +1,4 @@
-// ImageFolder and the JPEG/PNG decoders (io/image_folder.h). The test writes its own images with
+// ImageFolder and the JPEG/PNG decoders (io/data/image_folder.h). The test writes its own images with
 // libjpeg and libpng (gray, RGB, RGBA, 16-bit, palette PNG; gray and RGB JPEG), then truncated
 // and garbage files, which must throw kiln::Error naming the file, never crash or exit.
 //   ctest --test-dir build -R test_image_folder
@@ -10,9 +10,9 @@
 #include <png.h>
 #include <unistd.h>
 
-#include "io/dataloader.h"
-#include "io/datasets.h"
-#include "io/image_folder.h"
+#include "io/data/dataloader.h"
+#include "io/data/datasets.h"
+#include "io/data/image_folder.h"
 #include "tests/support/testing.h"
 
 namespace kiln {

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "io/csv_log.h"
-#include "io/progress.h"
+#include "io/logs/csv_log.h"
+#include "io/logs/progress.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// .npz reader (io/npz.h): archives written by a small zip writer here, plus truncated and corrupt
+// .npz reader (io/formats/npz.h): archives written by a small zip writer here, plus truncated and corrupt
 // archives, which must throw kiln::Error naming the file and an offset. Archives written by numpy
 // itself (with NpzDataset and open_dataset_dir on them) are read in test_python_interop.cpp.
 //   ctest --test-dir build -R test_npz
@@ -12,8 +12,8 @@
 
 #include <unistd.h>
 
-#include "io/datasets.h"
-#include "io/npz.h"
+#include "io/data/datasets.h"
+#include "io/formats/npz.h"
 #include "tests/support/testing.h"
 
 namespace kiln {

@@ -16,12 +16,12 @@
 
 #include "engine/ops/elementwise.h"
 #include "engine/random.h"
-#include "io/checkpoint.h"
-#include "io/datasets.h"
-#include "io/npy.h"
-#include "io/npz.h"
-#include "io/safetensors.h"
-#include "io/tfevents.h"
+#include "io/formats/checkpoint.h"
+#include "io/data/datasets.h"
+#include "io/formats/npy.h"
+#include "io/formats/npz.h"
+#include "io/formats/safetensors.h"
+#include "io/logs/tfevents.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;

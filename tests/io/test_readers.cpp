@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/cifar.h"
-#include "io/idx.h"
-#include "io/npy.h"
+#include "io/data/cifar.h"
+#include "io/data/idx.h"
+#include "io/formats/npy.h"
 #include "tests/support/testing.h"
 
 namespace kiln {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "io/safetensors.h"
+#include "io/formats/safetensors.h"
 #include "layers/activation.h"
 #include "layers/conv.h"
 #include "layers/linear.h"

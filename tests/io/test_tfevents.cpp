@@ -14,8 +14,8 @@
 
 #include "engine/ops/elementwise.h"
 #include "engine/random.h"
-#include "io/file_bytes.h"
-#include "io/tfevents.h"
+#include "io/formats/file_bytes.h"
+#include "io/logs/tfevents.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;

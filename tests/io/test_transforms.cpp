@@ -1,10 +1,10 @@
-// Image transforms (io/transforms.h): per-sample RNG determinism, crop/flip positions, bilinear
+// Image transforms (io/data/transforms.h): per-sample RNG determinism, crop/flip positions, bilinear
 // resize against PyTorch, torchvision's center-crop rounding and the resized-crop fallback.
 //   ctest --test-dir build -R test_transforms
 #include <cmath>
 #include <set>
 
-#include "io/transforms.h"
+#include "io/data/transforms.h"
 #include "tests/support/testing.h"
 
 namespace kiln {

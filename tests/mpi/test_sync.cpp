@@ -18,7 +18,7 @@
 #include "engine/ops/reduce.h"
 #include "engine/optim.h"
 #include "engine/random.h"
-#include "io/datasets.h"
+#include "io/data/datasets.h"
 #include "layers/activation.h"
 #include "layers/conv.h"
 #include "layers/linear.h"

@@ -1,5 +1,5 @@
 // `kiln data list|fetch|verify`: the data-set catalogue and the shared data directory
-// (io/catalogue.h: KILN_DATA, default $HOME/.cache/kiln/data; KILN_CATALOGUE adds entries).
+// (io/data/catalogue.h: KILN_DATA, default $HOME/.cache/kiln/data; KILN_CATALOGUE adds entries).
 //   kiln data list
 //   kiln data fetch fashion-mnist [--from URL|PATH] [--dir DIR]
 //   kiln data verify cifar-10 [--dir DIR] [--full]
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "io/catalogue.h"
+#include "io/data/catalogue.h"
 #include "tools/kiln/commands.h"
 
 namespace kiln::cli {

@@ -1,6 +1,6 @@
 // `kiln export --onnx`: a zoo net, or a checkpoint's weights in it, as an ONNX model (opset 13,
 // eval mode: batch norm on running statistics, dropout off). The graph comes from tracing one
-// forward (io/onnx.h); its input is [N, C, H, W] with N symbolic.
+// forward (io/onnx/onnx.h); its input is [N, C, H, W] with N symbolic.
 //   kiln export --onnx resnet18.onnx --model resnet18
 //   kiln export --onnx fmnist.onnx --checkpoint runs/fmnist/ckpt-00000938
 //   ctest --test-dir build -R onnx
@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/checkpoint.h"
-#include "io/onnx.h"
+#include "io/formats/checkpoint.h"
+#include "io/onnx/onnx.h"
 #include "nets/zoo.h"
 #include "tools/kiln/commands.h"
 

@@ -1,0 +1,197 @@
+// open_dataset_dir. See datasets.h.
+#include "io/data/datasets.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "io/data/cifar.h"
+#include "io/formats/file_bytes.h"
+#include "io/data/idx.h"
+#include "io/data/image_folder.h"
+#include "io/formats/npz.h"
+#include "io/data/synthetic.h"
+
+namespace kiln {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool path_exists(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+
+bool path_is_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower((unsigned char)c));
+  return s;
+}
+
+int64_t label_count(const Tensor& labels) {
+  int64_t mx = -1;
+  for (int64_t v : labels.to(int64).contiguous().to_vector_of<int64_t>()) mx = std::max(mx, v);
+  return mx + 1;
+}
+
+Splits synthetic(const std::string& spec) {
+  // synthetic:CxHxW:CLASSES:N[:learnable]
+  auto bad = [&] {
+    KILN_THROW("open_dataset_dir: bad synthetic spec '", spec, "' (expected synthetic:CxHxW:CLASSES:N[:learnable])");
+  };
+  std::vector<std::string> parts;
+  size_t p = 0;
+  while (true) {
+    size_t q = spec.find(':', p);
+    parts.push_back(spec.substr(p, q == std::string::npos ? q : q - p));
+    if (q == std::string::npos) break;
+    p = q + 1;
+  }
+  if (parts.size() != 4 && !(parts.size() == 5 && parts[4] == "learnable")) bad();
+  const bool learnable = parts.size() == 5;
+  Shape shape;
+  try {
+    size_t s = 0;
+    while (s <= parts[1].size()) {
+      size_t x = parts[1].find('x', s);
+      shape.push_back(std::stoll(parts[1].substr(s, x == std::string::npos ? x : x - s)));
+      if (x == std::string::npos) break;
+      s = x + 1;
+    }
+    Splits out;
+    out.classes = std::stoll(parts[2]);
+    int64_t n = std::stoll(parts[3]);
+    if (n <= 0 || out.classes <= 0) bad();
+    for (int64_t d : shape) if (d <= 0) bad();
+    out.train = std::make_shared<SyntheticDataset>(shape, out.classes, n, 0, learnable);
+    out.test = std::make_shared<SyntheticDataset>(shape, out.classes, std::max<int64_t>(1, n / 10), 1, learnable);
+    out.name = "synthetic";
+    out.sample_shape = shape;
+    return out;
+  } catch (const std::logic_error&) {  // stoll: invalid_argument / out_of_range
+    bad();
+  }
+  return {};
+}
+
+Splits npz(const std::string& path) {
+  auto arrays = read_npz(path);
+  auto get = [&](const std::string& k) -> Tensor {
+    for (const auto& [key, t] : arrays) if (key == k) return t;
+    return Tensor();
+  };
+  Splits out;
+  out.name = "npz";
+  if (get("x_train").defined() && get("y_train").defined() && get("x_test").defined() && get("y_test").defined()) {
+    Tensor ytr = npz_targets(get("y_train")), yte = npz_targets(get("y_test"));
+    out.train = std::make_shared<TensorDataset>(npz_inputs(get("x_train")), ytr);
+    out.test = std::make_shared<TensorDataset>(npz_inputs(get("x_test")), yte);
+    out.segmentation = ytr.dim() > 1;
+    out.classes = out.segmentation ? ytr.size(1) : std::max(label_count(ytr), label_count(yte));
+  } else if (get("images").defined() && get("masks").defined()) {
+    Tensor x = npz_inputs(get("images")), y = npz_targets(get("masks"));
+    KILN_CHECK(x.size(0) == y.size(0), io::base_name(path), ": images ", shape_str(x.sizes()), " and masks ",
+               shape_str(y.sizes()), " differ in count");
+    int64_t n = x.size(0), ntr = n * 9 / 10;
+    KILN_CHECK(ntr > 0 && ntr < n, io::base_name(path), ": ", n, " images are too few for a 90/10 split");
+    out.train = std::make_shared<TensorDataset>(x.narrow(0, 0, ntr), y.narrow(0, 0, ntr));
+    out.test = std::make_shared<TensorDataset>(x.narrow(0, ntr, n - ntr), y.narrow(0, ntr, n - ntr));
+    out.segmentation = y.dim() > 1;
+    out.classes = out.segmentation ? y.size(1) : label_count(y);
+  } else {
+    std::string have;
+    for (const auto& [k, t] : arrays) have += (have.empty() ? "" : ", ") + k;
+    KILN_THROW(io::base_name(path), ": expected arrays x_train/y_train/x_test/y_test or images/masks, has: ", have);
+  }
+  out.sample_shape = out.train->sample_shape();
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<const Transform> Splits::default_transform(bool train) const {
+  if (name == "mnist" || name == "fashion-mnist") {
+    float m = name == "mnist" ? 0.1307f : 0.2860f, s = name == "mnist" ? 0.3081f : 0.3530f;
+    return compose({to_float(), normalize({m}, {s})});
+  }
+  if (name == "cifar10" || name == "cifar100") {
+    std::vector<float> m = name == "cifar10" ? std::vector<float>{0.4914f, 0.4822f, 0.4465f}
+                                             : std::vector<float>{0.5071f, 0.4865f, 0.4409f};
+    std::vector<float> s = name == "cifar10" ? std::vector<float>{0.2470f, 0.2435f, 0.2616f}
+                                             : std::vector<float>{0.2673f, 0.2564f, 0.2762f};
+    if (train) return compose({random_crop(32, 32, 4), random_horizontal_flip(), to_float(), normalize(m, s)});
+    return compose({to_float(), normalize(m, s)});
+  }
+  if (name == "imagenet") {
+    auto norm = normalize({0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f});
+    if (train) return compose({random_resized_crop(224, 224), random_horizontal_flip(), to_float(), norm});
+    return compose({resize_shorter(256), center_crop(224, 224), to_float(), norm});
+  }
+  return to_float();
+}
+
+Splits open_dataset_dir(const std::string& path) {
+  if (path.rfind("synthetic:", 0) == 0) return synthetic(path);
+  fs::path p(path);
+  KILN_CHECK(path_exists(p), "open_dataset_dir: ", path, " does not exist");
+  if (!path_is_dir(p)) {
+    KILN_CHECK(lower(p.extension().string()) == ".npz", "open_dataset_dir: ", path,
+               " is a file but not a .npz (files: .npz; folders: IDX, CIFAR binary, train/+val/ image tree)");
+    return npz(path);
+  }
+  Splits out;
+  auto has = [&](const fs::path& d, const std::string& f) { return path_exists(d / f) || path_exists(d / (f + ".gz")); };
+  if (has(p, "train-images-idx3-ubyte") && has(p, "t10k-images-idx3-ubyte")) {
+    auto train = std::make_shared<MnistDataset>(path, true);
+    out.test = std::make_shared<MnistDataset>(path, false);
+    out.name = lower(path).find("fashion") != std::string::npos ? "fashion-mnist" : "mnist";
+    out.sample_shape = train->sample_shape();
+    out.classes = 10;
+    out.train = train;
+    return out;
+  }
+  for (const char* sub : {"", "cifar-10-batches-bin"}) {
+    fs::path d = p / sub;
+    if (path_exists(d / "data_batch_1.bin") && path_exists(d / "test_batch.bin")) {
+      out.train = std::make_shared<CifarDataset>(d.string(), true, CifarKind::cifar10);
+      out.test = std::make_shared<CifarDataset>(d.string(), false, CifarKind::cifar10);
+      out.name = "cifar10";
+      out.sample_shape = {3, 32, 32};
+      out.classes = 10;
+      return out;
+    }
+  }
+  for (const char* sub : {"", "cifar-100-binary"}) {
+    fs::path d = p / sub;
+    if (path_exists(d / "train.bin") && path_exists(d / "test.bin")) {
+      out.train = std::make_shared<CifarDataset>(d.string(), true, CifarKind::cifar100);
+      out.test = std::make_shared<CifarDataset>(d.string(), false, CifarKind::cifar100);
+      out.name = "cifar100";
+      out.sample_shape = {3, 32, 32};
+      out.classes = 100;
+      return out;
+    }
+  }
+  if (path_is_dir(p / "train") && path_is_dir(p / "val")) {
+    auto train = std::make_shared<ImageFolder>((p / "train").string());
+    auto val = std::make_shared<ImageFolder>((p / "val").string());
+    KILN_CHECK(train->classes() == val->classes(), "open_dataset_dir: ", path, ": train/ has ", train->classes().size(),
+               " classes, val/ has ", val->classes().size(), " (they must be the same folders)");
+    out.name = "imagenet";
+    out.classes = int64_t(train->classes().size());
+    out.sample_shape = {3, 224, 224};  // what default_transform gives; the files vary in size
+    out.train = train;
+    out.test = val;
+    return out;
+  }
+  KILN_THROW("open_dataset_dir: ", path, " holds no data set kiln recognises; looked for IDX files "
+             "(train-images-idx3-ubyte[.gz], t10k-images-idx3-ubyte[.gz]), CIFAR-10 (data_batch_1.bin, test_batch.bin), "
+             "CIFAR-100 (train.bin, test.bin), an image tree (train/ and val/ of class folders), a .npz file, or "
+             "synthetic:CxHxW:CLASSES:N[:learnable]");
+}
+
+}  // namespace kiln

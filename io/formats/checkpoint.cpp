@@ -1,0 +1,145 @@
+// Checkpoint sets (weights, optimizer state, JSON sidecar); see io/formats/checkpoint.h.
+//   ctest --test-dir build -R io.test_checkpoint
+#include "io/formats/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+#include "io/formats/digest.h"
+#include "io/formats/safetensors.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+std::string sidecar_path(const std::string& prefix_or_json) {
+  const std::string ext = ".json";
+  if (prefix_or_json.size() > ext.size() &&
+      prefix_or_json.compare(prefix_or_json.size() - ext.size(), ext.size(), ext) == 0)
+    return prefix_or_json;
+  return prefix_or_json + ext;
+}
+
+Json file_entry(const std::string& path) {
+  std::error_code ec;
+  const auto bytes = fs::file_size(path, ec);
+  KILN_CHECK(!ec, "save_checkpoint: cannot stat '", path, "': ", ec.message());
+  return Json{{"file", fs::path(path).filename().string()},
+              {"bytes", uint64_t(bytes)},
+              {"sha256", io::file_digest_hex("sha256", path)}};
+}
+
+Json read_sidecar(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in, "checkpoint '", path, "': cannot open the sidecar");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Json j = Json::parse(ss.str(), nullptr, false);
+  KILN_CHECK(!j.is_discarded() && j.is_object(), "checkpoint '", path, "': the sidecar is not valid JSON");
+  KILN_CHECK(j.value("format", "") == "kiln-checkpoint", "checkpoint '", path,
+             "': not a kiln checkpoint sidecar (no \"format\": \"kiln-checkpoint\")");
+  for (const char* key : {"weights", "optimizer"}) {
+    KILN_CHECK(j.contains(key) && j[key].is_object() && j[key].contains("file") && j[key]["file"].is_string() &&
+                   j[key].contains("sha256") && j[key]["sha256"].is_string() && j[key].contains("bytes") &&
+                   j[key]["bytes"].is_number_unsigned(),
+               "checkpoint '", path, "': the sidecar's \"", key, "\" entry is missing or malformed");
+  }
+  KILN_CHECK(j.contains("state") && j["state"].is_object(), "checkpoint '", path,
+             "': the sidecar has no \"state\" object");
+  return j;
+}
+
+// The tensor file an entry names, checked against its recorded size and sha256.
+std::string verified_file(const std::string& sidecar, const Json& entry) {
+  const std::string name = entry["file"].get<std::string>();
+  KILN_CHECK(name.find('/') == std::string::npos, "checkpoint '", sidecar, "': file name '", name,
+             "' must not contain '/'");
+  const std::string path = (fs::path(sidecar).parent_path() / name).string();
+  std::error_code ec;
+  const auto bytes = fs::file_size(path, ec);
+  KILN_CHECK(!ec, "checkpoint '", sidecar, "': '", path, "' is missing: ", ec.message());
+  KILN_CHECK(bytes == entry["bytes"].get<uint64_t>(), "checkpoint '", sidecar, "': '", path, "' has ", bytes,
+             " bytes, the sidecar records ", entry["bytes"].get<uint64_t>(), " (truncated or replaced)");
+  const std::string sha = io::file_digest_hex("sha256", path);
+  KILN_CHECK(sha == entry["sha256"].get<std::string>(), "checkpoint '", sidecar, "': sha256 of '", path,
+             "' is ", sha, ", the sidecar records ", entry["sha256"].get<std::string>(),
+             " (corrupt, or from another checkpoint)");
+  return path;
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& prefix, const Checkpoint& ckpt) {
+  Json state = Json::parse(ckpt.state_json, nullptr, false);
+  KILN_CHECK(!state.is_discarded() && state.is_object(), "save_checkpoint '", prefix,
+             "': state_json must be a JSON object");
+  const std::string weights = prefix + ".safetensors";
+  const std::string optim = prefix + ".optim.safetensors";
+  save_safetensors(weights, ckpt.weights, {{"format", "pt"}});
+  save_safetensors(optim, ckpt.optimizer);
+  Json side = Json::object();
+  side["format"] = "kiln-checkpoint";
+  side["version"] = 1;
+  if (state.contains("step") && state["step"].is_number_integer()) side["step"] = state["step"];
+  side["weights"] = file_entry(weights);
+  side["optimizer"] = file_entry(optim);
+  side["state"] = state;
+  io::write_file_atomic(sidecar_path(prefix), side.dump(2) + "\n");
+}
+
+Checkpoint load_checkpoint(const std::string& prefix_or_json) {
+  const std::string sidecar = sidecar_path(prefix_or_json);
+  Json j = read_sidecar(sidecar);
+  Checkpoint c;
+  c.weights = load_safetensors(verified_file(sidecar, j["weights"]));
+  c.optimizer = load_safetensors(verified_file(sidecar, j["optimizer"]));
+  c.state_json = j["state"].dump();
+  return c;
+}
+
+std::string latest_checkpoint(const std::string& dir) {
+  struct Candidate {
+    int64_t step;
+    fs::file_time_type mtime;
+    std::string path;
+  };
+  std::vector<Candidate> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || e.path().extension() != ".json" || name.find(".tmp.") != std::string::npos)
+      continue;
+    try {
+      Json j = read_sidecar(e.path().string());
+      int64_t step = j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : -1;
+      found.push_back({step, e.last_write_time(), e.path().string()});
+    } catch (const Error&) {
+      // Not a checkpoint sidecar (another JSON file), or a damaged one: not a candidate.
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
+    return a.step != b.step ? a.step > b.step : a.mtime > b.mtime;
+  });
+  for (const auto& c : found) {
+    try {
+      Json j = read_sidecar(c.path);
+      verified_file(c.path, j["weights"]);
+      verified_file(c.path, j["optimizer"]);
+      return c.path;
+    } catch (const Error&) {
+      // Incomplete or overwritten set: fall back to the next older one.
+    }
+  }
+  return "";
+}
+
+}  // namespace kiln
