@@ -72,7 +72,7 @@ void broadcast_from_chief(Communicator& comm, const NamedTensors& params) {
 void check_ps_options(int size, const PsOptions& o) {
   KILN_CHECK(o.servers >= 1, "parameter servers: PsOptions::servers (--ps) is ", o.servers,
              "; a parameter-server job needs at least 1 server rank");
-  KILN_CHECK(o.servers < size, "parameter servers: PsOptions::servers (--ps) is ", o.servers, " on ", size,
+  KILN_CHECK(size <= 0 || o.servers < size, "parameter servers: PsOptions::servers (--ps) is ", o.servers, " on ", size,
              " rank(s), which leaves no worker; use at most ", size - 1);
   KILN_CHECK(o.staleness >= -1, "parameter servers: PsOptions::staleness (--staleness) is ", o.staleness,
              "; use -1 (unbounded) or a bound >= 0");

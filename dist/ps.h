@@ -46,7 +46,7 @@ struct PsOptions {
 };
 
 // kiln::Error naming the field unless 1 <= servers < size, staleness >= -1, and staleness is -1
-// when synchronous.
+// when synchronous. size <= 0: the job's size is not known yet (servers < size is not checked).
 void check_ps_options(int size, const PsOptions& o);
 bool is_server(const Communicator& comm, const PsOptions& o);  // checks the options
 int ps_num_workers(int size, const PsOptions& o);              // size - servers

@@ -13,9 +13,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "dist/comm_thread.h"
-#include "dist/ps.h"
-#include "dist/sync_bn.h"
 #include "dist/timeline.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
@@ -138,7 +135,8 @@ Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config, std::shared_p
   if (cfg_.checkpoint_dir.empty()) cfg_.checkpoint_dir = cfg_.logdir;
   setup_dist();
   optimizer_ = optim::make_optimizer(cfg_.optimizer, model_->named_parameters());
-  int64_t shard = (train_set_->size() + workers_ - 1) / workers_;
+  const int64_t workers = strategy_->workers();
+  int64_t shard = (train_set_->size() + workers - 1) / workers;
   int64_t per_epoch = cfg_.batch_size > 0 ? (shard + cfg_.batch_size - 1) / cfg_.batch_size : 1;
   if (per_epoch < 1) per_epoch = 1;
   int64_t warmup = int64_t(std::llround(cfg_.warmup_epochs * double(per_epoch)));
@@ -148,47 +146,10 @@ Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config, std::shared_p
 
 Trainer::~Trainer() = default;
 
-dist::PsOptions ps_options(const DistConfig& d, const optim::OptimizerConfig& optimizer) {
-  dist::PsOptions po;
-  po.servers = d.ps_servers;
-  po.synchronous = d.strategy == "ps" && d.ps_synchronous;
-  po.staleness = d.staleness;
-  po.optimizer = optimizer;  // the servers' lr comes from the workers' schedule each step
-  return po;
-}
-
-// The parameter-server side of fit(): serve this rank's shard until every worker is done.
-void Trainer::serve() {
-  dist::ParameterServer server(*comm_, model_->named_parameters(), ps_options(cfg_.dist, cfg_.optimizer));
-  server.run();
-}
-
 void Trainer::setup_dist() {
-  const std::string& strategy = cfg_.dist.strategy;
-  KILN_CHECK(strategy == "none" || strategy == "sync" || strategy == "async" || strategy == "ps",
-             "--strategy: 'sync', 'async' or 'ps', not '", strategy, "'");
-  if (strategy == "none" || !comm_ || comm_->size() == 1) {
-    KILN_CHECK(!cfg_.dist.sync_bn || strategy == "sync", "--sync-bn needs --strategy sync");
-    return;
-  }
-  const int rank = comm_->rank();
-  if (strategy == "sync") {
-    workers_ = comm_->size();
-    worker_index_ = rank;
-    comm_thread_ = std::make_unique<dist::CommThread>();
-    if (cfg_.dist.sync_bn) dist::enable_sync_batch_norm(*model_, *comm_, *comm_thread_);
-    dp_ = std::make_unique<dist::DataParallel>(*model_, *comm_, *comm_thread_, cfg_.dist.sync);
-  } else {
-    KILN_CHECK(!cfg_.dist.sync_bn, "--sync-bn needs --strategy sync (parameter servers hold no batch statistics)");
-    const dist::PsOptions po = ps_options(cfg_.dist, cfg_.optimizer);
-    server_ = dist::is_server(*comm_, po);
-    workers_ = comm_->size() - po.servers;
-    worker_index_ = server_ ? -1 : rank;
-    if (!server_) ps_ = std::make_unique<dist::PsWorker>(*comm_, model_->named_parameters(), po);
-  }
-  if (cfg_.dist.scale_lr) cfg_.optimizer.lr *= double(workers_);
-  chief_ = rank == 0;
-  if (!chief_) {
+  strategy_ = dist::make_strategy(cfg_.dist, comm_.get(), *model_, cfg_.optimizer);
+  if (cfg_.dist.scale_lr) cfg_.optimizer.lr *= double(strategy_->workers());
+  if (!strategy_->is_chief()) {
     cfg_.progress = false;
     cfg_.epoch_lines = false;
     cfg_.logdir.clear();  // checkpoint_dir stays: every rank reads it on resume
@@ -204,8 +165,8 @@ DataLoaderOptions Trainer::loader_options(bool shuffle) const {
   lo.seed = cfg_.seed;
   lo.pin_memory = cfg_.device.is_cuda();
   if (shuffle) {  // training: each worker its shard of the epoch's order
-    lo.rank = worker_index_ < 0 ? 0 : worker_index_;
-    lo.world_size = workers_;
+    lo.rank = std::max(0, strategy_->worker_index());
+    lo.world_size = strategy_->workers();
   }
   return lo;
 }
@@ -226,13 +187,13 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   model_->eval();
   NoGradGuard no_grad;
   std::shared_ptr<const Dataset> view(&data, [](const Dataset*) {});
-  if (dp_) {  // sync: each rank its contiguous share, the sums all-reduced below
+  if (strategy_->sums_over_ranks()) {  // sync: each rank its contiguous share, the sums all-reduced below
     const int64_t size = comm_->size(), rank = comm_->rank();
     view = std::make_shared<Range>(view, data.size() * rank / size, data.size() * (rank + 1) / size);
   }
   if (view->size() == 0) {
     model_->train(was_training);
-    return dp_ ? reduce_eval(r, 0) : r;
+    return strategy_->sums_over_ranks() ? reduce_eval(r, 0) : r;
   }
   DataLoader loader(view, loader_options(false), data_.default_transform(false));
   loader.start_epoch(0);
@@ -263,7 +224,7 @@ EvalResult Trainer::evaluate(const Dataset& data) {
     r.iou = iou / double(n);
     r.dice = dice / double(n);
   }
-  return dp_ ? reduce_eval(r, r.loss * double(n)) : r;
+  return strategy_->sums_over_ranks() ? reduce_eval(r, r.loss * double(n)) : r;
 }
 
 // Sums of every rank's share of an evaluation, as means over all of it.
@@ -271,7 +232,7 @@ EvalResult Trainer::reduce_eval(EvalResult local, double loss_sum) const {
   const double n = double(local.samples);
   Tensor t = from_vector(std::vector<double>{loss_sum, local.top1 * n, local.top5 * n, local.iou * n, local.dice * n, n},
                          {6}, DType::float64);
-  comm_thread_->run("evaluation sums", [&] { comm_->allreduce(t, dist::ReduceOp::sum, "evaluation sums"); });
+  strategy_->sum_over_ranks(t, "evaluation sums");
   const double* v = t.data<double>();
   EvalResult r;
   r.samples = int64_t(v[5]);
@@ -304,8 +265,8 @@ void Trainer::fit() {
     st_->steps_csv = std::make_unique<CsvLog>(cfg_.logdir + "/train.csv", append);
     st_->epochs_csv = std::make_unique<CsvLog>(cfg_.logdir + "/epochs.csv", append);
   }
-  if (server_) {
-    serve();
+  if (strategy_->is_server()) {
+    strategy_->serve();
     return;
   }
   st_->loader = std::make_unique<DataLoader>(train_set_, loader_options(true), data_.default_transform(cfg_.augment));
@@ -314,7 +275,7 @@ void Trainer::fit() {
     train_epoch();
     if (interrupted_) break;
   }
-  if (ps_) ps_->finish();
+  strategy_->finish();
   if (st_->events) st_->events->flush();
   st_->loader.reset();
 }
@@ -338,18 +299,14 @@ void Trainer::train_epoch() {
   for (;;) {
     bool have = loader.next(b);
     bool replay = false;  // sync: this rank is out of batches but others are not (join)
-    if (dp_) {
-      bool stop = false;
-      if (dp_->begin_step(have, StopSignals::pending() != 0, &stop) == 0) break;
-      if (stop && !StopSignals::pending()) g_stop_signal = SIGTERM;  // another rank was signalled
-      if (!have) {
-        KILN_CHECK(last.input.defined(), "kiln train: rank ", comm_->rank(), " has no batch in epoch ", epoch_ + 1,
-                   " to stand in while the other ranks finish theirs");
-        b = last;
-        replay = true;
-      }
-    } else if (!have) {
-      break;
+    bool stop = false;
+    if (strategy_->begin_step(have, StopSignals::pending() != 0, &stop) == 0) break;
+    if (stop && !StopSignals::pending()) g_stop_signal = SIGTERM;  // another rank was signalled
+    if (!have) {
+      KILN_CHECK(last.input.defined(), "kiln train: rank ", comm_->rank(), " has no batch in epoch ", epoch_ + 1,
+                 " to stand in while the other ranks finish theirs");
+      b = last;
+      replay = true;
     }
     double lr = cfg_.optimizer.lr * schedule_->factor(step_);
     optimizer_->set_lr(lr);
@@ -368,27 +325,19 @@ void Trainer::train_epoch() {
         dist::timeline::Span span("compute", "backward");
         scaler_->scale(objective).backward();
       }
-      if (dp_) dp_->finish_gradients();
+      strategy_->finish_gradients();
       scaler_->unscale(*optimizer_);
       if (cfg_.clip_norm > 0) optim::clip_grad_norm(optimizer_->params(), cfg_.clip_norm);
-      dist::timeline::Span span("compute", "optimizer step");
-      scaler_->step(*optimizer_);
+      if (!scaler_->found_inf()) strategy_->step(optimizer_.get(), lr);  // a step with inf or NaN is skipped
       scaler_->update();
     } else {
       {
         dist::timeline::Span span("compute", "backward");
         objective.backward();
       }
-      if (dp_) dp_->finish_gradients();
+      strategy_->finish_gradients();
       if (cfg_.clip_norm > 0) optim::clip_grad_norm(optimizer_->params(), cfg_.clip_norm);
-      if (ps_) {
-        dist::timeline::Span span("communication", "push gradients, pull parameters");
-        ps_->set_lr(lr);
-        ps_->push_pull();
-      } else {
-        dist::timeline::Span span("compute", "optimizer step");
-        optimizer_->step();
-      }
+      strategy_->step(optimizer_.get(), lr);
     }
     if (replay) {  // no metrics; the same step count and stopping points as the other ranks
       ++step_;
@@ -453,12 +402,12 @@ void Trainer::train_epoch() {
   s.images_per_s = secs > 0 ? images / secs : 0;
   s.seconds = secs;
   s.lr = optimizer_->lr();
-  if (dp_) {  // the job's throughput: every rank's images over this rank's time
+  if (strategy_->sums_over_ranks()) {  // the job's throughput: every rank's images over this rank's time
     Tensor n = from_vector(std::vector<double>{images}, {1}, DType::float64);
-    comm_thread_->run("epoch images", [&] { comm_->allreduce(n, dist::ReduceOp::sum, "epoch images"); });
+    strategy_->sum_over_ranks(n, "epoch images");
     s.images_per_s = secs > 0 ? n.data<double>()[0] / secs : 0;
   }
-  if (val_set_ && (chief_ || dp_)) s.val = evaluate(*val_set_);
+  if (val_set_ && (strategy_->is_chief() || strategy_->sums_over_ranks())) s.val = evaluate(*val_set_);
   history_.push_back(s);
   ++epoch_;
   batch_in_epoch_ = 0;
@@ -474,7 +423,7 @@ bool Trainer::stop_after_step(ProgressBar* bar) {
   interrupted_ = true;
   if (bar) bar->finish({});
   const std::string p = cfg_.checkpoint_dir.empty() ? std::string() : save_checkpoint();
-  if (sig && chief_)
+  if (sig && strategy_->is_chief())
     std::cerr << "kiln train: signal " << sig << " at step " << step_
               << (p.empty() ? std::string(", no checkpoint directory") : ", checkpoint " + p) << "\n";
   return true;
@@ -517,7 +466,7 @@ void Trainer::log_epoch(const EpochSummary& s) {
 }
 
 std::string Trainer::save_checkpoint() {
-  if (!chief_) return "";  // one writer: the other ranks hold the same weights
+  if (!strategy_->is_chief()) return "";  // one writer: the other ranks hold the same weights
   KILN_CHECK(!cfg_.checkpoint_dir.empty(), "Trainer::save_checkpoint: no checkpoint directory configured");
   std::filesystem::create_directories(cfg_.checkpoint_dir);
   Checkpoint c;

@@ -26,8 +26,7 @@
 #include <vector>
 
 #include "dist/comm.h"
-#include "dist/ps.h"
-#include "dist/sync.h"
+#include "dist/strategy.h"
 #include "engine/amp.h"
 #include "engine/device.h"
 #include "engine/optim.h"
@@ -44,16 +43,9 @@ namespace kiln::train {
 
 enum class Task { classification, segmentation };
 
-// Data parallelism over a communicator (`kiln train --strategy` under mpirun or srun).
-struct DistConfig {
-  std::string strategy = "none";  // none | sync (all-reduce) | async (Downpour) | ps (parameter servers)
-  dist::SyncOptions sync;         // sync: buckets, overlap, fp16 compression
-  bool sync_bn = false;           // sync: batch-norm statistics over all ranks
-  bool scale_lr = false;          // lr x number of workers (Goyal et al. 2017; pair with warmup_epochs)
-  int ps_servers = 1;             // async, ps: the last K ranks serve parameter shards
-  bool ps_synchronous = true;     // ps: servers wait for every worker each step (async: never)
-  int staleness = -1;             // async, ps asynchronous: bound on clock differences (-1: none)
-};
+// Data parallelism over a communicator (`kiln train --strategy` under mpirun or srun): see
+// dist/strategy.h (the name stays here for code written against train::DistConfig).
+using DistConfig = dist::DistConfig;
 
 struct TrainConfig {
   std::string model_name;            // recorded in checkpoints; `kiln eval` rebuilds from it
@@ -92,10 +84,6 @@ struct TrainConfig {
   DistConfig dist;                   // with a communicator of more than one rank
 };
 
-// The parameter servers' options for `d` (async, ps): the servers' optimizer is `optimizer`, its
-// lr set by the workers each step.
-dist::PsOptions ps_options(const DistConfig& d, const optim::OptimizerConfig& optimizer = {});
-
 struct EvalResult {
   double loss = 0;
   double top1 = 0;   // classification: top-1 accuracy in [0, 1]
@@ -113,7 +101,8 @@ struct EpochSummary {
 
 class Trainer {
  public:
-  // comm: the ranks of a data-parallel job (cfg.dist.strategy says how they cooperate); rank 0
+  // comm: the ranks of a data-parallel job (cfg.dist says how they cooperate, dist::make_strategy
+  // wires it); rank 0
   // (the chief) alone logs, shows progress and writes checkpoints; every rank reads them on resume.
   Trainer(ModulePtr model, Splits data, TrainConfig config, std::shared_ptr<dist::Communicator> comm = nullptr);
   ~Trainer();
@@ -126,9 +115,11 @@ class Trainer {
 
   bool interrupted() const { return interrupted_; }
   // Writes logs and checkpoints: rank 0, or the only process.
-  bool is_chief() const { return chief_; }
+  bool is_chief() const { return strategy_->is_chief(); }
   // A parameter-server rank: fit() serves until the workers are done; it trains nothing itself.
-  bool is_server() const { return server_; }
+  bool is_server() const { return strategy_->is_server(); }
+  // How this rank cooperates with the others (local without a communicator of several ranks).
+  const dist::Strategy& strategy() const { return *strategy_; }
   int64_t step() const { return step_; }
   const std::vector<EpochSummary>& history() const { return history_; }
   // Loss of every training step this Trainer ran (the resume test compares these).
@@ -147,7 +138,6 @@ class Trainer {
   struct State;
   void train_epoch();
   bool stop_after_step(ProgressBar* bar);
-  void serve();
   void setup_dist();
   EvalResult reduce_eval(EvalResult local, double loss_sum) const;
   void log_epoch(const EpochSummary& s);
@@ -165,11 +155,7 @@ class Trainer {
   std::unique_ptr<amp::GradScaler> scaler_;  // float16 only
   std::unique_ptr<State> st_;  // loader, logs, running sums
   std::shared_ptr<dist::Communicator> comm_;
-  std::unique_ptr<dist::CommThread> comm_thread_;  // sync
-  std::unique_ptr<dist::DataParallel> dp_;  // sync
-  std::unique_ptr<dist::PsWorker> ps_;       // async, ps (workers)
-  bool chief_ = true, server_ = false;
-  int workers_ = 1, worker_index_ = 0;       // the ranks that train, and this one's place among them
+  std::unique_ptr<dist::Strategy> strategy_;  // after comm_: destroyed before it
   int64_t step_ = 0;           // optimizer steps done
   int64_t epoch_ = 0;          // epoch in progress (0-based)
   int64_t batch_in_epoch_ = 0; // batches of epoch_ done

@@ -219,33 +219,24 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
   net.train(spec.train);
   Tensor grad_out, labels;
 
-  // Data parallel: the gradients of every step all-reduced (sync) or pushed to parameter servers.
-  const bool dist_train = spec.train && spec.comm && spec.comm->size() > 1 && spec.strategy != "none";
-  std::unique_ptr<dist::CommThread> comm_thread;
-  std::unique_ptr<dist::DataParallel> dp;
-  std::unique_ptr<dist::PsWorker> ps;
-  if (dist_train && spec.strategy == "sync") {
-    comm_thread = std::make_unique<dist::CommThread>();
-    dp = std::make_unique<dist::DataParallel>(net, *spec.comm, *comm_thread, spec.sync);
-  } else if (dist_train) {
-    KILN_CHECK(spec.strategy == "async" || spec.strategy == "ps", "bench: strategy '", spec.strategy,
-               "' is not sync, async or ps");
-    if (dist::is_server(*spec.comm, spec.ps)) {
-      dist::ParameterServer(*spec.comm, net.named_parameters(), spec.ps).run();
-      RunResult served;
-      served.spec = spec;
-      served.server = true;
-      return served;
-    }
-    ps = std::make_unique<dist::PsWorker>(*spec.comm, net.named_parameters(), spec.ps);
-    ps->set_lr(spec.ps.optimizer.lr);
+  // Data parallel: the gradients of every step all-reduced (sync) or pushed to parameter servers
+  // (their default optimizer updates the weights); forward-only runs time each rank alone.
+  const optim::OptimizerConfig server_optimizer;
+  std::unique_ptr<dist::Strategy> strategy =
+      dist::make_strategy(spec.train ? spec.dist : dist::DistConfig{}, spec.comm.get(), net, server_optimizer);
+  if (strategy->is_server()) {
+    strategy->serve();
+    RunResult served;
+    served.spec = spec;
+    served.server = true;
+    return served;
   }
   std::vector<double> waits;
   if (observer) observer->begin(spec, net, sample);
 
   auto step = [&](StepInfo& info) {
     if (spec.train) {
-      if (dp) dp->begin_step(true);
+      strategy->begin_step(true);
       Tensor y = net(x);
       if (spec.loss) {
         if (!labels.defined()) labels = random_labels(y);
@@ -257,11 +248,9 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
           grad_out = randn(y.sizes(), {}, &gen).to(y.dtype()).contiguous(y.suggest_memory_format()).to(y.device());
         y.backward(grad_out);
       }
-      if (dp) {
-        dp->finish_gradients();
-        waits.push_back(dp->last_wait_seconds() * 1e3);
-      }
-      if (ps) ps->push_pull();
+      strategy->finish_gradients();
+      waits.push_back(strategy->report().last_wait_s * 1e3);
+      strategy->step(nullptr, server_optimizer.lr);  // no update here; the servers' one (async, ps)
       net.zero_grad();
     } else {
       NoGradGuard ng;
@@ -312,8 +301,8 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
     }
   }
 
-  if (ps) ps->finish();
-  if (dp) {
+  strategy->finish();
+  {
     std::vector<double> w(waits.end() - std::min(waits.size(), size_t(spec.iters)), waits.end());
     std::sort(w.begin(), w.end());
     r.comm_wait_ms = w.empty() ? 0 : w[w.size() / 2];

@@ -14,8 +14,7 @@
 #include <vector>
 
 #include "dist/comm.h"
-#include "dist/ps.h"
-#include "dist/sync.h"
+#include "dist/strategy.h"
 #include "layers/module.h"
 
 namespace kiln::bench {
@@ -36,12 +35,11 @@ struct RunSpec {
   bool layers = false;  // per-layer breakdown (profiler on during the timed iterations)
   bool loss = false;    // cross-entropy against fixed random labels (tf-compat); per-step losses kept
   // Data parallel training steps (`kiln bench --strategy` under mpirun or srun): the job's ranks
-  // and how they cooperate; each rank times its own steps (tools aggregate them). nullptr or
-  // strategy "none": this process alone.
+  // and how they cooperate (dist::make_strategy; the parameter servers run the default
+  // optimizer); each rank times its own steps (tools aggregate them). nullptr or strategy none:
+  // this process alone.
   std::shared_ptr<dist::Communicator> comm;
-  std::string strategy = "none";  // sync (gradient all-reduce each step), async or ps (parameter servers)
-  dist::SyncOptions sync;
-  dist::PsOptions ps;
+  dist::DistConfig dist;
 };
 
 // One leaf layer (or a summary row) of the per-layer breakdown, per timed iteration.

@@ -85,14 +85,14 @@ json run_to_json(const RunResult& r) {
   };
   if (!r.losses.empty()) j["losses"] = r.losses;
   if (r.ranks > 1) {
-    j["strategy"] = r.spec.strategy;
+    j["strategy"] = dist::strategy_name(r.spec.dist.strategy);
     j["ranks"] = r.ranks;
     j["aggregate_images_per_s"] = r.aggregate_images_per_s;
     j["rank_images_per_s"] = r.rank_images_per_s;
-    if (r.spec.strategy == "sync") {
+    if (r.spec.dist.strategy == dist::StrategyKind::sync) {
       j["comm_wait_ms"] = r.comm_wait_ms;
-      j["bucket_mb"] = r.spec.sync.bucket_mb;
-      j["overlap"] = r.spec.sync.overlap;
+      j["bucket_mb"] = r.spec.dist.sync.bucket_mb;
+      j["overlap"] = r.spec.dist.sync.overlap;
     }
   }
   if (!r.layers.empty()) {

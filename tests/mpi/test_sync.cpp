@@ -287,7 +287,7 @@ TEST_CASE("sync: the Trainer on N ranks (sharded loader, sync-bn) equals one Tra
   const int64_t limit = 4 * n * b;
   train::TrainConfig c = trainer_config(b);
   c.limit_train = limit;
-  c.dist.strategy = "sync";
+  c.dist.strategy = dist::StrategyKind::sync;
   c.dist.sync_bn = true;
   ModulePtr net = small_cnn();
   train::Trainer t(net, data, c, comm);

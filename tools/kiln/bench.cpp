@@ -104,7 +104,7 @@ void aggregate(bench::RunResult& r, dist::Communicator& comm) {
     r.aggregate_images_per_s += all.data<double>()[2 * i];
   }
   if (comm.rank() != 0 || !r.spec.train) return;
-  std::printf("  %d ranks, strategy %s:", n, r.spec.strategy.c_str());
+  std::printf("  %d ranks, strategy %s:", n, dist::strategy_name(r.spec.dist.strategy));
   for (int i = 0; i < n; ++i) {
     if (r.rank_images_per_s[size_t(i)] <= 0) std::printf(" [rank %d: server]", i);
     else std::printf(" [rank %d: %.1f img/s, wait %.2f ms]", i, r.rank_images_per_s[size_t(i)], all.data<double>()[2 * i + 1]);
@@ -157,10 +157,7 @@ int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSes
     KILN_CHECK(!o.vs_pytorch, "--vs-pytorch runs one process; leave it out under mpirun/srun");
     for (auto& s : specs) {
       s.comm = session.comm();
-      s.strategy = session.strategy();
-      const train::DistConfig c = session.config();
-      s.sync = c.sync;
-      s.ps = train::ps_options(c);
+      s.dist = session.config();
     }
   }
 

@@ -16,52 +16,55 @@ void add_dist_flags(CLI::App* sub, DistFlags* f, bool training) {
   sub->add_option("--strategy", f->strategy,
                   "under mpirun/srun: sync (all-reduce, the default there), async (Downpour parameter servers) "
                   "or ps (parameter servers, synchronous unless --ps-async)");
-  sub->add_option("--bucket-mb", f->bucket_mb, "sync: gradient fusion bucket size in MB")->capture_default_str();
+  dist::DistConfig& c = f->config;
+  sub->add_option("--bucket-mb", c.sync.bucket_mb, "sync: gradient fusion bucket size in MB")->capture_default_str();
   sub->add_flag("--no-overlap", f->no_overlap, "sync: all-reduce after backward instead of during it");
-  sub->add_flag("--fp16-allreduce", f->fp16_allreduce, "sync: gradients cross the wire as float16");
-  sub->add_option("--ps", f->ps, "async, ps: number of parameter-server ranks (the last ones)")->capture_default_str();
-  sub->add_option("--staleness", f->staleness, "async, ps --ps-async: stale-synchronous bound (-1: none)")
+  sub->add_flag("--fp16-allreduce", c.sync.fp16_compression, "sync: gradients cross the wire as float16");
+  sub->add_option("--ps", c.ps_servers, "async, ps: number of parameter-server ranks (the last ones)")
+      ->capture_default_str();
+  sub->add_option("--staleness", c.staleness, "async, ps --ps-async: stale-synchronous bound (-1: none)")
       ->capture_default_str();
   sub->add_flag("--ps-async", f->ps_async, "ps: servers apply each worker's gradients as they come");
-  sub->add_option("--comm", f->comm, "communicator: auto, mpi, nccl")->capture_default_str();
-  sub->add_option("--allreduce", f->allreduce, "library (MPI/NCCL's own) or ring (kiln's)")->capture_default_str();
-  sub->add_option("--comm-timeout", f->comm_timeout, "seconds before a rank that waits on a silent peer gives up "
-                                                     "and ends the job")->capture_default_str();
-  sub->add_option("--comm-warn", f->comm_warn, "seconds of waiting before a rank says whom it waits for")
+  sub->add_option("--comm", c.comm, "communicator: auto, mpi, nccl")->capture_default_str();
+  sub->add_option("--allreduce", c.comm_options.algorithm, "library (MPI/NCCL's own) or ring (kiln's)")
+      ->capture_default_str();
+  sub->add_option("--comm-timeout", c.comm_options.timeout_s,
+                  "seconds before a rank that waits on a silent peer gives up and ends the job")
+      ->capture_default_str();
+  sub->add_option("--comm-warn", c.comm_options.warn_after_s, "seconds of waiting before a rank says whom it waits for")
       ->capture_default_str();
   sub->add_flag("--no-comm-check", f->no_check, "skip matching each collective's signature across ranks");
-  sub->add_option("--timeline", f->timeline, "Chrome-trace JSON per rank (FILE.rank<r>.json), for Perfetto");
+  sub->add_option("--timeline", c.timeline, "Chrome-trace JSON per rank (FILE.rank<r>.json), for Perfetto");
   if (training) {
-    sub->add_flag("--sync-bn", f->sync_bn, "sync: batch-norm statistics over all ranks");
-    sub->add_flag("--scale-lr", f->scale_lr, "multiply the learning rate by the number of workers (with --warmup)");
+    sub->add_flag("--sync-bn", c.sync_bn, "sync: batch-norm statistics over all ranks");
+    sub->add_flag("--scale-lr", c.scale_lr, "multiply the learning rate by the number of workers (with --warmup)");
   }
 }
 
-DistSession::DistSession(const DistFlags& flags, Device device) : flags_(flags) {
-  const bool launched = dist::launched_distributed();
-  if (!launched && flags.strategy.empty()) {
-    if (!flags.timeline.empty()) dist::timeline::start(flags.timeline);
+dist::DistConfig dist_config(const DistFlags& flags, bool launched) {
+  dist::DistConfig c = flags.config;
+  if (!flags.strategy.empty()) c.strategy = dist::parse_strategy(flags.strategy);
+  else c.strategy = launched ? dist::StrategyKind::sync : dist::StrategyKind::none;
+  c.sync.overlap = !flags.no_overlap;
+  c.ps_synchronous = !flags.ps_async;
+  c.comm_options.check = !flags.no_check;
+  dist::check_dist_config(c);
+  return c;
+}
+
+DistSession::DistSession(const DistFlags& flags, Device device)
+    : config_(dist_config(flags, dist::launched_distributed())) {
+  if (config_.strategy == dist::StrategyKind::none) {  // this process alone
+    if (!config_.timeline.empty()) dist::timeline::start(config_.timeline);
     return;
   }
-  strategy_ = flags.strategy.empty() ? "sync" : flags.strategy;
-  KILN_CHECK(strategy_ == "sync" || strategy_ == "async" || strategy_ == "ps",
-             "--strategy: 'sync', 'async' or 'ps', not '", strategy_, "'");
   dist::init();
-  dist::CommOptions co;
-  co.timeout_s = flags.comm_timeout;
-  co.warn_after_s = flags.comm_warn;
-  co.check = !flags.no_check;
-  co.algorithm = flags.allreduce;
-  KILN_CHECK(co.timeout_s > 0 && co.warn_after_s > 0, "--comm-timeout and --comm-warn must be positive");
-  KILN_CHECK(co.algorithm == "library" || co.algorithm == "ring", "--allreduce: 'library' or 'ring', not '",
-             co.algorithm, "'");
-  // Parameter servers talk point to point with any-source receives: MPI, whatever the device.
-  const std::string backend = strategy_ == "sync" ? flags.comm : (flags.comm == "auto" ? "mpi" : flags.comm);
-  comm_ = dist::make_communicator(backend, co, device);
-  if (!flags.timeline.empty()) dist::timeline::start(flags.timeline, comm_->rank(), comm_->size());
+  comm_ = dist::make_communicator(dist::communicator_backend(config_), config_.comm_options, device);
+  if (!config_.timeline.empty()) dist::timeline::start(config_.timeline, comm_->rank(), comm_->size());
   if (comm_->rank() == 0)
     std::fprintf(stderr, "kiln: %d ranks (%s, %s communicator), strategy %s\n", comm_->size(),
-                 dist::world_from_env().launcher.c_str(), comm_->backend().c_str(), strategy_.c_str());
+                 dist::world_from_env().launcher.c_str(), comm_->backend().c_str(),
+                 dist::strategy_name(config_.strategy));
 }
 
 DistSession::~DistSession() {
@@ -84,20 +87,6 @@ void DistSession::abort_job(const std::exception& e) const {
   // Give the launcher's output forwarding a moment: MPI_Abort kills this process at once.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   dist::abort(1);
-}
-
-train::DistConfig DistSession::config() const {
-  train::DistConfig c;
-  c.strategy = strategy_;  // "none" without a session; the Trainer treats one rank as none
-  c.sync.bucket_mb = flags_.bucket_mb;
-  c.sync.overlap = !flags_.no_overlap;
-  c.sync.fp16_compression = flags_.fp16_allreduce;
-  c.sync_bn = flags_.sync_bn;
-  c.scale_lr = flags_.scale_lr;
-  c.ps_servers = flags_.ps;
-  c.ps_synchronous = !flags_.ps_async;
-  c.staleness = flags_.staleness;
-  return c;
 }
 
 }  // namespace kiln::cli

@@ -1,6 +1,7 @@
 // The data-parallel flags `kiln train` and `kiln bench` share, and the job session they start:
 // MPI (when launched by mpirun or srun, or when a strategy is asked for), the communicator, the
-// timeline. tf_cnn_benchmarks' --variable_update is --strategy here.
+// timeline. tf_cnn_benchmarks' --variable_update is --strategy here. The flags fill a
+// dist::DistConfig; dist/strategy.h parses the strategy and checks the configuration.
 //   mpirun -np 4 kiln train --model resnet18 --data cifar10 --strategy sync --bucket-mb 25
 //   mpirun -np 5 kiln train --model mnist-cnn --data fashion-mnist --strategy ps --ps 1
 #pragma once
@@ -11,21 +12,21 @@
 #include <string>
 
 #include "dist/comm.h"
+#include "dist/strategy.h"
 #include "engine/device.h"
-#include "train/trainer.h"
 
 namespace kiln::cli {
 
 struct DistFlags {
-  std::string strategy;  // "": sync under a launcher, none otherwise
-  std::string comm = "auto", allreduce = "library", timeline;
-  double bucket_mb = 25, comm_timeout = 300, comm_warn = 60;
-  bool no_overlap = false, fp16_allreduce = false, sync_bn = false, scale_lr = false, ps_async = false;
-  bool no_check = false;
-  int ps = 1, staleness = -1;
+  std::string strategy;     // "": sync under a launcher, none otherwise
+  dist::DistConfig config;  // the flags that set a field as they are (--bucket-mb, --ps, --comm, ...)
+  bool no_overlap = false, ps_async = false, no_check = false;  // the ones that clear a field
 };
 
 void add_dist_flags(CLI::App* sub, DistFlags* flags, bool training);
+// The configuration the flags ask for, checked (dist::check_dist_config); `launched`: under
+// mpirun or srun, where no --strategy means sync.
+dist::DistConfig dist_config(const DistFlags& flags, bool launched);
 
 // Lives for the whole command. Without a launcher and without --strategy it does nothing.
 class DistSession {
@@ -39,8 +40,9 @@ class DistSession {
   const std::shared_ptr<dist::Communicator>& comm() const { return comm_; }
   int rank() const { return comm_ ? comm_->rank() : 0; }
   int size() const { return comm_ ? comm_->size() : 1; }
-  const std::string& strategy() const { return strategy_; }
-  train::DistConfig config() const;
+  dist::StrategyKind strategy() const { return config_.strategy; }
+  // The configuration of this job (strategy none without a session).
+  const dist::DistConfig& config() const { return config_; }
   // Runs f; in a job of several ranks an exception from it is reported and ends the whole job at
   // once (MPI_Abort) instead of unwinding through objects whose destructors would wait for peers.
   template <class F>
@@ -55,8 +57,7 @@ class DistSession {
   [[noreturn]] void abort_job(const std::exception& e) const;
 
  private:
-  DistFlags flags_;
-  std::string strategy_ = "none";
+  dist::DistConfig config_;
   std::shared_ptr<dist::Communicator> comm_;
 };
 

@@ -148,7 +148,7 @@ int train_and_report(const ModulePtr& model, const Splits& data, const train::Tr
   }
   // Sync: every rank evaluates its share of the test set (a collective). Parameter servers: the
   // chief alone holds the final parameters.
-  if (!data.test || (!t.is_chief() && c.dist.strategy != "sync")) return 0;
+  if (!data.test || (!t.is_chief() && !t.strategy().sums_over_ranks())) return 0;
   train::EvalResult r = t.evaluate(*data.test);
   if (!t.is_chief()) return 0;
   if (c.task == train::Task::segmentation)

@@ -1,0 +1,184 @@
+// The strategies behind one interface: local, sync (communication thread + DataParallel, sync
+// batch norm) and the parameter servers (PsWorker / ParameterServer), and their configuration.
+//   ctest --test-dir build -R dist.test_strategy
+#include "dist/strategy.h"
+
+#include "dist/comm_thread.h"
+#include "dist/sync_bn.h"
+#include "dist/timeline.h"
+#include "engine/error.h"
+
+namespace kiln::dist {
+
+const char* strategy_name(StrategyKind kind) {
+  switch (kind) {
+    case StrategyKind::none: return "none";
+    case StrategyKind::sync: return "sync";
+    case StrategyKind::async: return "async";
+    case StrategyKind::ps: return "ps";
+  }
+  return "?";
+}
+
+const std::vector<StrategyKind>& all_strategies() {
+  static const std::vector<StrategyKind> kinds = {StrategyKind::none, StrategyKind::sync, StrategyKind::async,
+                                                  StrategyKind::ps};
+  return kinds;
+}
+
+StrategyKind parse_strategy(const std::string& name) {
+  for (StrategyKind k : all_strategies())
+    if (name == strategy_name(k)) return k;
+  KILN_THROW("--strategy: 'sync', 'async' or 'ps', not '", name, "' ('none': every process alone)");
+}
+
+void check_dist_config(const DistConfig& c, int ranks) {
+  if (c.strategy != StrategyKind::none) {  // none uses no communicator
+    const CommOptions& co = c.comm_options;
+    KILN_CHECK(co.timeout_s > 0 && co.warn_after_s > 0, "--comm-timeout and --comm-warn must be positive");
+    KILN_CHECK(co.algorithm == "library" || co.algorithm == "ring", "--allreduce: 'library' or 'ring', not '",
+               co.algorithm, "'");
+  }
+  switch (c.strategy) {
+    case StrategyKind::none:
+      KILN_CHECK(!c.sync_bn, "--sync-bn needs --strategy sync");
+      break;
+    case StrategyKind::sync:
+      KILN_CHECK(c.sync.bucket_mb > 0, "--bucket-mb must be positive, got ", c.sync.bucket_mb);
+      break;
+    case StrategyKind::async:
+    case StrategyKind::ps:
+      KILN_CHECK(!c.sync_bn, "--sync-bn needs --strategy sync (parameter servers hold no batch statistics)");
+      check_ps_options(ranks, ps_options(c));
+      break;
+  }
+}
+
+std::string communicator_backend(const DistConfig& c) {
+  const bool servers = c.strategy == StrategyKind::async || c.strategy == StrategyKind::ps;
+  return servers && c.comm == "auto" ? "mpi" : c.comm;
+}
+
+PsOptions ps_options(const DistConfig& c, const optim::OptimizerConfig& optimizer) {
+  PsOptions po;
+  po.servers = c.ps_servers;
+  po.synchronous = c.strategy == StrategyKind::ps && c.ps_synchronous;
+  po.staleness = c.staleness;
+  po.optimizer = optimizer;  // the servers' lr comes from the workers' schedule each step
+  return po;
+}
+
+// --- Strategy: the local behaviour, which the others refine
+
+Strategy::~Strategy() = default;
+
+void Strategy::serve() {
+  KILN_THROW("Strategy::serve: this rank is a worker (", strategy_name(kind()), "), not a parameter server");
+}
+
+int Strategy::begin_step(bool have_batch, bool stop_requested, bool* stop_any) {
+  if (stop_any) *stop_any = stop_requested;
+  return have_batch ? 1 : 0;
+}
+
+void Strategy::step(optim::Optimizer* optimizer, double) {
+  if (!optimizer) return;
+  timeline::Span span("compute", "optimizer step");
+  optimizer->step();
+}
+
+namespace {
+
+class LocalStrategy final : public Strategy {};
+
+class SyncStrategy final : public Strategy {
+ public:
+  SyncStrategy(const DistConfig& c, Communicator& comm, Module& model) : comm_(comm), model_(model) {
+    report_.kind = StrategyKind::sync;
+    report_.ranks = report_.workers = comm.size();
+    report_.worker_index = comm.rank();
+    chief_ = comm.rank() == 0;
+    if (c.sync_bn) sync_bn_ = enable_sync_batch_norm(model, comm, thread_) > 0;
+    dp_ = std::make_unique<DataParallel>(model, comm, thread_, c.sync);
+  }
+  ~SyncStrategy() override {
+    dp_.reset();
+    // The batch norms' cross-rank sum refers to this strategy's thread.
+    if (sync_bn_) disable_sync_batch_norm(model_);
+  }
+
+  bool sums_over_ranks() const override { return true; }
+  void sum_over_ranks(const Tensor& t, const std::string& what) override {
+    thread_.run(what, [&] { comm_.allreduce(t, ReduceOp::sum, what); });
+  }
+  int begin_step(bool have_batch, bool stop_requested, bool* stop_any) override {
+    return dp_->begin_step(have_batch, stop_requested, stop_any);
+  }
+  void finish_gradients() override { dp_->finish_gradients(); }
+  StrategyReport report() const override {
+    StrategyReport r = report_;
+    r.last_wait_s = dp_->last_wait_seconds();
+    return r;
+  }
+
+ private:
+  Communicator& comm_;
+  Module& model_;
+  CommThread thread_;  // before dp_, which submits to it
+  std::unique_ptr<DataParallel> dp_;
+  bool sync_bn_ = false;
+};
+
+class PsStrategy final : public Strategy {
+ public:
+  PsStrategy(const DistConfig& c, Communicator& comm, Module& model, const optim::OptimizerConfig& server_optimizer)
+      : comm_(comm), model_(model), options_(ps_options(c, server_optimizer)) {
+    report_.kind = c.strategy;
+    report_.ranks = comm.size();
+    report_.server = dist::is_server(comm, options_);
+    report_.workers = ps_num_workers(comm.size(), options_);
+    report_.worker_index = report_.server ? -1 : comm.rank();
+    chief_ = comm.rank() == 0;
+    if (!report_.server) worker_ = std::make_unique<PsWorker>(comm, model.named_parameters(), options_);
+  }
+
+  void serve() override {
+    if (!report_.server) Strategy::serve();
+    ParameterServer server(comm_, model_.named_parameters(), options_);
+    served_ = server.run();
+  }
+  void step(optim::Optimizer*, double lr) override {
+    KILN_CHECK(worker_ != nullptr, "Strategy::step: rank ", comm_.rank(), " is a parameter server; call serve()");
+    timeline::Span span("communication", "push gradients, pull parameters");
+    worker_->set_lr(lr);
+    worker_->push_pull();
+  }
+  void finish() override {
+    if (worker_) worker_->finish();
+  }
+  StrategyReport report() const override {
+    StrategyReport r = report_;
+    r.ps = worker_ ? worker_->stats() : served_;
+    return r;
+  }
+
+ private:
+  Communicator& comm_;
+  Module& model_;
+  PsOptions options_;
+  std::unique_ptr<PsWorker> worker_;  // workers only
+  PsStats served_;                    // servers, after serve()
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_strategy(const DistConfig& cfg, Communicator* comm, Module& model,
+                                        const optim::OptimizerConfig& server_optimizer) {
+  const int ranks = comm ? comm->size() : 1;
+  check_dist_config(cfg, ranks > 1 ? ranks : 0);
+  if (cfg.strategy == StrategyKind::none || ranks == 1) return std::make_unique<LocalStrategy>();
+  if (cfg.strategy == StrategyKind::sync) return std::make_unique<SyncStrategy>(cfg, *comm, model);
+  return std::make_unique<PsStrategy>(cfg, *comm, model, server_optimizer);
+}
+
+}  // namespace kiln::dist
