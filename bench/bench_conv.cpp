@@ -75,9 +75,9 @@ int main(int argc, char** argv) {
                          bias = random_buffer(d.K, 3), dst(size_t(d.dst_elems())),
                          diff_dst = random_buffer(d.dst_elems(), 4), diff_src(size_t(d.src_elems())),
                          diff_wei(size_t(d.wei_elems())), diff_bias(size_t(d.K));
-      auto& fwd = KILN_OP("conv2d_fwd", ConvDesc, const void*, const void*, const void*, void*);
-      auto& bwd_d = KILN_OP("conv2d_bwd_data", ConvDesc, const void*, const void*, void*);
-      auto& bwd_w = KILN_OP("conv2d_bwd_weights", ConvDesc, const void*, const void*, void*, void*);
+      auto& fwd = op_table<op::conv2d_fwd>();
+      auto& bwd_d = op_table<op::conv2d_bwd_data>();
+      auto& bwd_w = op_table<op::conv2d_bwd_weights>();
       const auto cpu = DeviceType::cpu;
       struct Pass {
         const char* name;

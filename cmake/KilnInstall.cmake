@@ -87,7 +87,7 @@ set_target_properties(kiln kiln_cli PROPERTIES
 # against (examples/custom_kernel); and kernels/cuda/runtime.h, included by engine/cuda_runtime.h
 # (it includes <cuda_runtime_api.h> only under KILN_HAVE_CUDA, which users of the installed library
 # do not define). The rest of kernels/ stays private. tests/consumer compiles all of them in one file.
-set(kiln_private_headers dist/mpi_comm.h dist/nccl_comm.h dist/signature.h engine/ops/families.inc)
+set(kiln_private_headers dist/mpi_comm.h dist/nccl_comm.h dist/signature.h)
 file(GLOB kiln_kernel_headers RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/common/*.h)
 # parallel.h stays private: its inline functions differ with and without -fopenmp.
 list(REMOVE_ITEM kiln_kernel_headers kernels/common/parallel.h)

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/dispatch.h"
+#include "engine/backend_preference.h"
 #include "engine/tensor.h"
 
 namespace kiln {

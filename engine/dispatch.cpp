@@ -4,56 +4,22 @@
 #include <cstdlib>
 #include <mutex>
 #include <set>
-#include <sstream>
+
+#include "engine/backends/backends.h"
 
 namespace kiln {
 
-void register_builtin_kernels(Registry& r);  // engine/register.cpp
-
-namespace {
-std::mutex g_pref_mu;
-BackendPreference g_pref;  // process-wide
-bool g_pref_init = false;
-thread_local std::shared_ptr<const BackendPreference> t_override;  // BackendGuard
-thread_local BackendPreference t_global_copy;
-thread_local uint64_t t_global_gen = ~0ull;
-uint64_t g_gen = 0;
-
-void init_pref_from_env() {
-  if (g_pref_init) return;
-  g_pref_init = true;
-  if (const char* e = std::getenv("KILN_BACKEND")) g_pref.backends = detail::split_csv(e);
-  if (const char* e = std::getenv("KILN_BACKEND_STRICT")) g_pref.strict = std::string(e) == "1";
-}
-}  // namespace
-
 namespace detail {
 
-std::vector<std::string> split_csv(const std::string& csv) {
-  std::vector<std::string> out;
-  std::stringstream ss(csv);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
-    if (a == std::string::npos) continue;
-    item = item.substr(a, b - a + 1);
-    if (item == "auto") return {};
-    out.push_back(item);
-  }
-  return out;
+std::atomic<uint64_t> g_registry_generation{1};
+
+namespace {
+thread_local std::vector<std::unique_ptr<ThreadCacheBase>> t_caches;
 }
 
-const std::shared_ptr<const BackendPreference>& current_override() { return t_override; }
-
-const BackendPreference& effective_preference() {
-  if (t_override) return *t_override;
-  std::lock_guard<std::mutex> lock(g_pref_mu);
-  init_pref_from_env();
-  if (t_global_gen != g_gen) {
-    t_global_copy = g_pref;
-    t_global_gen = g_gen;
-  }
-  return t_global_copy;
+std::unique_ptr<ThreadCacheBase>& thread_cache(size_t index) {
+  if (index >= t_caches.size()) t_caches.resize(index + 16);
+  return t_caches[index];
 }
 
 bool trace_dispatch() {
@@ -64,60 +30,43 @@ bool trace_dispatch() {
   return on;
 }
 
-void trace_choice(const std::string& op, DeviceType dev, const std::string& backend, const std::string& desc) {
+void trace_choice(const std::string& op, DeviceType dev, int backend, const std::string& desc) {
   static std::mutex mu;
   static std::set<std::string> seen;
-  std::string key = op + "|" + device_type_name(dev) + "|" + backend + "|" + desc;
+  const std::string& b = backend_name(backend);
+  std::string key = op + "|" + device_type_name(dev) + "|" + b + "|" + desc;
   std::lock_guard<std::mutex> lock(mu);
   if (seen.insert(key).second)
-    std::fprintf(stderr, "[kiln dispatch] %s on %s -> %s  (%s)\n", op.c_str(), device_type_name(dev),
-                 backend.c_str(), desc.c_str());
+    std::fprintf(stderr, "[kiln dispatch] %s on %s -> %s  (%s)\n", op.c_str(), device_type_name(dev), b.c_str(),
+                 desc.c_str());
 }
 
 void throw_no_kernel(const std::string& op, DeviceType dev, const std::string& desc,
                      const std::vector<std::string>& registered) {
   std::string regs;
   for (const auto& r : registered) regs += (regs.empty() ? "" : ", ") + r;
-  KILN_THROW("no kernel for op '", op, "' on ", device_type_name(dev), " for ", desc,
-             " with backend preference '", backend_preference(), "' (registered: ",
-             regs.empty() ? "none" : regs, ")");
+  KILN_THROW("no kernel for op '", op, "' on ", device_type_name(dev), " for ", desc, " with backend preference '",
+             backend_preference(), "' (registered: ", regs.empty() ? "none" : regs, ")");
 }
 
 }  // namespace detail
 
-void set_backend_preference(const std::string& csv, bool strict) {
-  std::lock_guard<std::mutex> lock(g_pref_mu);
-  g_pref_init = true;
-  g_pref.backends = detail::split_csv(csv);
-  g_pref.strict = strict;
-  ++g_gen;
+std::vector<std::string> OpTableBase::candidates() const {
+  std::vector<std::string> out;
+  for (const Info& i : candidate_info()) out.push_back(backend_name(i.backend) + "/" + device_type_name(i.device));
+  return out;
 }
 
-std::string backend_preference() {
-  const auto& p = detail::effective_preference();
-  if (p.backends.empty()) return "auto";
-  std::string s;
-  for (const auto& b : p.backends) s += (s.empty() ? "" : ",") + b;
-  return s + (p.strict ? " (strict)" : "");
+bool OpTableBase::has(const std::string& backend, DeviceType device) const {
+  const int id = backend_id(backend);
+  for (const Info& i : candidate_info())
+    if (i.backend == id && i.device == device) return true;
+  return false;
 }
 
-BackendGuard::BackendGuard(const std::string& csv, bool strict) : active_(!csv.empty()) {
-  if (!active_) return;
-  auto p = std::make_shared<BackendPreference>();
-  p->backends = detail::split_csv(csv);
-  p->strict = strict;
-  prev_ = std::move(t_override);
-  t_override = std::move(p);
-}
-
-BackendGuard::BackendGuard(std::shared_ptr<const BackendPreference> pref) : active_(pref != nullptr) {
-  if (!active_) return;
-  prev_ = std::move(t_override);
-  t_override = std::move(pref);
-}
-
-BackendGuard::~BackendGuard() {
-  if (active_) t_override = std::move(prev_);
+size_t Registry::next_index() {
+  static std::atomic<size_t> n{0};
+  return n.fetch_add(1);
 }
 
 std::vector<const OpTableBase*> Registry::ops() const {
@@ -126,13 +75,18 @@ std::vector<const OpTableBase*> Registry::ops() const {
   return out;
 }
 
+const OpTableBase* Registry::find_op(const std::string& name) const {
+  auto it = tables_.find(name);
+  return it == tables_.end() ? nullptr : it->second.get();
+}
+
 static Registry* g_registry = nullptr;
 
 void init() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto* r = new Registry();  // lives for the process: kernels may run during static teardown
-    register_builtin_kernels(*r);
+    register_backends(*r);
     g_registry = r;
   });
 }

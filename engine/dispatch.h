@@ -1,169 +1,306 @@
-// The dispatcher: per op, an ordered table of candidate kernels {backend, device, supports(desc),
-// run(desc, args...)}. A call walks the backend preference (KILN_BACKEND, set_backend_preference,
-// a BackendGuard such as a layer's own setting; "auto" = registration order) and runs the first
-// candidate on the device whose supports() accepts the descriptor. Registration is explicit
-// (kiln::init() calls one function per op family, in order), never by static initialisers.
+// The dispatcher: per op (engine/op_decl.h) a table of candidate kernels
+// {backend, device, supports(desc), priority(desc), run(desc, args...)}. A call picks, for its
+// device and descriptor, the first backend of the preference (engine/backend_preference.h) with
+// a candidate that supports the descriptor, else (unless strict) the supporting candidate of
+// highest priority, ties going to the earlier registration. The choice is cached per thread per
+// (op, device, descriptor, preference): a hit costs a hash and a compare of the descriptor's
+// bytes, with no lock; registering a kernel or changing the preference invalidates it.
 //
-// KILN_TRACE_DISPATCH=1 prints each distinct (op, backend, descriptor) choice to stderr.
+// Registration is explicit and by backend: engine/backends/backends.cpp lists one registration
+// unit per backend and device, in order, and kiln::init() runs them once (no static
+// initialisers: static archives drop them). A program adds its own candidates or ops with
+// registry().add<Op>(...) before other threads run ops (examples/custom_kernel).
+//
+//   dispatch<op::conv2d_fwd>(DeviceType::cpu, desc, src, wei, bias, dst);
+//   dispatch_with<op::conv2d_fwd>(dev, desc, payload, ...);  // forward state for backward
+//
+// KILN_TRACE_DISPATCH=1 prints each distinct (op, device, backend, descriptor) choice to stderr.
+//   Test: ctest --test-dir build -R 'dispatch|oracle'; bench: build/bench/bench_dispatch
 #pragma once
 
+#include <array>
+#include <atomic>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "engine/backend_preference.h"
 #include "engine/device.h"
 #include "engine/error.h"
+#include "engine/op_decl.h"
 
 namespace kiln {
 
-// Backends of the CPU and GPU: "ref", "native", "onednn", "cudnn".
-// A preference is a comma-separated list tried in order ("onednn,native"). Ops that none of the
-// listed backends implement fall back to the others in registration order, unless the
-// preference is strict (tests use strict lists to pin one implementation). "auto" or "" means
-// registration order. KILN_BACKEND sets the initial process-wide list; KILN_BACKEND_STRICT=1
-// makes it strict.
-struct BackendPreference {
-  std::vector<std::string> backends;  // empty: auto
-  bool strict = false;
-};
-void set_backend_preference(const std::string& csv, bool strict = false);
-std::string backend_preference();  // the effective list, comma-separated ("auto" if none)
-
-// Overrides the preference on this thread for its scope (empty csv / null: no override).
-// Autograd nodes keep the override in force when they were recorded and reinstate it for their
-// backward, so a layer's backend setting covers its backward pass too.
-class BackendGuard {
- public:
-  explicit BackendGuard(const std::string& csv, bool strict = false);
-  explicit BackendGuard(std::shared_ptr<const BackendPreference> pref);
-  ~BackendGuard();
-  BackendGuard(const BackendGuard&) = delete;
-  BackendGuard& operator=(const BackendGuard&) = delete;
-
- private:
-  bool active_;
-  std::shared_ptr<const BackendPreference> prev_;
-};
+// Priorities of candidates in `auto` order (higher first). A backend unit gives its candidates a
+// default (ref: fallback, so the oracle runs only when nothing else takes a problem); a
+// candidate may raise or lower it, as a constant or as a function of the descriptor.
+namespace priority {
+constexpr int fallback = 0;    // the ref backend
+constexpr int secondary = 5;   // slower than the native kernel where both apply
+constexpr int normal = 10;     // the device's native kernels
+constexpr int preferred = 20;  // faster than native where it applies (measured; say where)
+}  // namespace priority
 
 namespace detail {
-const BackendPreference& effective_preference();
-// This thread's BackendGuard override (null when none is open).
-const std::shared_ptr<const BackendPreference>& current_override();
 bool trace_dispatch();
-void trace_choice(const std::string& op, DeviceType dev, const std::string& backend, const std::string& desc);
+void trace_choice(const std::string& op, DeviceType dev, int backend, const std::string& desc);
 [[noreturn]] void throw_no_kernel(const std::string& op, DeviceType dev, const std::string& desc,
                                   const std::vector<std::string>& registered);
-std::vector<std::string> split_csv(const std::string& csv);
+// Bumped by every registration: cached choices made before it are stale.
+extern std::atomic<uint64_t> g_registry_generation;
+// This thread's cache of table `index` (null until the table first dispatches on this thread).
+struct ThreadCacheBase {
+  virtual ~ThreadCacheBase() = default;
+};
+std::unique_ptr<ThreadCacheBase>& thread_cache(size_t index);
 }  // namespace detail
 
 class OpTableBase {
  public:
-  explicit OpTableBase(std::string name) : name_(std::move(name)) {}
+  struct Info {
+    int backend;
+    DeviceType device;
+  };
+  OpTableBase(std::string name, size_t index) : name_(std::move(name)), index_(index) {}
   virtual ~OpTableBase() = default;
   const std::string& name() const { return name_; }
-  // "backend/device" of every registered candidate, in order.
-  virtual std::vector<std::string> candidates() const = 0;
+  size_t index() const { return index_; }
+  // "backend/device" of every candidate, in registration order.
+  std::vector<std::string> candidates() const;
+  virtual std::vector<Info> candidate_info() const = 0;
+  bool has(const std::string& backend, DeviceType device) const;
 
  private:
   std::string name_;
+  size_t index_;
 };
 
-// Desc must provide `std::string str() const` (used in errors and traces).
-template <class Desc, class... Args>
+template <class D, class... A>
 class OpTable final : public OpTableBase {
  public:
-  using Run = void (*)(const Desc&, Args...);
-  using Supports = bool (*)(const Desc&);
-  struct Impl {
-    std::string backend;
+  using Decl = OpDecl<void(const D&, A...)>;
+  using Kernel = typename Decl::Kernel;
+  using PayloadKernel = typename Decl::PayloadKernel;
+  using Supports = typename Decl::Supports;
+  using Priority = typename Decl::Priority;
+  struct Candidate {
+    int backend;
     DeviceType device;
-    Supports supports;
-    Run run;
+    Supports supports;     // null: takes every descriptor
+    Priority priority_fn;  // null: `priority`
+    int priority;
+    Kernel run;                 // exactly one of run and run_payload is set
+    PayloadKernel run_payload;
+    bool takes(const D& d) const { return !supports || supports(d); }
+    int rank(const D& d) const { return priority_fn ? priority_fn(d) : priority; }
   };
 
   using OpTableBase::OpTableBase;
 
-  void add(const std::string& backend, DeviceType device, Supports supports, Run run) {
-    impls_.push_back(Impl{backend, device, supports, run});
+  void add(Candidate c) {
+    impls_.push_back(std::make_unique<Candidate>(c));  // stable addresses: the caches hold them
+    detail::g_registry_generation.fetch_add(1, std::memory_order_acq_rel);
   }
 
-  // The candidate a call would run, or null when none takes `desc` (no error, no trace): ops
-  // use it to pick between layouts before committing to one.
-  const Impl* find(DeviceType device, const Desc& desc) const {
+  // The candidate a call would run, or null when none takes `d` (no error, no trace): ops use it
+  // to pick between layouts or dtypes before committing to one.
+  const Candidate* find(DeviceType device, const D& d) const {
     const BackendPreference& pref = detail::effective_preference();
-    for (const std::string& b : pref.backends)
-      for (const Impl& i : impls_)
-        if (i.backend == b && i.device == device && (!i.supports || i.supports(desc))) return &i;
-    if (pref.backends.empty() || !pref.strict)
-      for (const Impl& i : impls_)
-        if (i.device == device && (!i.supports || i.supports(desc))) return &i;
-    return nullptr;
-  }
-  const Impl& select(DeviceType device, const Desc& desc) const {
-    const BackendPreference& pref = detail::effective_preference();
-    const Impl* chosen = nullptr;
-    for (const std::string& b : pref.backends) {
-      for (const Impl& i : impls_)
-        if (i.backend == b && i.device == device && (!i.supports || i.supports(desc))) { chosen = &i; break; }
-      if (chosen) break;
+    if constexpr (kCacheable) {
+      auto& slot_owner = detail::thread_cache(index());
+      if (!slot_owner) slot_owner = std::make_unique<Cache>();
+      Slot& s = static_cast<Cache&>(*slot_owner).slot(device, d, pref.id);
+      const uint64_t gen = detail::g_registry_generation.load(std::memory_order_acquire);
+      if (s.generation == gen && s.pref == pref.id && s.device == device &&
+          std::memcmp(static_cast<const void*>(&s.desc), static_cast<const void*>(&d), sizeof(D)) == 0)
+        return s.chosen;
+      const Candidate* c = choose(device, d, pref);
+      s.generation = gen;
+      s.pref = pref.id;
+      s.device = device;
+      std::memcpy(static_cast<void*>(&s.desc), static_cast<const void*>(&d), sizeof(D));
+      s.chosen = c;
+      if (c && detail::trace_dispatch()) detail::trace_choice(name(), device, c->backend, d.str());
+      return c;
+    } else {
+      const Candidate* c = choose(device, d, pref);
+      if (c && detail::trace_dispatch()) detail::trace_choice(name(), device, c->backend, d.str());
+      return c;
     }
-    if (!chosen && (pref.backends.empty() || !pref.strict))
-      for (const Impl& i : impls_)
-        if (i.device == device && (!i.supports || i.supports(desc))) { chosen = &i; break; }
-    if (!chosen) detail::throw_no_kernel(name(), device, desc.str(), candidates());
-    if (detail::trace_dispatch()) detail::trace_choice(name(), device, chosen->backend, desc.str());
-    return *chosen;
   }
 
-  void operator()(DeviceType device, const Desc& desc, Args... args) const {
-    select(device, desc).run(desc, args...);
+  const Candidate& select(DeviceType device, const D& d) const {
+    const Candidate* c = find(device, d);
+    if (!c) detail::throw_no_kernel(name(), device, d.str(), candidates());
+    return *c;
   }
 
-  bool has(const std::string& backend, DeviceType device) const {
-    for (const Impl& i : impls_)
-      if (i.backend == backend && i.device == device) return true;
-    return false;
+  template <class... T>
+  void operator()(DeviceType device, const D& d, T&&... args) const {
+    const Candidate& c = select(device, d);
+    if (c.run) {
+      c.run(d, std::forward<T>(args)...);
+    } else {
+      KernelPayload none;
+      none.backend = c.backend;
+      c.run_payload(d, none, std::forward<T>(args)...);
+    }
   }
 
-  std::vector<std::string> candidates() const override {
-    std::vector<std::string> out;
-    for (const Impl& i : impls_) out.push_back(i.backend + "/" + device_type_name(i.device));
+  template <class... T>
+  void call_with(DeviceType device, const D& d, KernelPayload& payload, T&&... args) const {
+    const Candidate& c = select(device, d);
+    if (c.run) return c.run(d, std::forward<T>(args)...);
+    if (payload.backend < 0) payload.backend = c.backend;  // a forward call: fill it
+    if (payload.backend == c.backend) return c.run_payload(d, payload, std::forward<T>(args)...);
+    KernelPayload other;  // another backend's state means nothing to this kernel
+    other.backend = c.backend;
+    c.run_payload(d, other, std::forward<T>(args)...);
+  }
+
+  std::vector<Info> candidate_info() const override {
+    std::vector<Info> out;
+    for (const auto& c : impls_) out.push_back({c->backend, c->device});
     return out;
   }
+  const std::vector<std::unique_ptr<Candidate>>& all() const { return impls_; }
 
  private:
-  std::vector<Impl> impls_;
+  // Descriptors are cached by their bytes: equal bytes are equal descriptors, so a hit is never
+  // wrong; padding that differs only costs a fresh choice. Descriptors with heap parts
+  // (ConcatDesc's sizes) are not cached.
+  static constexpr bool kCacheable = std::is_trivially_copyable_v<D> && std::is_default_constructible_v<D>;
+  static constexpr size_t kSlots = 64;  // per thread and op: ResNet-50 has ~50 distinct convolutions
+  struct Slot {
+    uint64_t generation = 0;  // 0: empty
+    uint32_t pref = 0;
+    DeviceType device = DeviceType::cpu;
+    D desc{};
+    const Candidate* chosen = nullptr;
+  };
+  struct Cache final : detail::ThreadCacheBase {
+    std::array<Slot, kSlots> slots;
+    Slot& slot(DeviceType device, const D& d, uint32_t pref) {
+      // FNV-1a over the descriptor's bytes, folded with the device and preference.
+      const auto* p = reinterpret_cast<const unsigned char*>(&d);
+      uint64_t h = 1469598103934665603ull ^ (uint64_t(pref) << 8) ^ uint64_t(device);
+      for (size_t i = 0; i < sizeof(D); ++i) h = (h ^ p[i]) * 1099511628211ull;
+      return slots[(h ^ (h >> 29)) % kSlots];
+    }
+  };
+
+  const Candidate* choose(DeviceType device, const D& d, const BackendPreference& pref) const {
+    for (int b : pref.ids) {
+      const Candidate* best = nullptr;
+      for (const auto& c : impls_)
+        if (c->backend == b && c->device == device && (!best || c->rank(d) > best->rank(d)) && c->takes(d))
+          best = c.get();
+      if (best) return best;
+    }
+    if (!pref.ids.empty() && pref.strict) return nullptr;
+    const Candidate* best = nullptr;
+    int best_rank = 0;
+    for (const auto& c : impls_) {
+      if (c->device != device) continue;
+      const int r = c->rank(d);
+      if ((!best || r > best_rank) && c->takes(d)) best = c.get(), best_rank = r;
+    }
+    return best;
+  }
+
+  std::vector<std::unique_ptr<Candidate>> impls_;
 };
 
 class Registry {
  public:
-  // The table of op `name`, created on first use. Throws if it exists with another signature.
-  template <class Desc, class... Args>
-  OpTable<Desc, Args...>& op(const std::string& name) {
-    auto it = tables_.find(name);
+  // The table of op Op, made on first use. Throws if a table of that name has another signature.
+  template <class Op>
+  auto& table() {
+    using T = typename Op::Table;
+    auto it = tables_.find(Op::name);
     if (it == tables_.end())
-      it = tables_.emplace(name, std::make_unique<OpTable<Desc, Args...>>(name)).first;
-    auto* t = dynamic_cast<OpTable<Desc, Args...>*>(it->second.get());
-    KILN_CHECK(t, "dispatch: op '", name, "' is registered with a different kernel signature");
+      it = tables_.emplace(Op::name, std::make_unique<T>(Op::name, next_index())).first;
+    auto* t = dynamic_cast<T*>(it->second.get());
+    KILN_CHECK(t, "dispatch: op '", Op::name, "' is registered with a different kernel signature");
     return *t;
   }
-  std::vector<const OpTableBase*> ops() const;
+
+  // A candidate for op Op on `device` from `backend` (a name: "native", "user" ...).
+  template <class Op>
+  void add(const std::string& backend, DeviceType device, typename Op::Supports supports,
+           typename Op::Kernel run, int prio = priority::normal, typename Op::Priority prio_fn = nullptr) {
+    table<Op>().add({backend_id(backend), device, supports, prio_fn, prio, run, nullptr});
+  }
+  template <class Op>
+  void add(const std::string& backend, DeviceType device, typename Op::Supports supports,
+           typename Op::PayloadKernel run, int prio = priority::normal, typename Op::Priority prio_fn = nullptr) {
+    table<Op>().add({backend_id(backend), device, supports, prio_fn, prio, nullptr, run});
+  }
+
+  std::vector<const OpTableBase*> ops() const;  // by name
+  const OpTableBase* find_op(const std::string& name) const;
 
  private:
+  static size_t next_index();
   std::map<std::string, std::unique_ptr<OpTableBase>> tables_;
+};
+
+// What a backend's registration unit is given: adds candidates for its own backend and device
+// with its default priority.
+class BackendRegistrar {
+ public:
+  BackendRegistrar(Registry& r, const char* backend, DeviceType device, int default_priority)
+      : r_(r), backend_(backend), device_(device), priority_(default_priority) {}
+  template <class Op, class K>
+  void add(typename Op::Supports supports, K run) {
+    r_.add<Op>(backend_, device_, supports, run, priority_);
+  }
+  template <class Op, class K>
+  void add(typename Op::Supports supports, K run, int prio) {
+    r_.add<Op>(backend_, device_, supports, run, prio);
+  }
+  template <class Op, class K>
+  void add(typename Op::Supports supports, K run, typename Op::Priority prio_fn) {
+    r_.add<Op>(backend_, device_, supports, run, priority_, prio_fn);
+  }
+  Registry& registry() { return r_; }
+
+ private:
+  Registry& r_;
+  const char* backend_;
+  DeviceType device_;
+  int priority_;
 };
 
 // Registers every built-in kernel (once; thread-safe). Called by registry() on first use.
 void init();
 Registry& registry();
 
-// The typed table of an op, cached in a function-local static by the KILN_OP macro:
-//   KILN_OP("relu_fwd", UnaryDesc, const void*, void*)(DeviceType::cpu, desc, src, dst);
-#define KILN_OP(name, ...)                                                       \
-  ([]() -> auto& {                                                              \
-    static auto& table = ::kiln::registry().op<__VA_ARGS__>(name);             \
-    return table;                                                               \
-  }())
+// The table of Op, looked up once per program (a function-local static).
+template <class Op>
+auto& op_table() {
+  static auto& t = registry().table<Op>();
+  return t;
+}
+
+template <class Op, class... T>
+void dispatch(DeviceType device, const typename Op::Desc& d, T&&... args) {
+  op_table<Op>()(device, d, std::forward<T>(args)...);
+}
+
+// As dispatch, with the payload a forward call fills and its backward calls read.
+template <class Op, class... T>
+void dispatch_with(DeviceType device, const typename Op::Desc& d, KernelPayload& payload, T&&... args) {
+  op_table<Op>().call_with(device, d, payload, std::forward<T>(args)...);
+}
+
+// The candidate a dispatch would run (null: none takes d).
+template <class Op>
+auto find_kernel(DeviceType device, const typename Op::Desc& d) {
+  return op_table<Op>().find(device, d);
+}
 
 }  // namespace kiln

@@ -418,7 +418,7 @@ static void copy_kernel(const Tensor& dst, const Tensor& src) {
   d.src_dtype = src.dtype();
   d.dst_dtype = dst.dtype();
   d.loop = make_loop(dst, {&src});
-  KILN_OP("copy", CopyDesc, const void*, void*)(dst.device().type, d, src.data_ptr(), dst.data_ptr());
+  dispatch<op::copy>(dst.device().type, d, src.data_ptr(), dst.data_ptr());
 }
 
 Tensor Tensor::clone() const {
@@ -494,7 +494,7 @@ Tensor& Tensor::fill_(double value) {
   d.dtype = dtype();
   d.value = value;
   d.loop = make_loop(*this, {});
-  KILN_OP("fill", FillDesc, void*)(device().type, d, data_ptr());
+  dispatch<op::fill>(device().type, d, data_ptr());
   return *this;
 }
 

@@ -10,14 +10,6 @@
 #include "engine/trace.h"
 #include "kernels/common/conv.h"
 #include "kernels/common/elementwise.h"
-#include "kernels/cpu/native/conv.h"
-#include "kernels/cpu/ref/conv.h"
-#ifdef KILN_HAVE_CUDNN
-#include "kernels/cuda/cudnn/conv.h"
-#endif
-#ifdef KILN_HAVE_ONEDNN
-#include "kernels/cpu/onednn/conv.h"
-#endif
 
 namespace kiln {
 namespace ops {
@@ -35,9 +27,9 @@ Tensor to_float(const Tensor& t) { return t.defined() ? t.to(DType::float32) : t
 
 // --- kernel calls on dense operands of the descriptor's dtype and layout
 
-auto& fwd_op() { return KILN_OP("conv2d_fwd", ConvDesc, const void*, const void*, const void*, void*); }
-auto& bwd_data_op() { return KILN_OP("conv2d_bwd_data", ConvDesc, const void*, const void*, void*); }
-auto& bwd_weights_op() { return KILN_OP("conv2d_bwd_weights", ConvDesc, const void*, const void*, void*, void*); }
+auto& fwd_op() { return op_table<op::conv2d_fwd>(); }
+auto& bwd_data_op() { return op_table<op::conv2d_bwd_data>(); }
+auto& bwd_weights_op() { return op_table<op::conv2d_bwd_weights>(); }
 
 MemoryFormat format_of(const ConvDesc& d) { return d.nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous; }
 
@@ -57,30 +49,45 @@ ConvDesc pick_layout(const Op& op, ConvDesc d, bool want, Device dev) {
   return d;
 }
 
-Tensor run_fwd(const ConvDesc& d, const Tensor& src, const Tensor& wei, const Tensor& bias, Device dev) {
+// `payload` (may be null) carries the forward kernel's state to the backward calls of the same
+// node (engine/op_decl.h).
+Tensor run_fwd(const ConvDesc& d, const Tensor& src, const Tensor& wei, const Tensor& bias, Device dev,
+               KernelPayload* payload = nullptr) {
   Tensor s = src.contiguous(format_of(d));
   Tensor dst = empty({d.N, d.K, d.P, d.Q}, TensorOptions(d.dtype).with_device(dev), format_of(d));
-  fwd_op()(dev.type, d, s.data_ptr(), wei.data_ptr(), d.has_bias ? bias.data_ptr() : nullptr, dst.data_ptr());
+  const void* b = d.has_bias ? bias.data_ptr() : nullptr;
+  if (payload)
+    fwd_op().call_with(dev.type, d, *payload, s.data_ptr(), wei.data_ptr(), b, dst.data_ptr());
+  else
+    fwd_op()(dev.type, d, s.data_ptr(), wei.data_ptr(), b, dst.data_ptr());
   return dst;
 }
 
-Tensor run_bwd_data(const ConvDesc& d, const Tensor& diff_dst, const Tensor& wei, Device dev) {
+Tensor run_bwd_data(const ConvDesc& d, const Tensor& diff_dst, const Tensor& wei, Device dev,
+                    KernelPayload* payload = nullptr) {
   Tensor dd = diff_dst.contiguous(format_of(d));
   Tensor diff_src = empty({d.N, d.C, d.H, d.W}, TensorOptions(d.dtype).with_device(dev), format_of(d));
-  bwd_data_op()(dev.type, d, dd.data_ptr(), wei.data_ptr(), diff_src.data_ptr());
+  if (payload)
+    bwd_data_op().call_with(dev.type, d, *payload, dd.data_ptr(), wei.data_ptr(), diff_src.data_ptr());
+  else
+    bwd_data_op()(dev.type, d, dd.data_ptr(), wei.data_ptr(), diff_src.data_ptr());
   return diff_src;
 }
 
 // Fills *diff_wei [K, C/groups, R, S] and/or *diff_bias [K] (null pointers: not wanted).
 void run_bwd_weights(const ConvDesc& d, const Tensor& src, const Tensor& diff_dst, Tensor* diff_wei, Tensor* diff_bias,
-                     Device dev) {
+                     Device dev, KernelPayload* payload = nullptr) {
   if (!diff_wei && !diff_bias) return;
   Tensor s = src.contiguous(format_of(d)), dd = diff_dst.contiguous(format_of(d));
   TensorOptions o = TensorOptions(d.dtype).with_device(dev);
   if (diff_wei) *diff_wei = empty({d.K, d.C / d.groups, d.R, d.S}, o);
   if (diff_bias) *diff_bias = empty({d.K}, is_half(d.dtype) ? TensorOptions(DType::float32).with_device(dev) : o);
-  bwd_weights_op()(dev.type, d, s.data_ptr(), dd.data_ptr(), diff_wei ? diff_wei->data_ptr() : nullptr,
-                   diff_bias ? diff_bias->data_ptr() : nullptr);
+  void* dw = diff_wei ? diff_wei->data_ptr() : nullptr;
+  void* db = diff_bias ? diff_bias->data_ptr() : nullptr;
+  if (payload)
+    bwd_weights_op().call_with(dev.type, d, *payload, s.data_ptr(), dd.data_ptr(), dw, db);
+  else
+    bwd_weights_op()(dev.type, d, s.data_ptr(), dd.data_ptr(), dw, db);
   if (diff_bias && is_half(d.dtype)) *diff_bias = diff_bias->to(d.dtype);
 }
 
@@ -201,9 +208,12 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, Co
   fd.relu = relu;
   Tensor xc = x.contiguous(format_of(d)).detach(), wc = weight.contiguous().detach();
   Tensor bc = bias.defined() ? (is_half(d.dtype) ? bias.to(DType::float32) : bias).contiguous().detach() : Tensor();
-  Tensor y = run_fwd(fd, xc, wc, bc, dev);
+  // Training: the forward kernel may leave state for this node's backward (oneDNN: its backward
+  // primitives). Shared by the node's closure; released with the graph.
+  auto payload = autograd::needs_grad({&x, &weight, &bias}) ? std::make_shared<KernelPayload>() : nullptr;
+  Tensor y = run_fwd(fd, xc, wc, bc, dev, payload.get());
   autograd::record_fn(relu ? "Conv2dReluBackward" : "Conv2dBackward", {x, weight, bias}, {&y},
-                      [d, xc, wc, dev, need_x = x.requires_grad(), need_w = weight.requires_grad(),
+                      [d, xc, wc, dev, payload, need_x = x.requires_grad(), need_w = weight.requires_grad(),
                        need_b = bias.requires_grad(), y_relu = relu ? y.detach() : Tensor()](std::vector<Tensor>& g) {
                         Tensor gy = g[0].to(d.dtype);
                         if (y_relu.defined()) gy = binary_raw(int(BinaryOp::relu_bwd), gy, y_relu);  // y > 0 iff pre > 0
@@ -217,11 +227,12 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, Co
                         };
                         if (need_x)
                           gx = pass(bwd_data_op(), gy, wc, [&](const ConvDesc& p, const Tensor& a, const Tensor& b) {
-                                 return run_bwd_data(p, a, b, dev).to(d.dtype);
+                                 return run_bwd_data(p, a, b, dev, payload.get()).to(d.dtype);
                                });
                         if (need_w || need_b)
                           pass(bwd_weights_op(), xc, gy, [&](const ConvDesc& p, const Tensor& a, const Tensor& b) {
-                            run_bwd_weights(p, a, b, need_w ? &gw : nullptr, need_b ? &gb : nullptr, dev);
+                            run_bwd_weights(p, a, b, need_w ? &gw : nullptr, need_b ? &gb : nullptr, dev,
+                                            payload.get());
                             if (gw.defined()) gw = gw.to(d.dtype);
                             if (gb.defined()) gb = gb.to(d.dtype);
                             return 0;
@@ -300,83 +311,5 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
 
 }  // namespace ops
 
-// --- registration
-
-namespace {
-
-template <class T>
-void ref_fwd_t(const ConvDesc& d, const void* s, const void* w, const void* b, void* o) {
-  ref::conv2d_fwd<T>(d, static_cast<const T*>(s), static_cast<const T*>(w), static_cast<const T*>(b),
-                     static_cast<T*>(o));
-}
-template <class T>
-void ref_bwd_data_t(const ConvDesc& d, const void* dd, const void* w, void* ds) {
-  ref::conv2d_bwd_data<T>(d, static_cast<const T*>(dd), static_cast<const T*>(w), static_cast<T*>(ds));
-}
-template <class T>
-void ref_bwd_weights_t(const ConvDesc& d, const void* s, const void* dd, void* dw, void* db) {
-  ref::conv2d_bwd_weights<T>(d, static_cast<const T*>(s), static_cast<const T*>(dd), static_cast<T*>(dw),
-                             static_cast<T*>(db));
-}
-void ref_fwd(const ConvDesc& d, const void* s, const void* w, const void* b, void* o) {
-  d.dtype == DType::float64 ? ref_fwd_t<double>(d, s, w, b, o) : ref_fwd_t<float>(d, s, w, b, o);
-}
-void ref_bwd_data(const ConvDesc& d, const void* dd, const void* w, void* ds) {
-  d.dtype == DType::float64 ? ref_bwd_data_t<double>(d, dd, w, ds) : ref_bwd_data_t<float>(d, dd, w, ds);
-}
-void ref_bwd_weights(const ConvDesc& d, const void* s, const void* dd, void* dw, void* db) {
-  d.dtype == DType::float64 ? ref_bwd_weights_t<double>(d, s, dd, dw, db) : ref_bwd_weights_t<float>(d, s, dd, dw, db);
-}
-bool ref_supports(const ConvDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; }
-
-}  // namespace
-
-void register_conv_kernels(Registry& r) {
-  constexpr auto cpu = DeviceType::cpu;
-  auto& fwd = r.op<ConvDesc, const void*, const void*, const void*, void*>("conv2d_fwd");
-#ifdef KILN_HAVE_ONEDNN
-  // oneDNN first for forward and backward-data: 1.1-2.3x native on AlexNet and on ResNet-50's 3x3
-  // layers, ~1.14x over ResNet-50 as a whole even with the per-call reorders (its 1x1 layers at
-  // 56x56/28x28 lose 10-35% to them). Backward-weights stays native first: there the reorders
-  // of src and diff_dst make ResNet-50 ~7% slower on oneDNN (AlexNet 1.1-1.6x faster).
-  // Figures: build/bench/bench_backends.
-  fwd.add("onednn", cpu, onednn::supports_conv_fwd, onednn::conv2d_fwd);
-#endif
-  fwd.add("native", cpu, native::supports_conv, native::conv2d_fwd);
-  fwd.add("ref", cpu, ref_supports, ref_fwd);
-  auto& bd = r.op<ConvDesc, const void*, const void*, void*>("conv2d_bwd_data");
-#ifdef KILN_HAVE_ONEDNN
-  bd.add("onednn", cpu, onednn::supports_conv_bwd_data, onednn::conv2d_bwd_data);
-#endif
-  bd.add("native", cpu, native::supports_conv, native::conv2d_bwd_data);
-  bd.add("ref", cpu, ref_supports, ref_bwd_data);
-  auto& bw = r.op<ConvDesc, const void*, const void*, void*, void*>("conv2d_bwd_weights");
-#ifdef KILN_HAVE_ONEDNN
-  // Channels-last backward-weights has no reorders on oneDNN and beats the native GEMM rows
-  // (mnist-cnn conv2 23.7 vs 37.9 ms per step at batch 128; ResNet-50 train 1.88 vs 2.15 s at
-  // batch 16): oneDNN first there, native first for NCHW as above. NCHW depthwise on small planes
-  // too: native's direct kernel sums rows of 7-14 elements, oneDNN vectorises over blocked
-  // channels (oneDNN 2.4x native at 14x14, 4.2x at 7x7; native 1.2-1.3x oneDNN at 28x28 and
-  // 112x112; bench_backends --threads 1 --cpu-time, MobileNet-v2 shapes, batch 16).
-  bw.add("onednn", cpu,
-         [](const ConvDesc& d) {
-           const bool small_depthwise = d.groups > 1 && d.groups == d.C && d.P * d.Q < 28 * 28;
-           return (d.nhwc || small_depthwise) && onednn::supports_conv_bwd_weights(d);
-         },
-         onednn::conv2d_bwd_weights);
-#endif
-  bw.add("native", cpu, native::supports_conv, native::conv2d_bwd_weights);
-  bw.add("ref", cpu, ref_supports, ref_bwd_weights);
-#ifdef KILN_HAVE_ONEDNN
-  bw.add("onednn", cpu, onednn::supports_conv_bwd_weights, onednn::conv2d_bwd_weights);
-#endif
-#ifdef KILN_HAVE_CUDNN
-  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
-  // block. After the CPU ones so CPU candidate lists read as before.
-  fwd.add("cudnn", DeviceType::cuda, cudnn::supports_conv_fwd, cudnn::conv2d_fwd);
-  bd.add("cudnn", DeviceType::cuda, cudnn::supports_conv_bwd_data, cudnn::conv2d_bwd_data);
-  bw.add("cudnn", DeviceType::cuda, cudnn::supports_conv_bwd_weights, cudnn::conv2d_bwd_weights);
-#endif
-}
 
 }  // namespace kiln

@@ -6,14 +6,6 @@
 #include "engine/ops/reduce.h"
 #include "engine/trace.h"
 #include "kernels/common/elementwise.h"
-#include "kernels/cpu/native/elementwise.h"
-#include "kernels/cpu/ref/elementwise.h"
-#ifdef KILN_HAVE_CUDNN
-#include "kernels/cuda/cudnn/activation.h"
-#endif
-#ifdef KILN_HAVE_ONEDNN
-#include "kernels/cpu/onednn/elementwise.h"
-#endif
 
 namespace kiln {
 namespace {
@@ -59,7 +51,7 @@ Tensor unary_raw(int op, const Tensor& x, double alpha) {
   d.dtype = x.dtype();
   d.alpha = alpha;
   d.loop = make_loop(y, {&x});
-  auto& table = KILN_OP("unary", UnaryDesc, const void*, void*);
+  auto& table = op_table<op::unary>();
   // Half types go through float32 copies unless a kernel computes them in place (bfloat16 on
   // the native CPU kernels).
   if (is_half(x.dtype()) && !table.find(x.device().type, d))
@@ -78,7 +70,7 @@ Tensor binary_raw(int op, const Tensor& a, const Tensor& b, double alpha) {
   d.dtype = a.dtype();
   d.alpha = alpha;
   d.loop = make_loop(y, {&a, &b});
-  auto& table = KILN_OP("binary", BinaryDesc, const void*, const void*, void*);
+  auto& table = op_table<op::binary>();
   if (is_half(a.dtype()) && !table.find(a.device().type, d))
     return binary_raw(op, a.to(DType::float32), b.to(DType::float32), alpha).to(a.dtype());
   table(a.device().type, d, a.data_ptr(), b.data_ptr(), y.data_ptr());
@@ -323,66 +315,5 @@ Tensor operator+(double s, const Tensor& a) { return ops::add(a, s); }
 Tensor operator-(double s, const Tensor& a) { return ops::add(ops::neg(a), s); }
 Tensor operator*(double s, const Tensor& a) { return ops::mul(a, s); }
 
-// --- registration
-template <class T>
-static void ref_unary_t(const UnaryDesc& d, const void* s, void* o) {
-  ref::unary<T>(d, static_cast<const T*>(s), static_cast<T*>(o));
-}
-template <class T>
-static void ref_binary_t(const BinaryDesc& d, const void* a, const void* b, void* o) {
-  ref::binary<T>(d, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(o));
-}
-static void ref_unary(const UnaryDesc& d, const void* s, void* o) {
-  d.dtype == DType::float64 ? ref_unary_t<double>(d, s, o) : ref_unary_t<float>(d, s, o);
-}
-static void ref_binary(const BinaryDesc& d, const void* a, const void* b, void* o) {
-  d.dtype == DType::float64 ? ref_binary_t<double>(d, a, b, o) : ref_binary_t<float>(d, a, b, o);
-}
-static void ref_copy(const CopyDesc& d, const void* s, void* o) {
-  visit_dtype(d.src_dtype, [&](auto st) {
-    visit_dtype(d.dst_dtype, [&](auto ot) {
-      ref::copy(d, static_cast<const decltype(st)*>(s), static_cast<decltype(ot)*>(o));
-    });
-  });
-}
-static void ref_fill(const FillDesc& d, void* o) {
-  visit_dtype(d.dtype, [&](auto t) { ref::fill(d, static_cast<decltype(t)*>(o)); });
-}
-static void ref_random(const RandomDesc& d, void* o) {
-  visit_dtype(d.dtype, [&](auto t) { ref::random(d, static_cast<decltype(t)*>(o)); });
-}
-
-void register_elementwise_kernels(Registry& r) {
-  constexpr auto cpu = DeviceType::cpu;
-  auto float_only_u = [](const UnaryDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; };
-  auto float_only_b = [](const BinaryDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; };
-  auto& u = r.op<UnaryDesc, const void*, void*>("unary");
-  u.add("native", cpu, native::supports_unary, native::unary);
-  u.add("ref", cpu, float_only_u, ref_unary);
-#ifdef KILN_HAVE_ONEDNN
-  u.add("onednn", cpu, onednn::supports_unary, onednn::unary);
-#endif
-  auto& b = r.op<BinaryDesc, const void*, const void*, void*>("binary");
-  b.add("native", cpu, native::supports_binary, native::binary);
-  b.add("ref", cpu, float_only_b, ref_binary);
-#ifdef KILN_HAVE_ONEDNN
-  b.add("onednn", cpu, onednn::supports_binary, onednn::binary);
-#endif
-  auto& c = r.op<CopyDesc, const void*, void*>("copy");
-  c.add("native", cpu, nullptr, native::copy);
-  c.add("ref", cpu, nullptr, ref_copy);
-  auto& f = r.op<FillDesc, void*>("fill");
-  f.add("native", cpu, nullptr, native::fill);
-  f.add("ref", cpu, nullptr, ref_fill);
-  auto& rnd = r.op<RandomDesc, void*>("random");
-  rnd.add("native", cpu, nullptr, native::random);
-  rnd.add("ref", cpu, nullptr, ref_random);
-#ifdef KILN_HAVE_CUDNN
-  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
-  // block. After the CPU ones so CPU candidate lists read as before.
-  u.add("cudnn", DeviceType::cuda, cudnn::supports_unary, cudnn::unary);
-  b.add("cudnn", DeviceType::cuda, cudnn::supports_binary, cudnn::binary);
-#endif
-}
 
 }  // namespace kiln

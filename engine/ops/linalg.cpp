@@ -12,18 +12,6 @@
 #include "engine/trace.h"
 #include "kernels/common/gemm.h"
 #include "kernels/common/linear.h"
-#include "kernels/cpu/native/gemm.h"
-#include "kernels/cpu/native/linear.h"
-#include "kernels/cpu/ref/gemm.h"
-#include "kernels/cpu/ref/linear.h"
-#ifdef KILN_HAVE_CUDNN
-#include "kernels/cuda/cudnn/gemm.h"
-#endif
-#ifdef KILN_HAVE_ONEDNN
-#include "kernels/cpu/onednn/gemm.h"
-#include "kernels/cpu/onednn/linear.h"
-#include "kernels/cpu/onednn/matmul.h"
-#endif
 
 namespace kiln {
 namespace {
@@ -96,7 +84,7 @@ void run_gemm(const Mat& a, const Mat& b, Tensor& c, int64_t batch, double beta 
     if (beta == 0.0) c.zero_();
     return;
   }
-  KILN_OP("gemm", GemmDesc, const void*, const void*, void*)(c.device().type, d, a.ptr, b.ptr, c.data_ptr());
+  dispatch<op::gemm>(c.device().type, d, a.ptr, b.ptr, c.data_ptr());
 }
 
 // dtype and device of results; captured by backward instead of a tensor, which would keep its
@@ -185,9 +173,9 @@ namespace {
 // float32 copies), and only where forward and both backward passes have a candidate.
 bool half_linear_runs(DeviceType dev, const LinearDesc& d) {
   if (dev != DeviceType::cuda) return false;
-  return KILN_OP("linear_fwd", LinearDesc, const void*, const void*, const void*, void*).find(dev, d) &&
-         KILN_OP("linear_bwd_data", LinearDesc, const void*, const void*, void*).find(dev, d) &&
-         KILN_OP("linear_bwd_weights", LinearDesc, const void*, const void*, void*, void*).find(dev, d);
+  return find_kernel<op::linear_fwd>(dev, d) &&
+         find_kernel<op::linear_bwd_data>(dev, d) &&
+         find_kernel<op::linear_bwd_weights>(dev, d);
 }
 }  // namespace
 
@@ -226,7 +214,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor W = weight.detach().contiguous();
   Tensor B = bias.defined() ? bias.detach().contiguous() : Tensor();
   Tensor y2 = empty({rows, out}, TensorOptions(x.dtype()).with_device(x.device()));
-  KILN_OP("linear_fwd", LinearDesc, const void*, const void*, const void*, void*)(
+  dispatch<op::linear_fwd>(
       x.device().type, d, X.data_ptr(), W.data_ptr(), B.defined() ? B.data_ptr() : nullptr, y2.data_ptr());
   Tensor y = y2.view(out_shape);
   const bool need_x = x.requires_grad(), need_w = weight.requires_grad(), need_b = bias.requires_grad();
@@ -239,7 +227,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                         const DeviceType dev = kind.device.type;
                         if (need_x) {
                           gx = empty({d.n, d.ic}, kind.opts());
-                          KILN_OP("linear_bwd_data", LinearDesc, const void*, const void*, void*)(
+                          dispatch<op::linear_bwd_data>(
                               dev, d, g2.data_ptr(), W.data_ptr(), gx.data_ptr());
                           gx = gx.view(xs);
                         }
@@ -248,7 +236,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                         if (need_w || need_b) {
                           LinearDesc db = d;
                           db.has_bias = need_b;
-                          KILN_OP("linear_bwd_weights", LinearDesc, const void*, const void*, void*, void*)(
+                          dispatch<op::linear_bwd_weights>(
                               dev, db, need_w ? X.data_ptr() : nullptr, g2.data_ptr(),
                               need_w ? gw.data_ptr() : nullptr, need_b ? gb.data_ptr() : nullptr);
                         }
@@ -259,90 +247,5 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 }  // namespace ops
 
-static bool ref_supports_gemm(const GemmDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; }
-
-static void ref_gemm(const GemmDesc& d, const void* a, const void* b, void* c) {
-  if (d.dtype == DType::float64)
-    ref::gemm<double>(d, static_cast<const double*>(a), static_cast<const double*>(b), static_cast<double*>(c));
-  else
-    ref::gemm<float>(d, static_cast<const float*>(a), static_cast<const float*>(b), static_cast<float*>(c));
-}
-
-static bool ref_supports_linear(const LinearDesc& d) {
-  return (d.dtype == DType::float32 || d.dtype == DType::float64) && d.n >= 0 && d.ic >= 0 && d.oc >= 0;
-}
-
-template <class T>
-static const T* cp(const void* p) {
-  return static_cast<const T*>(p);
-}
-template <class T>
-static T* mp(void* p) {
-  return static_cast<T*>(p);
-}
-
-static void ref_linear_fwd(const LinearDesc& d, const void* src, const void* wei, const void* bias, void* dst) {
-  if (d.dtype == DType::float64)
-    ref::linear_fwd<double>(d, cp<double>(src), cp<double>(wei), cp<double>(bias), mp<double>(dst));
-  else
-    ref::linear_fwd<float>(d, cp<float>(src), cp<float>(wei), cp<float>(bias), mp<float>(dst));
-}
-
-static void ref_linear_bwd_data(const LinearDesc& d, const void* diff_dst, const void* wei, void* diff_src) {
-  if (d.dtype == DType::float64)
-    ref::linear_bwd_data<double>(d, cp<double>(diff_dst), cp<double>(wei), mp<double>(diff_src));
-  else
-    ref::linear_bwd_data<float>(d, cp<float>(diff_dst), cp<float>(wei), mp<float>(diff_src));
-}
-
-static void ref_linear_bwd_weights(const LinearDesc& d, const void* src, const void* diff_dst, void* diff_wei,
-                                   void* diff_bias) {
-  if (d.dtype == DType::float64)
-    ref::linear_bwd_weights<double>(d, cp<double>(src), cp<double>(diff_dst), mp<double>(diff_wei),
-                                    mp<double>(diff_bias));
-  else
-    ref::linear_bwd_weights<float>(d, cp<float>(src), cp<float>(diff_dst), mp<float>(diff_wei), mp<float>(diff_bias));
-}
-
-void register_linalg_kernels(Registry& r) {
-  constexpr auto cpu = DeviceType::cpu;
-  auto& t = r.op<GemmDesc, const void*, const void*, void*>("gemm");
-  t.add("native", cpu, native::supports_gemm, native::gemm);
-  t.add("ref", cpu, ref_supports_gemm, ref_gemm);
-#ifdef KILN_HAVE_ONEDNN
-  // Batched products under an onednn preference: one matmul primitive, 0.9-1.16x dnnl_sgemm per
-  // product and 0.83-1.15x native (bench_backends --only matmul, medians of 9, interleaved), so
-  // native stays first (within noise, and its bits do not depend on the thread count).
-  t.add("onednn", cpu, onednn::supports_matmul, onednn::matmul);
-  t.add("onednn", cpu, onednn::supports_gemm, onednn::gemm);
-#endif
-
-  // Inner product: native first. oneDNN's inner_product on plain nc/oi layouts, as a fraction of
-  // native's speed at the AlexNet/VGG/GoogLeNet classifier shapes, batch 16 and 64
-  // (bench_backends --only linear, interleaved, medians): 2 threads, wall time: forward
-  // 0.57-0.89, backward-data 0.76-1.33, backward-weights 0.51-1.16; 1 thread, CPU time (the
-  // machine was loaded): forward 0.72-1.04, backward-data 0.82-1.34, backward-weights 0.57-1.16
-  // (oneDNN ahead only at batch 16 backward-weights and a few backward-data shapes).
-  auto& lf = r.op<LinearDesc, const void*, const void*, const void*, void*>("linear_fwd");
-  auto& ld = r.op<LinearDesc, const void*, const void*, void*>("linear_bwd_data");
-  auto& lw = r.op<LinearDesc, const void*, const void*, void*, void*>("linear_bwd_weights");
-  lf.add("native", cpu, native::supports_linear, native::linear_fwd);
-  ld.add("native", cpu, native::supports_linear, native::linear_bwd_data);
-  lw.add("native", cpu, native::supports_linear, native::linear_bwd_weights);
-  lf.add("ref", cpu, ref_supports_linear, ref_linear_fwd);
-  ld.add("ref", cpu, ref_supports_linear, ref_linear_bwd_data);
-  lw.add("ref", cpu, ref_supports_linear, ref_linear_bwd_weights);
-#ifdef KILN_HAVE_ONEDNN
-  lf.add("onednn", cpu, onednn::supports_linear, onednn::linear_fwd);
-  ld.add("onednn", cpu, onednn::supports_linear, onednn::linear_bwd_data);
-  lw.add("onednn", cpu, onednn::supports_linear, onednn::linear_bwd_weights);
-#endif
-
-#ifdef KILN_HAVE_CUDNN
-  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
-  // block. After the CPU ones so CPU candidate lists read as before.
-  t.add("cudnn", DeviceType::cuda, cudnn::supports_gemm, cudnn::gemm);
-#endif
-}
 
 }  // namespace kiln

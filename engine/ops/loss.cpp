@@ -5,20 +5,10 @@
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
 #include "engine/ops/iter.h"
-#include "kernels/cpu/native/loss.h"
-#include "kernels/cpu/ref/loss.h"
 
 namespace kiln {
 namespace {
 
-#define KILN_CE_FWD KILN_OP("loss_cross_entropy_fwd", ClassLossDesc, const void*, const int64_t*, void*, void*)
-#define KILN_CE_BWD \
-  KILN_OP("loss_cross_entropy_bwd", ClassLossDesc, const void*, const int64_t*, const void*, const void*, void*)
-#define KILN_NLL_FWD KILN_OP("loss_nll_fwd", ClassLossDesc, const void*, const int64_t*, void*)
-#define KILN_NLL_BWD KILN_OP("loss_nll_bwd", ClassLossDesc, const int64_t*, const void*, void*)
-#define KILN_POINT_FWD KILN_OP("loss_point_fwd", PointLossDesc, const void*, const void*, const void*, void*)
-#define KILN_POINT_BWD \
-  KILN_OP("loss_point_bwd", PointLossDesc, const void*, const void*, const void*, const void*, void*, void*)
 
 bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
 
@@ -122,21 +112,21 @@ Tensor class_loss(const Tensor& x0, const Tensor& target, Reduction reduction, d
   const DeviceType dev = x0.device().type;
   if (from_logits) {
     Tensor lse = empty({p.d.N * p.d.S}, o);
-    KILN_CE_FWD(dev, p.d, p.xc.data_ptr(), p.tc.data<int64_t>(), y.data_ptr(), lse.data_ptr());
+    dispatch<op::cross_entropy_fwd>(dev, p.d, p.xc.data_ptr(), p.tc.data<int64_t>(), y.data_ptr(), lse.data_ptr());
     autograd::record_fn("CrossEntropyBackward", {x0}, {&y}, [d = p.d, xc = p.xc, tc = p.tc, lse](std::vector<Tensor>& g) {
       Tensor gc = g[0].to(d.dtype).contiguous();
       Tensor gx = empty(xc.sizes(), TensorOptions(d.dtype).with_device(xc.device()));
-      KILN_CE_BWD(xc.device().type, d, xc.data_ptr(), tc.data<int64_t>(), lse.data_ptr(), gc.data_ptr(),
+      dispatch<op::cross_entropy_bwd>(xc.device().type, d, xc.data_ptr(), tc.data<int64_t>(), lse.data_ptr(), gc.data_ptr(),
                   gx.data_ptr());
       return std::vector<Tensor>{gx};
     });
   } else {
-    KILN_NLL_FWD(dev, p.d, p.xc.data_ptr(), p.tc.data<int64_t>(), y.data_ptr());
+    dispatch<op::nll_fwd>(dev, p.d, p.xc.data_ptr(), p.tc.data<int64_t>(), y.data_ptr());
     autograd::record_fn("NllLossBackward", {x0}, {&y}, [d = p.d, xs = x0.sizes(), tc = p.tc, dev0 = x0.device()](
                                                              std::vector<Tensor>& g) {
       Tensor gc = g[0].to(d.dtype).contiguous();
       Tensor gx = empty(xs, TensorOptions(d.dtype).with_device(dev0));
-      KILN_NLL_BWD(dev0.type, d, tc.data<int64_t>(), gc.data_ptr(), gx.data_ptr());
+      dispatch<op::nll_bwd>(dev0.type, d, tc.data<int64_t>(), gc.data_ptr(), gx.data_ptr());
       return std::vector<Tensor>{gx};
     });
   }
@@ -153,14 +143,14 @@ Tensor point_loss(const Tensor& x0, const Tensor& t0, Reduction reduction, const
   PointPlan p = plan_point(x0, t0, reduction, pos_weight, kind, op);
   const TensorOptions o = TensorOptions(p.d.dtype).with_device(x0.device());
   Tensor y = empty(reduction == Reduction::none ? x0.sizes() : Shape{}, o);
-  KILN_POINT_FWD(x0.device().type, p.d, p.xc.data_ptr(), p.tc.data_ptr(), ptr_or_null(p.pw), y.data_ptr());
+  dispatch<op::point_loss_fwd>(x0.device().type, p.d, p.xc.data_ptr(), p.tc.data_ptr(), ptr_or_null(p.pw), y.data_ptr());
   auto bwd = [d = p.d, xc = p.xc, tc = p.tc, pw = p.pw, need_x = x0.requires_grad(),
               need_t = t0.requires_grad()](std::vector<Tensor>& g) {
     Tensor gc = g[0].to(d.dtype).contiguous();
     const TensorOptions o = TensorOptions(d.dtype).with_device(xc.device());
     Tensor gx = need_x ? empty(xc.sizes(), o) : Tensor();
     Tensor gt = need_t ? empty(xc.sizes(), o) : Tensor();
-    KILN_POINT_BWD(xc.device().type, d, xc.data_ptr(), tc.data_ptr(), ptr_or_null(pw), gc.data_ptr(),
+    dispatch<op::point_loss_bwd>(xc.device().type, d, xc.data_ptr(), tc.data_ptr(), ptr_or_null(pw), gc.data_ptr(),
                    gx.defined() ? gx.data_ptr() : nullptr, gt.defined() ? gt.data_ptr() : nullptr);
     return std::vector<Tensor>{gx, gt};
   };
@@ -195,74 +185,5 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 
 }  // namespace ops
 
-// --- registration
-namespace {
-
-
-void ref_ce_fwd(const ClassLossDesc& d, const void* src, const int64_t* target, void* dst, void* lse) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::cross_entropy_fwd<T>(d, static_cast<const T*>(src), target, static_cast<T*>(dst), static_cast<T*>(lse));
-  });
-}
-void ref_ce_bwd(const ClassLossDesc& d, const void* src, const int64_t* target, const void* lse, const void* dy,
-                void* dx) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::cross_entropy_bwd<T>(d, static_cast<const T*>(src), target, static_cast<const T*>(lse),
-                              static_cast<const T*>(dy), static_cast<T*>(dx));
-  });
-}
-void ref_nll_fwd(const ClassLossDesc& d, const void* src, const int64_t* target, void* dst) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::nll_fwd<T>(d, static_cast<const T*>(src), target, static_cast<T*>(dst));
-  });
-}
-void ref_nll_bwd(const ClassLossDesc& d, const int64_t* target, const void* dy, void* dx) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::nll_bwd<T>(d, target, static_cast<const T*>(dy), static_cast<T*>(dx));
-  });
-}
-void ref_point_fwd(const PointLossDesc& d, const void* x, const void* t, const void* pw, void* dst) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::point_loss_fwd<T>(d, static_cast<const T*>(x), static_cast<const T*>(t), static_cast<const T*>(pw),
-                           static_cast<T*>(dst));
-  });
-}
-void ref_point_bwd(const PointLossDesc& d, const void* x, const void* t, const void* pw, const void* dy, void* dx,
-                   void* dt) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::point_loss_bwd<T>(d, static_cast<const T*>(x), static_cast<const T*>(t), static_cast<const T*>(pw),
-                           static_cast<const T*>(dy), static_cast<T*>(dx), static_cast<T*>(dt));
-  });
-}
-
-}  // namespace
-
-void register_loss_kernels(Registry& r) {
-  constexpr auto cpu = DeviceType::cpu;
-  auto& cf = r.op<ClassLossDesc, const void*, const int64_t*, void*, void*>("loss_cross_entropy_fwd");
-  cf.add("native", cpu, native::supports_class_loss, native::cross_entropy_fwd);
-  cf.add("ref", cpu, native::supports_class_loss, ref_ce_fwd);
-  auto& cb = r.op<ClassLossDesc, const void*, const int64_t*, const void*, const void*, void*>("loss_cross_entropy_bwd");
-  cb.add("native", cpu, native::supports_class_loss, native::cross_entropy_bwd);
-  cb.add("ref", cpu, native::supports_class_loss, ref_ce_bwd);
-  auto& nf = r.op<ClassLossDesc, const void*, const int64_t*, void*>("loss_nll_fwd");
-  nf.add("native", cpu, native::supports_class_loss, native::nll_fwd);
-  nf.add("ref", cpu, native::supports_class_loss, ref_nll_fwd);
-  auto& nb = r.op<ClassLossDesc, const int64_t*, const void*, void*>("loss_nll_bwd");
-  nb.add("native", cpu, native::supports_class_loss, native::nll_bwd);
-  nb.add("ref", cpu, native::supports_class_loss, ref_nll_bwd);
-  auto& pf = r.op<PointLossDesc, const void*, const void*, const void*, void*>("loss_point_fwd");
-  pf.add("native", cpu, native::supports_point_loss, native::point_loss_fwd);
-  pf.add("ref", cpu, native::supports_point_loss, ref_point_fwd);
-  auto& pb = r.op<PointLossDesc, const void*, const void*, const void*, const void*, void*, void*>("loss_point_bwd");
-  pb.add("native", cpu, native::supports_point_loss, native::point_loss_bwd);
-  pb.add("ref", cpu, native::supports_point_loss, ref_point_bwd);
-}
 
 }  // namespace kiln

@@ -9,14 +9,6 @@
 #include "engine/trace.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/common/norm.h"
-#include "kernels/cpu/native/norm.h"
-#include "kernels/cpu/ref/norm.h"
-#ifdef KILN_HAVE_CUDNN
-#include "kernels/cuda/cudnn/norm.h"
-#endif
-#ifdef KILN_HAVE_ONEDNN
-#include "kernels/cpu/onednn/norm.h"
-#endif
 
 namespace kiln {
 namespace {
@@ -28,16 +20,6 @@ Tensor half_to_float(const Tensor& t) { return t.defined() && is_half(t.dtype())
 const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 void* mut_ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
-#define KILN_BN_FWD                                                                                              \
-  KILN_OP("norm_batch_norm_fwd", BatchNormDesc, const void*, const void*, const void*, void*, void*, void*, void*, \
-          void*)
-#define KILN_BN_BWD                                                                                              \
-  KILN_OP("norm_batch_norm_bwd", BatchNormDesc, const void*, const void*, const void*, const void*, const void*, \
-          void*, void*, void*)
-#define KILN_DROPOUT_FWD KILN_OP("norm_dropout_fwd", DropoutDesc, const void*, void*, uint8_t*)
-#define KILN_DROPOUT_BWD KILN_OP("norm_dropout_bwd", DropoutDesc, const void*, const uint8_t*, void*)
-#define KILN_SOFTMAX_FWD KILN_OP("norm_softmax_fwd", SoftmaxDesc, const void*, void*)
-#define KILN_SOFTMAX_BWD KILN_OP("norm_softmax_bwd", SoftmaxDesc, const void*, const void*, void*)
 
 // Checks a per-channel tensor (weight, bias, running stat) against x's channel count.
 void check_channel_tensor(const Tensor& t, const char* what, const Tensor& x, DType dt, bool same_dtype) {
@@ -78,11 +60,11 @@ Tensor softmax_impl(const Tensor& x0, int64_t dim, bool log) {
   for (int64_t k = 0; k < x.dim(); ++k) (k < dim ? d.outer : k > dim ? d.inner : d.dim) *= x.size(k);
   Tensor xc = x.contiguous();
   Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
-  if (x.numel() > 0) KILN_SOFTMAX_FWD(x.device().type, d, xc.data_ptr(), y.data_ptr());
+  if (x.numel() > 0) dispatch<op::softmax_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr());
   auto bwd = [d, yd = y.detach()](std::vector<Tensor>& g) {
     Tensor gc = g[0].to(d.dtype).contiguous();
     Tensor gx = empty(yd.sizes(), TensorOptions(d.dtype).with_device(yd.device()));
-    if (yd.numel() > 0) KILN_SOFTMAX_BWD(yd.device().type, d, yd.data_ptr(), gc.data_ptr(), gx.data_ptr());
+    if (yd.numel() > 0) dispatch<op::softmax_bwd>(yd.device().type, d, yd.data_ptr(), gc.data_ptr(), gx.data_ptr());
     return std::vector<Tensor>{gx};
   };
   if (log)
@@ -132,8 +114,8 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, 
   if (is_half(x.dtype())) {
     const BatchNormDesc probe = bn_desc(x, training, momentum, eps);
     const bool half_ok = x.dtype() == DType::bfloat16 || x.device().type == DeviceType::cuda;
-    if (!half_ok || !KILN_BN_FWD.find(x.device().type, probe) ||
-        !KILN_BN_BWD.find(x.device().type, probe))
+    if (!half_ok || !find_kernel<op::batch_norm_fwd>(x.device().type, probe) ||
+        !find_kernel<op::batch_norm_bwd>(x.device().type, probe))
       return batch_norm(x.to(DType::float32), half_to_float(weight0), half_to_float(bias0), running_mean,
                         running_var, training, momentum, eps)
           .to(x.dtype());
@@ -177,7 +159,7 @@ Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bia
   const TensorOptions opts = TensorOptions(dt).with_device(x.device());
   Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()), fmt);
   Tensor save_mean = empty({d.C}, opts), save_invstd = empty({d.C}, opts);
-  KILN_BN_FWD(x.device().type, d, xc.data_ptr(), ptr_or_null(weight), ptr_or_null(bias), mut_ptr_or_null(rm),
+  dispatch<op::batch_norm_fwd>(x.device().type, d, xc.data_ptr(), ptr_or_null(weight), ptr_or_null(bias), mut_ptr_or_null(rm),
               mut_ptr_or_null(rv), y.data_ptr(), save_mean.data_ptr(), save_invstd.data_ptr());
   write_back(rm, running_mean);
   write_back(rv, running_var);
@@ -197,7 +179,7 @@ Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bia
                         Tensor gx = need_x ? empty(xc.sizes(), o, f) : Tensor();
                         Tensor gw = need_w ? empty({d.C}, po) : Tensor();
                         Tensor gb = need_b ? empty({d.C}, po) : Tensor();
-                        KILN_BN_BWD(xc.device().type, d, xc.data_ptr(), gc.data_ptr(), ptr_or_null(weight),
+                        dispatch<op::batch_norm_bwd>(xc.device().type, d, xc.data_ptr(), gc.data_ptr(), ptr_or_null(weight),
                                     save_mean.data_ptr(), save_invstd.data_ptr(), mut_ptr_or_null(gx),
                                     mut_ptr_or_null(gw), mut_ptr_or_null(gb));
                         return std::vector<Tensor>{gx, gw, gb};
@@ -241,11 +223,11 @@ Tensor dropout(const Tensor& x0, double p, bool training, Generator* gen) {
   Tensor xc = x.contiguous();
   Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
   Tensor mask = empty(x.sizes(), TensorOptions(DType::uint8).with_device(x.device()));
-  if (d.n > 0) KILN_DROPOUT_FWD(x.device().type, d, xc.data_ptr(), y.data_ptr(), mask.data<uint8_t>());
+  if (d.n > 0) dispatch<op::dropout_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr(), mask.data<uint8_t>());
   autograd::record_fn("DropoutBackward", {x0}, {&y}, [d, mask](std::vector<Tensor>& g) {
     Tensor gc = g[0].to(d.dtype).contiguous();
     Tensor gx = empty(mask.sizes(), TensorOptions(d.dtype).with_device(mask.device()));
-    if (d.n > 0) KILN_DROPOUT_BWD(mask.device().type, d, gc.data_ptr(), mask.data<uint8_t>(), gx.data_ptr());
+    if (d.n > 0) dispatch<op::dropout_bwd>(mask.device().type, d, gc.data_ptr(), mask.data<uint8_t>(), gx.data_ptr());
     return std::vector<Tensor>{gx};
   });
   return y;
@@ -264,99 +246,5 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 
 }  // namespace ops
 
-// --- registration
-namespace {
-
-
-void ref_bn_fwd(const BatchNormDesc& d, const void* src, const void* wei, const void* bias, void* rm, void* rv,
-                void* dst, void* sm, void* si) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::batch_norm_fwd<T>(d, static_cast<const T*>(src), static_cast<const T*>(wei), static_cast<const T*>(bias),
-                           static_cast<T*>(rm), static_cast<T*>(rv), static_cast<T*>(dst), static_cast<T*>(sm),
-                           static_cast<T*>(si));
-  });
-}
-void ref_bn_bwd(const BatchNormDesc& d, const void* src, const void* dy, const void* wei, const void* sm,
-                const void* si, void* dx, void* dw, void* db) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::batch_norm_bwd<T>(d, static_cast<const T*>(src), static_cast<const T*>(dy), static_cast<const T*>(wei),
-                           static_cast<const T*>(sm), static_cast<const T*>(si), static_cast<T*>(dx),
-                           static_cast<T*>(dw), static_cast<T*>(db));
-  });
-}
-void ref_dropout_fwd(const DropoutDesc& d, const void* src, void* dst, uint8_t* mask) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::dropout_fwd<T>(d, static_cast<const T*>(src), static_cast<T*>(dst), mask);
-  });
-}
-void ref_dropout_bwd(const DropoutDesc& d, const void* dy, const uint8_t* mask, void* dx) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::dropout_bwd<T>(d, static_cast<const T*>(dy), mask, static_cast<T*>(dx));
-  });
-}
-void ref_softmax_fwd(const SoftmaxDesc& d, const void* src, void* dst) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::softmax_fwd<T>(d, static_cast<const T*>(src), static_cast<T*>(dst));
-  });
-}
-void ref_softmax_bwd(const SoftmaxDesc& d, const void* y, const void* dy, void* dx) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::softmax_bwd<T>(d, static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx));
-  });
-}
-
-}  // namespace
-
-void register_norm_kernels(Registry& r) {
-  constexpr auto cpu = DeviceType::cpu;
-  auto& bf = r.op<BatchNormDesc, const void*, const void*, const void*, void*, void*, void*, void*, void*>(
-      "norm_batch_norm_fwd");
-  bf.add("native", cpu, native::supports_batch_norm, native::batch_norm_fwd);
-  bf.add("ref", cpu, native::supports_batch_norm, ref_bn_fwd);
-#ifdef KILN_HAVE_ONEDNN
-  bf.add("onednn", cpu, onednn::supports_batch_norm, onednn::batch_norm_fwd);
-#endif
-  auto& bb = r.op<BatchNormDesc, const void*, const void*, const void*, const void*, const void*, void*, void*, void*>(
-      "norm_batch_norm_bwd");
-  bb.add("native", cpu, native::supports_batch_norm, native::batch_norm_bwd);
-  bb.add("ref", cpu, native::supports_batch_norm, ref_bn_bwd);
-#ifdef KILN_HAVE_ONEDNN
-  bb.add("onednn", cpu, onednn::supports_batch_norm, onednn::batch_norm_bwd);
-#endif
-  auto& df = r.op<DropoutDesc, const void*, void*, uint8_t*>("norm_dropout_fwd");
-  df.add("native", cpu, native::supports_dropout, native::dropout_fwd);
-  df.add("ref", cpu, native::supports_dropout, ref_dropout_fwd);
-  auto& db = r.op<DropoutDesc, const void*, const uint8_t*, void*>("norm_dropout_bwd");
-  db.add("native", cpu, native::supports_dropout, native::dropout_bwd);
-  db.add("ref", cpu, native::supports_dropout, ref_dropout_bwd);
-  auto& sf = r.op<SoftmaxDesc, const void*, void*>("norm_softmax_fwd");
-#ifdef KILN_HAVE_ONEDNN
-  // oneDNN first for softmax forward only (4.5-5.7x native over 1000-21841 classes; backward
-  // 0.6-0.95x). Batch norm stays native first (oneDNN 0.3-0.67x on plain NCHW). bench_backends.
-  sf.add("onednn", cpu, onednn::supports_softmax, onednn::softmax_fwd);
-#endif
-  sf.add("native", cpu, native::supports_softmax, native::softmax_fwd);
-  sf.add("ref", cpu, native::supports_softmax, ref_softmax_fwd);
-  auto& sb = r.op<SoftmaxDesc, const void*, const void*, void*>("norm_softmax_bwd");
-  sb.add("native", cpu, native::supports_softmax, native::softmax_bwd);
-  sb.add("ref", cpu, native::supports_softmax, ref_softmax_bwd);
-#ifdef KILN_HAVE_ONEDNN
-  sb.add("onednn", cpu, onednn::supports_softmax, onednn::softmax_bwd);
-#endif
-#ifdef KILN_HAVE_CUDNN
-  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
-  // block. After the CPU ones so CPU candidate lists read as before.
-  bf.add("cudnn", DeviceType::cuda, cudnn::supports_batch_norm_fwd, cudnn::batch_norm_fwd);
-  bb.add("cudnn", DeviceType::cuda, cudnn::supports_batch_norm_bwd, cudnn::batch_norm_bwd);
-  sf.add("cudnn", DeviceType::cuda, cudnn::supports_softmax, cudnn::softmax_fwd);
-  sb.add("cudnn", DeviceType::cuda, cudnn::supports_softmax, cudnn::softmax_bwd);
-#endif
-}
 
 }  // namespace kiln

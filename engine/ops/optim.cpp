@@ -3,7 +3,7 @@
 // in-place Tensor methods refuse). Kernels: kernels/cpu/{ref,native}/optim.*, the multi-tensor
 // list forms kernels/cpu/ref/multi_tensor.h and, on the CPU's native backend, a loop over the
 // native single-tensor kernels defined below (CUDA: kernels/cuda/native/optim.h, registered in
-// engine/register_cuda.cpp).
+// engine/backends/cuda_native.cpp).
 // Test: ctest --test-dir build -R "optim|multi_tensor"
 #include "engine/ops/optim.h"
 
@@ -19,21 +19,10 @@
 #include "engine/cuda_runtime.h"
 #include "engine/dispatch.h"
 #include "kernels/common/parallel.h"
-#include "kernels/cpu/native/optim.h"
-#include "kernels/cpu/ref/multi_tensor.h"
-#include "kernels/cpu/ref/optim.h"
 
 namespace kiln {
 namespace {
 
-#define KILN_SGD_STEP KILN_OP("optim_sgd", SGDStepDesc, void*, const void*, void*)
-#define KILN_ADAM_STEP KILN_OP("optim_adam", AdamStepDesc, void*, const void*, void*, void*)
-#define KILN_LARS_STEP KILN_OP("optim_lars", LarsStepDesc, void*, const void*, void*)
-#define KILN_SUM_SQUARES KILN_OP("optim_sum_squares", VecDesc, const void*, double*)
-#define KILN_SCALE KILN_OP("optim_scale", VecDesc, void*)
-#define KILN_MULTI_STEP KILN_OP("optim_multi_tensor", MultiTensorDesc, const TensorListEntry*)
-#define KILN_MULTI_SUM_SQUARES \
-  KILN_OP("optim_multi_sum_squares", MultiTensorDesc, const TensorListEntry*, bool, double*)
 
 std::atomic<int64_t> g_update_calls{0};
 
@@ -66,7 +55,7 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, SGDSte
   d.dtype = param.dtype();
   d.n = param.numel();
   ++g_update_calls;
-  KILN_SGD_STEP(param.device().type, d, param.data_ptr(), grad.data_ptr(),
+  dispatch<op::sgd_step>(param.device().type, d, param.data_ptr(), grad.data_ptr(),
                 d.momentum != 0 ? buf.data_ptr() : nullptr);
 }
 
@@ -79,7 +68,7 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const T
   d.dtype = param.dtype();
   d.n = param.numel();
   ++g_update_calls;
-  KILN_ADAM_STEP(param.device().type, d, param.data_ptr(), grad.data_ptr(), m.data_ptr(), v.data_ptr());
+  dispatch<op::adam_step>(param.device().type, d, param.data_ptr(), grad.data_ptr(), m.data_ptr(), v.data_ptr());
 }
 
 void lars_step(const Tensor& param, const Tensor& grad, const Tensor& buf, LarsStepDesc d) {
@@ -89,7 +78,7 @@ void lars_step(const Tensor& param, const Tensor& grad, const Tensor& buf, LarsS
   d.dtype = param.dtype();
   d.n = param.numel();
   ++g_update_calls;
-  KILN_LARS_STEP(param.device().type, d, param.data_ptr(), grad.data_ptr(), buf.data_ptr());
+  dispatch<op::lars_step>(param.device().type, d, param.data_ptr(), grad.data_ptr(), buf.data_ptr());
 }
 
 double sum_squares(const Tensor& x0) {
@@ -101,11 +90,11 @@ double sum_squares(const Tensor& x0) {
   d.n = x.numel();
   if (x.device().is_cuda()) {  // the kernel writes its double where the data lives
     Tensor out = zeros({1}, TensorOptions(DType::float64).with_device(x.device()));
-    KILN_SUM_SQUARES(x.device().type, d, x.data_ptr(), out.data<double>());
+    dispatch<op::sum_squares>(x.device().type, d, x.data_ptr(), out.data<double>());
     return out.item();
   }
   double out = 0;
-  KILN_SUM_SQUARES(x.device().type, d, x.data_ptr(), &out);
+  dispatch<op::sum_squares>(x.device().type, d, x.data_ptr(), &out);
   return out;
 }
 
@@ -115,7 +104,7 @@ void scale_(const Tensor& x, double s) {
   d.dtype = x.dtype();
   d.n = x.numel();
   d.scale = s;
-  KILN_SCALE(x.device().type, d, x.data_ptr());
+  dispatch<op::scale>(x.device().type, d, x.data_ptr());
 }
 
 int64_t optim_update_calls() { return g_update_calls.load(); }
@@ -156,7 +145,7 @@ namespace ops {
 bool has_multi_tensor(Device device, DType dtype) {
   MultiTensorDesc d;
   d.dtype = dtype;
-  return KILN_MULTI_STEP.find(device.type, d) != nullptr;
+  return find_kernel<op::multi_tensor_step>(device.type, d) != nullptr;
 }
 
 void multi_tensor_step(const std::vector<MultiTensorItem>& items, MultiTensorDesc d) {
@@ -193,7 +182,7 @@ void multi_tensor_step(const std::vector<MultiTensorItem>& items, MultiTensorDes
   Tensor keep;
   const TensorListEntry* placed = place_entries(entries, dev, keep);
   ++g_update_calls;
-  KILN_MULTI_STEP(dev.type, d, placed);
+  dispatch<op::multi_tensor_step>(dev.type, d, placed);
 }
 
 std::vector<double> multi_sum_squares(const std::vector<Tensor>& xs0) {
@@ -214,7 +203,7 @@ std::vector<double> multi_sum_squares(const std::vector<Tensor>& xs0) {
     const auto [dev, dtype] = key;
     MultiTensorDesc d;
     d.dtype = dtype;
-    if (!KILN_MULTI_SUM_SQUARES.find(dev.type, d)) {  // no list kernel here: one call per tensor
+    if (!find_kernel<op::multi_tensor_sum_squares>(dev.type, d)) {  // no list kernel here: one call per tensor
       for (size_t i : idx) out[i] = sum_squares(xs[i]);
       continue;
     }
@@ -231,10 +220,10 @@ std::vector<double> multi_sum_squares(const std::vector<Tensor>& xs0) {
     const TensorListEntry* placed = place_entries(entries, dev, keep);
     if (dev.is_cuda()) {  // the kernel writes its doubles where the data lives; one read-back
       Tensor dev_out = zeros({d.count}, TensorOptions(DType::float64).with_device(dev));
-      KILN_MULTI_SUM_SQUARES(dev.type, d, placed, false, dev_out.data<double>());
+      dispatch<op::multi_tensor_sum_squares>(dev.type, d, placed, false, dev_out.data<double>());
       part = dev_out.to(Device()).to_vector();
     } else {
-      KILN_MULTI_SUM_SQUARES(dev.type, d, placed, false, part.data());
+      dispatch<op::multi_tensor_sum_squares>(dev.type, d, placed, false, part.data());
     }
     for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = part[j];
   }
@@ -243,165 +232,5 @@ std::vector<double> multi_sum_squares(const std::vector<Tensor>& xs0) {
 
 }  // namespace ops
 
-// --- registration
-namespace {
-
-void ref_sgd(const SGDStepDesc& d, void* p, const void* g, void* b) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::sgd_step<T>(d, static_cast<T*>(p), static_cast<const T*>(g), static_cast<T*>(b));
-  });
-}
-void ref_adam(const AdamStepDesc& d, void* p, const void* g, void* m, void* v) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::adam_step<T>(d, static_cast<T*>(p), static_cast<const T*>(g), static_cast<T*>(m), static_cast<T*>(v));
-  });
-}
-void ref_lars(const LarsStepDesc& d, void* p, const void* g, void* b) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::lars_step<T>(d, static_cast<T*>(p), static_cast<const T*>(g), static_cast<T*>(b));
-  });
-}
-void ref_sum_squares(const VecDesc& d, const void* x, double* out) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::sum_squares<T>(d, static_cast<const T*>(x), out);
-  });
-}
-void ref_scale(const VecDesc& d, void* x) {
-  visit_float(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    ref::scale<T>(d, static_cast<T*>(x));
-  });
-}
-
-// The single-tensor descriptor of entry e of a list (the ref's loop does the same).
-template <class F>
-void with_single_desc(const MultiTensorDesc& d, const TensorListEntry& e, const F& f) {
-  switch (d.op) {
-    case MultiTensorOp::sgd: {
-      SGDStepDesc s = d.sgd;
-      s.dtype = d.dtype, s.n = e.n;
-      f(s);
-      break;
-    }
-    case MultiTensorOp::adam: {
-      AdamStepDesc s = d.adam;
-      s.dtype = d.dtype, s.n = e.n;
-      f(s);
-      break;
-    }
-    case MultiTensorOp::lars: {
-      LarsStepDesc s = d.lars;
-      s.dtype = d.dtype, s.n = e.n, s.local_lr = e.local_lr;
-      f(s);
-      break;
-    }
-  }
-}
-
-// entry e's elements [lo, hi) as an entry of its own (pointers advanced, state0 kept null).
-TensorListEntry sub_entry(const TensorListEntry& e, int64_t lo, int64_t hi, size_t elem) {
-  const auto at = [&](const void* ptr) -> void* {
-    return ptr ? static_cast<char*>(const_cast<void*>(ptr)) + size_t(lo) * elem : nullptr;
-  };
-  TensorListEntry s = e;
-  s.param = at(e.param), s.grad = at(e.grad), s.state0 = at(e.state0), s.state1 = at(e.state1);
-  s.n = hi - lo;
-  return s;
-}
-
-void native_one_step(const MultiTensorDesc& d, const TensorListEntry& e) {
-  with_single_desc(d, e, [&](const auto& s) {
-    using S = std::decay_t<decltype(s)>;
-    if constexpr (std::is_same_v<S, SGDStepDesc>) native::sgd_step(s, e.param, e.grad, e.state0);
-    else if constexpr (std::is_same_v<S, AdamStepDesc>) native::adam_step(s, e.param, e.grad, e.state0, e.state1);
-    else native::lars_step(s, e.param, e.grad, e.state0);
-  });
-}
-
-// Below this many elements in all a list is updated by one thread (the native kernels' own grain).
-constexpr int64_t kGrain = 16384;
-
-// The whole list in ONE parallel region: the concatenated elements are split into one contiguous
-// range per thread, and each thread runs the single-tensor native kernels on the pieces of the
-// tensors in its range (inside the region they run serially: parallel_for never nests). One
-// region instead of one per tensor matters where threads must be woken per region, above all on
-// busy machines. Elementwise updates: the same bits for any split.
-void native_multi_step(const MultiTensorDesc& d, const TensorListEntry* entries) {
-  std::vector<int64_t> begin(size_t(d.count) + 1, 0);  // prefix offsets of the entries
-  for (int64_t i = 0; i < d.count; ++i) begin[size_t(i) + 1] = begin[size_t(i)] + entries[i].n;
-  const size_t elem = element_size(d.dtype);
-  parallel_for(0, begin.back(), kGrain, [&](int64_t lo, int64_t hi) {
-    int64_t i = int64_t(std::upper_bound(begin.begin(), begin.end(), lo) - begin.begin()) - 1;
-    for (; i < d.count && begin[size_t(i)] < hi; ++i) {
-      const int64_t a = std::max(lo, begin[size_t(i)]) - begin[size_t(i)];
-      const int64_t b = std::min(hi, begin[size_t(i) + 1]) - begin[size_t(i)];
-      if (a < b) native_one_step(d, sub_entry(entries[i], a, b, elem));
-    }
-  });
-}
-
-// Sums of squares need each tensor whole (native::sum_squares adds fixed blocks from the tensor's
-// start, in order: the per-tensor bits): thread t takes the tensors that START in its share of
-// the concatenated elements, all in one parallel region.
-void native_multi_sum_squares(const MultiTensorDesc& d, const TensorListEntry* entries, bool of_grad, double* out) {
-  int64_t total = 0;
-  for (int64_t i = 0; i < d.count; ++i) total += entries[i].n;
-  const int64_t parts = total < kGrain ? 1 : std::max(1, num_threads());
-  parallel_for(0, parts, 1, [&](int64_t t0, int64_t t1) {
-    int64_t start = 0;
-    for (int64_t i = 0; i < d.count; ++i) {
-      const int64_t owner = total == 0 ? 0 : std::min(parts - 1, start * parts / total);
-      start += entries[i].n;
-      if (owner < t0 || owner >= t1) continue;
-      VecDesc v;
-      v.dtype = d.dtype;
-      v.n = entries[i].n;
-      native::sum_squares(v, of_grad ? entries[i].grad : entries[i].param, out + i);
-    }
-  });
-}
-
-bool supports_multi_cpu(const MultiTensorDesc& d) {
-  return (d.dtype == DType::float32 || d.dtype == DType::float64) && d.chunk > 0;
-}
-
-void ref_multi_step(const MultiTensorDesc& d, const TensorListEntry* entries) {
-  visit_float(d.dtype, [&](auto tag) { ref::multi_tensor_step<decltype(tag)>(d, entries); });
-}
-
-void ref_multi_sum_squares(const MultiTensorDesc& d, const TensorListEntry* entries, bool of_grad, double* out) {
-  visit_float(d.dtype, [&](auto tag) { ref::multi_tensor_sum_squares<decltype(tag)>(d, entries, of_grad, out); });
-}
-
-}  // namespace
-
-void register_optim_kernels(Registry& r) {
-  constexpr auto cpu = DeviceType::cpu;
-  auto& sgd = r.op<SGDStepDesc, void*, const void*, void*>("optim_sgd");
-  sgd.add("native", cpu, native::supports_optim_sgd, native::sgd_step);
-  sgd.add("ref", cpu, native::supports_optim_sgd, ref_sgd);
-  auto& adam = r.op<AdamStepDesc, void*, const void*, void*, void*>("optim_adam");
-  adam.add("native", cpu, native::supports_optim_adam, native::adam_step);
-  adam.add("ref", cpu, native::supports_optim_adam, ref_adam);
-  auto& lars = r.op<LarsStepDesc, void*, const void*, void*>("optim_lars");
-  lars.add("native", cpu, native::supports_optim_lars, native::lars_step);
-  lars.add("ref", cpu, native::supports_optim_lars, ref_lars);
-  auto& ss = r.op<VecDesc, const void*, double*>("optim_sum_squares");
-  ss.add("native", cpu, native::supports_optim_vec, native::sum_squares);
-  ss.add("ref", cpu, native::supports_optim_vec, ref_sum_squares);
-  auto& sc = r.op<VecDesc, void*>("optim_scale");
-  sc.add("native", cpu, native::supports_optim_vec, native::scale);
-  sc.add("ref", cpu, native::supports_optim_vec, ref_scale);
-  auto& multi = r.op<MultiTensorDesc, const TensorListEntry*>("optim_multi_tensor");
-  multi.add("native", cpu, supports_multi_cpu, native_multi_step);
-  multi.add("ref", cpu, supports_multi_cpu, ref_multi_step);
-  auto& mss = r.op<MultiTensorDesc, const TensorListEntry*, bool, double*>("optim_multi_sum_squares");
-  mss.add("native", cpu, supports_multi_cpu, native_multi_sum_squares);
-  mss.add("ref", cpu, supports_multi_cpu, ref_multi_sum_squares);
-}
 
 }  // namespace kiln

@@ -9,14 +9,6 @@
 #include "engine/dispatch.h"
 #include "engine/trace.h"
 #include "kernels/common/pool.h"
-#include "kernels/cpu/native/pool.h"
-#include "kernels/cpu/ref/pool.h"
-#ifdef KILN_HAVE_CUDNN
-#include "kernels/cuda/cudnn/pool.h"
-#endif
-#ifdef KILN_HAVE_ONEDNN
-#include "kernels/cpu/onednn/pool.h"
-#endif
 
 namespace kiln {
 namespace {
@@ -98,13 +90,13 @@ ValuesIndices max_pool_4d(const Tensor& x, Pair kernel, Pair stride, Pair paddin
   r.values = empty_for({d.n, d.c, d.oh, d.ow}, x, d.dtype, f);
   const bool need = want_indices || autograd::needs_grad({&x});
   if (need) r.indices = empty_for({d.n, d.c, d.oh, d.ow}, x, DType::int64, f);
-  KILN_OP("pool_fwd", PoolDesc, const void*, void*, int64_t*)(x.device().type, d, xc.data_ptr(), r.values.data_ptr(),
+  dispatch<op::pool_fwd>(x.device().type, d, xc.data_ptr(), r.values.data_ptr(),
                                                               need ? r.indices.data<int64_t>() : nullptr);
   if (!need) return r;
   autograd::record_fn("MaxPool2dBackward", {x}, {&r.values}, [d, f, idx = r.indices](std::vector<Tensor>& g) {
     Tensor gc = g[0].contiguous(f);
     Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype, f);
-    KILN_OP("pool_bwd", PoolDesc, const void*, const int64_t*, void*)(gc.device().type, d, gc.data_ptr(),
+    dispatch<op::pool_bwd>(gc.device().type, d, gc.data_ptr(),
                                                                       idx.data<int64_t>(), gx.data_ptr());
     return std::vector<Tensor>{gx};
   });
@@ -127,14 +119,14 @@ ValuesIndices adaptive_4d(const Tensor& x, Pair out, PoolAlg alg, const char* op
     r.indices = empty_for({d.n, d.c, d.oh, d.ow}, x, DType::int64);
     idx = r.indices.data<int64_t>();
   }
-  KILN_OP("pool_adaptive_fwd", AdaptivePoolDesc, const void*, void*, int64_t*)(x.device().type, d, xc.data_ptr(),
+  dispatch<op::adaptive_pool_fwd>(x.device().type, d, xc.data_ptr(),
                                                                                r.values.data_ptr(), idx);
   // The kernels are NCHW; a channels-last input gets its gradient back channels-last (global
   // pooling's tensors are small, the conversion is cheap next to what it saves downstream).
   auto bwd = [d, ind = r.indices, f = x.suggest_memory_format()](std::vector<Tensor>& g) {
     Tensor gc = g[0].contiguous();
     Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype);
-    KILN_OP("pool_adaptive_bwd", AdaptivePoolDesc, const void*, const int64_t*, void*)(
+    dispatch<op::adaptive_pool_bwd>(
         gc.device().type, d, gc.data_ptr(), ind.defined() ? ind.data<int64_t>() : nullptr, gx.data_ptr());
     return std::vector<Tensor>{gx.contiguous(f)};
   };
@@ -210,11 +202,11 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool 
   d.nhwc = f == MemoryFormat::channels_last;
   Tensor xc = x4.detach().contiguous(f);
   Tensor y = empty_for({d.n, d.c, d.oh, d.ow}, x, d.dtype, f);
-  KILN_OP("pool_fwd", PoolDesc, const void*, void*, int64_t*)(x.device().type, d, xc.data_ptr(), y.data_ptr(), nullptr);
+  dispatch<op::pool_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr(), nullptr);
   autograd::record_fn("AvgPool2dBackward", {x4}, {&y}, [d, f](std::vector<Tensor>& g) {
     Tensor gc = g[0].contiguous(f);
     Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype, f);
-    KILN_OP("pool_bwd", PoolDesc, const void*, const int64_t*, void*)(gc.device().type, d, gc.data_ptr(), nullptr,
+    dispatch<op::pool_bwd>(gc.device().type, d, gc.data_ptr(), nullptr,
                                                                       gx.data_ptr());
     return std::vector<Tensor>{gx};
   });
@@ -276,13 +268,13 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double b
   Tensor xc = x.detach().contiguous();
   Tensor y = empty_for(x.sizes(), x, d.dtype);
   Tensor scale = empty_for(x.sizes(), x, d.dtype);
-  KILN_OP("pool_lrn_fwd", LrnDesc, const void*, void*, void*)(x.device().type, d, xc.data_ptr(), y.data_ptr(),
+  dispatch<op::lrn_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr(),
                                                               scale.data_ptr());
   autograd::record_fn("LocalResponseNormBackward", {x}, {&y},
                       [d, xc, scale, yd = y.detach()](std::vector<Tensor>& g) {
                         Tensor gc = g[0].contiguous();
                         Tensor gx = empty_for(xc.sizes(), gc, d.dtype);
-                        KILN_OP("pool_lrn_bwd", LrnDesc, const void*, const void*, const void*, const void*, void*)(
+                        dispatch<op::lrn_bwd>(
                             gc.device().type, d, xc.data_ptr(), yd.data_ptr(), scale.data_ptr(), gc.data_ptr(),
                             gx.data_ptr());
                         return std::vector<Tensor>{gx};
@@ -292,92 +284,5 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double b
 
 }  // namespace ops
 
-// --- registration: native first, then ref (the `auto` order).
-namespace {
-
-
-void ref_pool_fwd(const PoolDesc& d, const void* s, void* o, int64_t* idx) {
-  visit_float(d.dtype, [&](auto t) {
-    using T = decltype(t);
-    ref::pool_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o), idx);
-  });
-}
-void ref_pool_bwd(const PoolDesc& d, const void* g, const int64_t* idx, void* o) {
-  visit_float(d.dtype, [&](auto t) {
-    using T = decltype(t);
-    ref::pool_bwd<T>(d, static_cast<const T*>(g), idx, static_cast<T*>(o));
-  });
-}
-void ref_adaptive_fwd(const AdaptivePoolDesc& d, const void* s, void* o, int64_t* idx) {
-  visit_float(d.dtype, [&](auto t) {
-    using T = decltype(t);
-    ref::adaptive_pool_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o), idx);
-  });
-}
-void ref_adaptive_bwd(const AdaptivePoolDesc& d, const void* g, const int64_t* idx, void* o) {
-  visit_float(d.dtype, [&](auto t) {
-    using T = decltype(t);
-    ref::adaptive_pool_bwd<T>(d, static_cast<const T*>(g), idx, static_cast<T*>(o));
-  });
-}
-void ref_lrn_fwd(const LrnDesc& d, const void* s, void* o, void* sc) {
-  visit_float(d.dtype, [&](auto t) {
-    using T = decltype(t);
-    ref::lrn_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o), static_cast<T*>(sc));
-  });
-}
-void ref_lrn_bwd(const LrnDesc& d, const void* s, const void* y, const void* sc, const void* g, void* o) {
-  visit_float(d.dtype, [&](auto t) {
-    using T = decltype(t);
-    ref::lrn_bwd<T>(d, static_cast<const T*>(s), static_cast<const T*>(y), static_cast<const T*>(sc),
-                    static_cast<const T*>(g), static_cast<T*>(o));
-  });
-}
-
-}  // namespace
-
-void register_pool_kernels(Registry& r) {
-  constexpr auto cpu = DeviceType::cpu;
-  auto& pf = r.op<PoolDesc, const void*, void*, int64_t*>("pool_fwd");
-#ifdef KILN_HAVE_ONEDNN
-  // oneDNN first for average pooling (1.4-2.4x native, bench_backends); it says no to max
-  // pooling, which stays native. LRN stays native first (oneDNN ~0.95x forward, 0.06x backward).
-  pf.add("onednn", cpu, onednn::supports_pool_fwd, onednn::pool_fwd);
-#endif
-  pf.add("native", cpu, native::supports_pool, native::pool_fwd);
-  pf.add("ref", cpu, native::supports_pool, ref_pool_fwd);
-  auto& pb = r.op<PoolDesc, const void*, const int64_t*, void*>("pool_bwd");
-#ifdef KILN_HAVE_ONEDNN
-  pb.add("onednn", cpu, onednn::supports_pool_bwd, onednn::pool_bwd);
-#endif
-  pb.add("native", cpu, native::supports_pool, native::pool_bwd);
-  pb.add("ref", cpu, native::supports_pool, ref_pool_bwd);
-  auto& af = r.op<AdaptivePoolDesc, const void*, void*, int64_t*>("pool_adaptive_fwd");
-  af.add("native", cpu, native::supports_adaptive_pool, native::adaptive_pool_fwd);
-  af.add("ref", cpu, native::supports_adaptive_pool, ref_adaptive_fwd);
-  auto& ab = r.op<AdaptivePoolDesc, const void*, const int64_t*, void*>("pool_adaptive_bwd");
-  ab.add("native", cpu, native::supports_adaptive_pool, native::adaptive_pool_bwd);
-  ab.add("ref", cpu, native::supports_adaptive_pool, ref_adaptive_bwd);
-  auto& lf = r.op<LrnDesc, const void*, void*, void*>("pool_lrn_fwd");
-  lf.add("native", cpu, native::supports_lrn, native::lrn_fwd);
-  lf.add("ref", cpu, native::supports_lrn, ref_lrn_fwd);
-#ifdef KILN_HAVE_ONEDNN
-  lf.add("onednn", cpu, onednn::supports_lrn, onednn::lrn_fwd);
-#endif
-  auto& lb = r.op<LrnDesc, const void*, const void*, const void*, const void*, void*>("pool_lrn_bwd");
-  lb.add("native", cpu, native::supports_lrn, native::lrn_bwd);
-  lb.add("ref", cpu, native::supports_lrn, ref_lrn_bwd);
-#ifdef KILN_HAVE_ONEDNN
-  lb.add("onednn", cpu, onednn::supports_lrn, onednn::lrn_bwd);
-#endif
-#ifdef KILN_HAVE_CUDNN
-  // CUDA candidates: cuDNN/cuBLAS first; kiln's own CUDA kernels ("native") are added after this
-  // block. After the CPU ones so CPU candidate lists read as before.
-  pf.add("cudnn", DeviceType::cuda, cudnn::supports_pool, cudnn::pool_fwd);
-  pb.add("cudnn", DeviceType::cuda, cudnn::supports_pool, cudnn::pool_bwd);
-  lf.add("cudnn", DeviceType::cuda, cudnn::supports_lrn, cudnn::lrn_fwd);
-  lb.add("cudnn", DeviceType::cuda, cudnn::supports_lrn, cudnn::lrn_bwd);
-#endif
-}
 
 }  // namespace kiln

@@ -6,8 +6,6 @@
 #include "engine/dispatch.h"
 #include "engine/ops/elementwise.h"
 #include "kernels/common/reduce.h"
-#include "kernels/cpu/native/reduce.h"
-#include "kernels/cpu/ref/reduce.h"
 
 namespace kiln {
 namespace {
@@ -75,7 +73,7 @@ Tensor run_reduce(Plan& p, Tensor* indices) {
     idx = indices->data<int64_t>();
     p.desc.want_index = true;
   }
-  KILN_OP("reduce", ReduceDesc, const void*, void*, int64_t*)(p.src.device().type, p.desc, p.src.data_ptr(),
+  dispatch<op::reduce>(p.src.device().type, p.desc, p.src.data_ptr(),
                                                              y.data_ptr(), idx);
   return y;
 }
@@ -130,7 +128,7 @@ static ValuesIndices max_min(const Tensor& x0, int64_t dim, bool keepdim, Reduce
                       [sd, idx = r.indices, xs = x0.sizes(), dt = x0.dtype()](std::vector<Tensor>& g) {
                         Tensor gc = g[0].to(sd.dtype).contiguous();
                         Tensor gx = empty(xs, TensorOptions(sd.dtype).with_device(gc.device()));
-                        KILN_OP("index_scatter", IndexScatterDesc, const void*, const int64_t*, void*)(
+                        dispatch<op::index_scatter>(
                             gc.device().type, sd, gc.data_ptr(), idx.data<int64_t>(), gx.data_ptr());
                         return std::vector<Tensor>{gx.to(dt)};
                       });
@@ -156,29 +154,5 @@ Tensor argmin(const Tensor& x, int64_t dim, bool keepdim) {
 
 }  // namespace ops
 
-template <class T>
-static void ref_reduce_t(const ReduceDesc& d, const void* s, void* o, int64_t* idx) {
-  ref::reduce<T>(d, static_cast<const T*>(s), static_cast<T*>(o), idx);
-}
-static void ref_reduce(const ReduceDesc& d, const void* s, void* o, int64_t* idx) {
-  d.dtype == DType::float64 ? ref_reduce_t<double>(d, s, o, idx) : ref_reduce_t<float>(d, s, o, idx);
-}
-static void ref_index_scatter(const IndexScatterDesc& d, const void* s, const int64_t* idx, void* o) {
-  if (d.dtype == DType::float64)
-    ref::index_scatter<double>(d, static_cast<const double*>(s), idx, static_cast<double*>(o));
-  else
-    ref::index_scatter<float>(d, static_cast<const float*>(s), idx, static_cast<float*>(o));
-}
-
-void register_reduce_kernels(Registry& r) {
-  constexpr auto cpu = DeviceType::cpu;
-  auto& t = r.op<ReduceDesc, const void*, void*, int64_t*>("reduce");
-  t.add("native", cpu, native::supports_reduce, native::reduce);
-  t.add("ref", cpu, native::supports_reduce, ref_reduce);
-  auto& s = r.op<IndexScatterDesc, const void*, const int64_t*, void*>("index_scatter");
-  auto fl = [](const IndexScatterDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; };
-  s.add("native", cpu, fl, native::index_scatter);
-  s.add("ref", cpu, fl, ref_index_scatter);
-}
 
 }  // namespace kiln

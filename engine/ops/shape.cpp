@@ -13,13 +13,6 @@
 #include "engine/ops/elementwise.h"
 #include "engine/trace.h"
 #include "kernels/common/concat.h"
-#include "kernels/cpu/native/concat.h"
-#include "kernels/cpu/ref/concat.h"
-#ifdef KILN_HAVE_ONEDNN
-#include "kernels/cpu/onednn/concat.h"
-#endif
-#include "kernels/cpu/native/shape.h"
-#include "kernels/cpu/ref/shape.h"
 
 namespace kiln {
 namespace {
@@ -57,7 +50,7 @@ bool concat_as_blocks(const std::vector<Tensor>& xs, int64_t dim, bool channels_
     d.sizes.push_back(x.size(dim));
     srcs.push_back(x.data_ptr());
   }
-  KILN_OP("concat", ConcatDesc, const void* const*, void*)(DeviceType::cpu, d, srcs.data(), y.data_ptr());
+  dispatch<op::concat>(DeviceType::cpu, d, srcs.data(), y.data_ptr());
   return true;
 }
 
@@ -91,7 +84,7 @@ Tensor add_n(const std::vector<Tensor>& xs) {
       srcs.push_back(keep.back().data_ptr());
     }
     y = empty(x0.sizes(), TensorOptions(x0.dtype()).with_device(x0.device()), f);
-    if (d.n > 0) KILN_OP("sum", SumDesc, const void* const*, void*)(DeviceType::cpu, d, srcs.data(), y.data_ptr());
+    if (d.n > 0) dispatch<op::sum>(DeviceType::cpu, d, srcs.data(), y.data_ptr());
   } else {
     NoGradGuard ng;
     y = x0.detach();
@@ -245,11 +238,11 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
   if (two_d) out[out.size() - 2] = d.oh;
   Tensor xc = x.detach().contiguous();
   Tensor y = empty_for(out, x);
-  KILN_OP("shape_pad_fwd", PadDesc, const void*, void*)(x.device().type, d, xc.data_ptr(), y.data_ptr());
+  dispatch<op::pad_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr());
   autograd::record_fn("PadBackward", {x}, {&y}, [d, xs = x.sizes()](std::vector<Tensor>& g) {
     Tensor gc = g[0].contiguous();
     Tensor gx = empty(xs, TensorOptions(d.dtype).with_device(gc.device()));
-    KILN_OP("shape_pad_bwd", PadDesc, const void*, void*)(gc.device().type, d, gc.data_ptr(), gx.data_ptr());
+    dispatch<op::pad_bwd>(gc.device().type, d, gc.data_ptr(), gx.data_ptr());
     return std::vector<Tensor>{gx};
   });
   return y;
@@ -289,12 +282,12 @@ Tensor upsample(const Tensor& x, UpsampleMode mode, std::array<int64_t, 2> size,
   if (mode == UpsampleMode::bilinear && d.oh == d.ih && d.ow == d.iw) d.scale_h = d.scale_w = 0;
   Tensor xc = x.detach().contiguous();
   Tensor y = empty({d.n, d.c, d.oh, d.ow}, TensorOptions(d.dtype).with_device(x.device()));
-  KILN_OP("shape_upsample_fwd", UpsampleDesc, const void*, void*)(x.device().type, d, xc.data_ptr(), y.data_ptr());
+  dispatch<op::upsample_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr());
   autograd::record_fn(mode == UpsampleMode::nearest ? "UpsampleNearest2dBackward" : "UpsampleBilinear2dBackward", {x},
                       {&y}, [d](std::vector<Tensor>& g) {
                         Tensor gc = g[0].contiguous();
                         Tensor gx = empty({d.n, d.c, d.ih, d.iw}, TensorOptions(d.dtype).with_device(gc.device()));
-                        KILN_OP("shape_upsample_bwd", UpsampleDesc, const void*, void*)(gc.device().type, d,
+                        dispatch<op::upsample_bwd>(gc.device().type, d,
                                                                                        gc.data_ptr(), gx.data_ptr());
                         return std::vector<Tensor>{gx};
                       });
@@ -338,79 +331,5 @@ Tensor upsample_bilinear2d(const Tensor& x, double scale_h, double scale_w, bool
 }
 
 }  // namespace ops
-
-// --- registration: native first, then ref (the `auto` order).
-namespace {
-
-void ref_concat(const ConcatDesc& d, const void* const* srcs, void* dst) {
-  // Copies: the element type only needs the right size.
-  switch (element_size(d.dtype)) {
-    case 8: return ref::concat<int64_t>(d, srcs, dst);
-    case 4: return ref::concat<int32_t>(d, srcs, dst);
-    case 2: return ref::concat<int16_t>(d, srcs, dst);
-    default: return ref::concat<int8_t>(d, srcs, dst);
-  }
-}
-void ref_sum(const SumDesc& d, const void* const* srcs, void* dst) {
-  visit_float(d.dtype, [&](auto t) { ref::sum<decltype(t)>(d, srcs, dst); });
-}
-
-void ref_pad_fwd(const PadDesc& d, const void* s, void* o) {
-  visit_float(d.dtype, [&](auto t) {
-    using T = decltype(t);
-    ref::pad_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o));
-  });
-}
-void ref_pad_bwd(const PadDesc& d, const void* g, void* o) {
-  visit_float(d.dtype, [&](auto t) {
-    using T = decltype(t);
-    ref::pad_bwd<T>(d, static_cast<const T*>(g), static_cast<T*>(o));
-  });
-}
-void ref_upsample_fwd(const UpsampleDesc& d, const void* s, void* o) {
-  visit_float(d.dtype, [&](auto t) {
-    using T = decltype(t);
-    ref::upsample_fwd<T>(d, static_cast<const T*>(s), static_cast<T*>(o));
-  });
-}
-void ref_upsample_bwd(const UpsampleDesc& d, const void* g, void* o) {
-  visit_float(d.dtype, [&](auto t) {
-    using T = decltype(t);
-    ref::upsample_bwd<T>(d, static_cast<const T*>(g), static_cast<T*>(o));
-  });
-}
-
-}  // namespace
-
-void register_shape_kernels(Registry& r) {
-  constexpr auto cpu = DeviceType::cpu;
-  auto& pf = r.op<PadDesc, const void*, void*>("shape_pad_fwd");
-  pf.add("native", cpu, native::supports_pad, native::pad_fwd);
-  pf.add("ref", cpu, native::supports_pad, ref_pad_fwd);
-  auto& pb = r.op<PadDesc, const void*, void*>("shape_pad_bwd");
-  pb.add("native", cpu, native::supports_pad, native::pad_bwd);
-  pb.add("ref", cpu, native::supports_pad, ref_pad_bwd);
-  auto& uf = r.op<UpsampleDesc, const void*, void*>("shape_upsample_fwd");
-  uf.add("native", cpu, native::supports_upsample, native::upsample_fwd);
-  uf.add("ref", cpu, native::supports_upsample, ref_upsample_fwd);
-  auto& ub = r.op<UpsampleDesc, const void*, void*>("shape_upsample_bwd");
-  ub.add("native", cpu, native::supports_upsample, native::upsample_bwd);
-  ub.add("ref", cpu, native::supports_upsample, ref_upsample_bwd);
-
-  // concat and n-ary sum: native first. On 1 thread oneDNN's concat runs at 0.94-1.05x native
-  // on GoogLeNet's inception outputs (both ~29 GB/s, the copy bandwidth), its sum at 0.68-0.93x
-  // (bench_backends --only concat --threads 1, batch 16, medians of 9; 2-thread runs were
-  // dominated by other builds on the machine: 0.64-2.8x, no consistent winner).
-  auto& cc = r.op<ConcatDesc, const void* const*, void*>("concat");
-  auto& sm = r.op<SumDesc, const void* const*, void*>("sum");
-  cc.add("native", cpu, native::supports_concat, native::concat);
-  sm.add("native", cpu, native::supports_sum, native::sum);
-  cc.add("ref", cpu, native::supports_concat, ref_concat);
-  sm.add("ref", cpu, native::supports_sum, ref_sum);
-#ifdef KILN_HAVE_ONEDNN
-  cc.add("onednn", cpu, onednn::supports_concat, onednn::concat);
-  sm.add("onednn", cpu, onednn::supports_sum, onednn::sum);
-#endif
-}
 
 }  // namespace kiln

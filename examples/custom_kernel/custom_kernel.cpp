@@ -3,14 +3,16 @@
 //   cmake -S examples -B /tmp/ex -DCMAKE_PREFIX_PATH=<kiln prefix> && cmake --build /tmp/ex
 //   /tmp/ex/custom_kernel/custom_kernel
 //
-// The dispatcher (engine/dispatch.h) keeps one table per op name; a table holds candidates
-// {backend, device, supports(desc), run(desc, args...)}. registry().op<Desc, Args...>(name) returns
-// the table (made on first use) and .add() appends a candidate. A new op's table is yours alone;
-// a candidate added to a built-in op comes after the built-in ones in `auto` order, so select it
-// by name: BackendGuard("user"), set_backend_preference("user") or KILN_BACKEND=user (ops it does
-// not implement fall back to the built-in backends). Register before other threads run ops.
+// An op is declared once as a type (KILN_DECLARE_OP: its name, descriptor and kernel signature;
+// kiln's own are kiln::op::* in engine/op_list.inc). The dispatcher (engine/dispatch.h) keeps one
+// table of candidates {backend, device, supports(desc), priority, run(desc, args...)} per op;
+// registry().add<Op>(backend, device, supports, run) appends one, and a kernel of the wrong
+// signature does not compile. A new op's table is yours alone; a candidate added to a built-in op
+// has the default priority, level with kiln's native kernels, which registered first and so stay
+// first in `auto` order: select it by name with BackendGuard("user"), set_backend_preference("user")
+// or KILN_BACKEND=user (ops it does not implement fall back to the built-in backends). Register
+// before other threads run ops.
 #include <kiln/kiln.h>
-#include <kernels/common/gemm.h>  // GemmDesc: the descriptor of the built-in gemm op
 
 #include <cmath>
 #include <cstdio>
@@ -40,12 +42,12 @@ void swish_bwd_cpu(const SwishDesc& d, const float* x, const float* gy, float* g
   }
 }
 
-auto& swish_fwd_table() { return registry().op<SwishDesc, const float*, float*>("user.swish_fwd"); }
-auto& swish_bwd_table() { return registry().op<SwishDesc, const float*, const float*, float*>("user.swish_bwd"); }
+KILN_DECLARE_OP(swish_fwd, "user.swish_fwd", SwishDesc, const float* src, float* dst);
+KILN_DECLARE_OP(swish_bwd, "user.swish_bwd", SwishDesc, const float* src, const float* diff_dst, float* diff_src);
 
 void register_swish() {
-  swish_fwd_table().add("user", DeviceType::cpu, nullptr, swish_fwd_cpu);  // null supports(): takes all
-  swish_bwd_table().add("user", DeviceType::cpu, nullptr, swish_bwd_cpu);
+  registry().add<swish_fwd>("user", DeviceType::cpu, nullptr, swish_fwd_cpu);  // null supports(): takes all
+  registry().add<swish_bwd>("user", DeviceType::cpu, nullptr, swish_bwd_cpu);
 }
 
 // The op: checks, output allocation, the dispatch call and the autograd record.
@@ -54,11 +56,11 @@ Tensor swish(const Tensor& x_in, float beta) {
   Tensor x = x_in.contiguous();
   Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
   SwishDesc d{x.numel(), beta};
-  swish_fwd_table()(x.device().type, d, x.data<float>(), y.data<float>());
+  dispatch<swish_fwd>(x.device().type, d, x.data<float>(), y.data<float>());
   autograd::record_fn("SwishBackward", {x_in}, {&y}, [x, d](std::vector<Tensor>& g) {
     Tensor gy = g[0].contiguous();
     Tensor gx = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
-    swish_bwd_table()(x.device().type, d, x.data<float>(), gy.data<float>(), gx.data<float>());
+    dispatch<swish_bwd>(x.device().type, d, x.data<float>(), gy.data<float>(), gx.data<float>());
     return std::vector<Tensor>{gx};
   });
   return y;
@@ -100,8 +102,7 @@ void user_gemm_run(const GemmDesc& d, const void* a_, const void* b_, void* c_) 
 
 int main() {
   register_swish();
-  registry().op<GemmDesc, const void*, const void*, void*>("gemm").add("user", DeviceType::cpu, user_gemm_supports,
-                                                                       user_gemm_run);
+  registry().add<op::gemm>("user", DeviceType::cpu, user_gemm_supports, user_gemm_run);
 
   // The custom layer in a small net; gradients flow through its backward kernel.
   manual_seed(1);

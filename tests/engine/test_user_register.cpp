@@ -1,5 +1,5 @@
 // Registering kernels from outside the library, through the public dispatch API only
-// (engine/dispatch.h: registry().op<Desc, Args...>(name).add(...)), as examples/custom_kernel does
+// (engine/dispatch.h: KILN_DECLARE_OP, registry().add<Op>(...), dispatch<Op>(...)), as examples/custom_kernel does
 // against an installed kiln: a new op of the user's own, and a user candidate for a built-in op
 // chosen by backend name, with fallback where it declines.
 //   ctest --test-dir build -R engine.test_user_register
@@ -17,6 +17,8 @@ struct ScaleDesc {
   double factor = 1;
   std::string str() const { return "scale n=" + std::to_string(n); }
 };
+
+KILN_DECLARE_OP(user_scale, "test_user.scale", ScaleDesc, const float* src, float* dst);
 
 void scale_cpu(const ScaleDesc& d, const float* x, float* y) {
   for (int64_t i = 0; i < d.n; ++i) y[i] = float(x[i] * d.factor);
@@ -37,12 +39,13 @@ void user_gemm(const GemmDesc& d, const void* a_, const void* b_, void* c_) {
     }
 }
 
-auto& gemm_table() { return registry().op<GemmDesc, const void*, const void*, void*>("gemm"); }
+auto& gemm_table() { return op_table<op::gemm>(); }
 
 void register_once() {
   static bool done = [] {
-    registry().op<ScaleDesc, const float*, float*>("test_user.scale").add("test_user", DeviceType::cpu, nullptr, scale_cpu);
-    gemm_table().add("test_user", DeviceType::cpu, user_gemm_supports, user_gemm);
+    registry().add<user_scale>("test_user", DeviceType::cpu, nullptr, scale_cpu);
+    // Default priority: level with native, which registered first, so `auto` keeps native.
+    registry().add<op::gemm>("test_user", DeviceType::cpu, user_gemm_supports, user_gemm);
     return true;
   }();
   (void)done;
@@ -52,15 +55,16 @@ void register_once() {
 
 TEST_CASE("a user op is registered, listed and dispatched") {
   register_once();
-  auto& t = registry().op<ScaleDesc, const float*, float*>("test_user.scale");
+  auto& t = op_table<user_scale>();
   CHECK(t.candidates() == std::vector<std::string>{"test_user/cpu"});
   bool listed = false;
   for (const OpTableBase* op : registry().ops()) listed |= op->name() == "test_user.scale";
   CHECK(listed);
   std::vector<float> x{1, -2, 3}, y(3);
-  t(DeviceType::cpu, ScaleDesc{3, 2.5}, x.data(), y.data());
+  dispatch<user_scale>(DeviceType::cpu, ScaleDesc{3, 2.5}, x.data(), y.data());
   CHECK(y == std::vector<float>{2.5f, -5.0f, 7.5f});
-  CHECK_THROWS_KILN(t(DeviceType::cuda, ScaleDesc{3, 2.5}, x.data(), y.data()), "no kernel for op 'test_user.scale' on cuda");
+  CHECK_THROWS_KILN(dispatch<user_scale>(DeviceType::cuda, ScaleDesc{3, 2.5}, x.data(), y.data()),
+                    "no kernel for op 'test_user.scale' on cuda");
 }
 
 TEST_CASE("a user candidate for gemm runs when preferred, and not in auto order") {

@@ -115,10 +115,9 @@ TEST_CASE("amp conv: half conv2d with float32 bias and fused ReLU on cuDNN tenso
         d.has_bias = true;
         d.nhwc = nhwc;
         d.set_output_size();
-        const auto* impl = KILN_OP("conv2d_fwd", ConvDesc, const void*, const void*, const void*, void*)
-                               .find(DeviceType::cuda, d);
+        const auto* impl = find_kernel<op::conv2d_fwd>(DeviceType::cuda, d);
         REQUIRE(impl != nullptr);
-        CHECK(impl->backend == "cudnn");
+        CHECK(backend_name(impl->backend) == "cudnn");
         d.relu = relu;
         const cudnn::ConvAlgoUsed u = cudnn::conv_algo_used(d, 0);
         MESSAGE(dtype_name(t), nhwc ? " nhwc" : " nchw", relu ? " +relu" : "", ": forward algo ", u.algo, " math ",
@@ -191,7 +190,7 @@ TEST_CASE("amp linear: half inner product on cuBLAS with float32 accumulation, v
     ld.ic = ic;
     ld.oc = oc;
     ld.has_bias = true;
-    CHECK(KILN_OP("linear_fwd", LinearDesc, const void*, const void*, const void*, void*).find(DeviceType::cuda, ld));
+    CHECK(find_kernel<op::linear_fwd>(DeviceType::cuda, ld));
     GemmDesc gd;
     gd.dtype = t;
     gd.m = n;
@@ -201,9 +200,9 @@ TEST_CASE("amp linear: half inner product on cuBLAS with float32 accumulation, v
     gd.lda = ic;
     gd.ldb = ic;
     gd.ldc = oc;
-    const auto* g = KILN_OP("gemm", GemmDesc, const void*, const void*, void*).find(DeviceType::cuda, gd);
+    const auto* g = find_kernel<op::gemm>(DeviceType::cuda, gd);
     REQUIRE(g != nullptr);
-    CHECK(g->backend == "cudnn");
+    CHECK(backend_name(g->backend) == "cudnn");
 
     Tensor x = rounded({n, ic}, 7, t), w = rounded({oc, ic}, 8, t, -0.2, 0.2), b = rounded({oc}, 9, t);
     Tensor xc = x.detach().requires_grad_(), wc = w.detach().requires_grad_(), bc = b.detach().requires_grad_();
@@ -263,11 +262,9 @@ TEST_CASE("amp batch norm: half data, float32 parameters and statistics, on cuDN
       d.S = 35;
       d.nhwc = nhwc;
       d.training = true;
-      const auto* impl = KILN_OP("norm_batch_norm_fwd", BatchNormDesc, const void*, const void*, const void*, void*,
-                                 void*, void*, void*, void*)
-                             .find(DeviceType::cuda, d);
+      const auto* impl = find_kernel<op::batch_norm_fwd>(DeviceType::cuda, d);
       REQUIRE(impl != nullptr);
-      CHECK(impl->backend == "cudnn");
+      CHECK(backend_name(impl->backend) == "cudnn");
 
       Tensor yc = ops::batch_norm(xc, wc, bc, rmc, rvc, true, 0.1, 1e-5);
       Tensor yg = ops::batch_norm(xg, wg, bg, rmg, rvg, true, 0.1, 1e-5);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "kernels/cpu/onednn/dnnl_compat.h"
 
@@ -238,6 +239,66 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src, const void* diff_dst
   if (!diff_wei && !diff_bias) return;
   const BwdWeightsEntry& e = require(bwd_weights_entry(d, diff_bias != nullptr), "conv2d_bwd_weights", d);
   KILN_DNNL("conv2d_bwd_weights", d, run_bwd_weights(e, src, diff_dst, diff_wei, diff_bias));
+}
+
+namespace {
+
+// What a training forward hands its backward: the backward primitives of its problem, found
+// once per forward call instead of once per backward call (each lookup formats the descriptor
+// and takes the cache's lock).
+// Each entry is looked up on first use: a backward pass that runs on another backend (NCHW
+// backward-weights runs native) costs nothing here.
+struct ConvPlan {
+  ConvDesc d;  // the backward problem: the forward's without post-ops
+  mutable std::once_flag data_once, weights_once;
+  mutable std::shared_ptr<const BwdDataEntry> bwd_data;
+  mutable std::shared_ptr<const BwdWeightsEntry> bwd_weights;  // with a bias gradient iff d.has_bias
+  const BwdDataEntry& data() const {
+    std::call_once(data_once, [&] { bwd_data = bwd_data_entry(d); });
+    return *bwd_data;
+  }
+  const BwdWeightsEntry& weights() const {
+    std::call_once(weights_once, [&] { bwd_weights = bwd_weights_entry(d, d.has_bias); });
+    return *bwd_weights;
+  }
+};
+
+bool same_problem(const ConvDesc& a, const ConvDesc& b) {
+  return a.dtype == b.dtype && a.N == b.N && a.C == b.C && a.H == b.H && a.W == b.W && a.K == b.K && a.R == b.R &&
+         a.S == b.S && a.P == b.P && a.Q == b.Q && a.stride_h == b.stride_h && a.stride_w == b.stride_w &&
+         a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.dilation_h == b.dilation_h &&
+         a.dilation_w == b.dilation_w && a.groups == b.groups && a.has_bias == b.has_bias && a.nhwc == b.nhwc &&
+         a.relu == b.relu;
+}
+
+const ConvPlan* plan_for(const KernelPayload& p, const ConvDesc& d) {
+  const auto* plan = static_cast<const ConvPlan*>(p.state.get());
+  return plan && same_problem(plan->d, d) ? plan : nullptr;
+}
+
+}  // namespace
+
+void conv2d_fwd(const ConvDesc& d, KernelPayload& payload, const void* src, const void* wei, const void* bias,
+                void* dst) {
+  conv2d_fwd(d, src, wei, bias, dst);
+  auto plan = std::make_shared<ConvPlan>();
+  plan->d = without_post_ops(d);
+  payload.state = std::move(plan);
+}
+
+void conv2d_bwd_data(const ConvDesc& d, KernelPayload& payload, const void* diff_dst, const void* wei,
+                     void* diff_src) {
+  const ConvPlan* plan = plan_for(payload, d);
+  if (!plan || !plan->data().ok) return conv2d_bwd_data(d, diff_dst, wei, diff_src);
+  KILN_DNNL("conv2d_bwd_data", d, run_bwd_data(plan->data(), diff_dst, wei, diff_src));
+}
+
+void conv2d_bwd_weights(const ConvDesc& d, KernelPayload& payload, const void* src, const void* diff_dst,
+                        void* diff_wei, void* diff_bias) {
+  const ConvPlan* plan = plan_for(payload, d);
+  if (!plan || (diff_bias != nullptr) != d.has_bias || !plan->weights().ok)
+    return conv2d_bwd_weights(d, src, diff_dst, diff_wei, diff_bias);
+  KILN_DNNL("conv2d_bwd_weights", d, run_bwd_weights(plan->weights(), src, diff_dst, diff_wei, diff_bias));
 }
 
 }  // namespace kiln::onednn

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "kernels/common/conv.h"
+#include "kernels/common/payload.h"
 
 namespace kiln::onednn {
 
@@ -20,5 +21,14 @@ void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void*
 void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst, const void* wei, void* diff_src);
 // diff_wei or diff_bias may be null (not wanted).
 void conv2d_bwd_weights(const ConvDesc& d, const void* src, const void* diff_dst, void* diff_wei, void* diff_bias);
+
+// The same with a payload (engine/op_decl.h): a training forward puts the backward primitives
+// of its problem in it, and the backward calls of that node use them without a cache lookup.
+void conv2d_fwd(const ConvDesc& d, KernelPayload& payload, const void* src, const void* wei, const void* bias,
+                void* dst);
+void conv2d_bwd_data(const ConvDesc& d, KernelPayload& payload, const void* diff_dst, const void* wei,
+                     void* diff_src);
+void conv2d_bwd_weights(const ConvDesc& d, KernelPayload& payload, const void* src, const void* diff_dst,
+                        void* diff_wei, void* diff_bias);
 
 }  // namespace kiln::onednn

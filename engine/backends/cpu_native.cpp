@@ -1,0 +1,77 @@
+// The `native` backend on the CPU: kiln's own OpenMP + SIMD kernels (kernels/cpu/native), the
+// ISA chosen at run time. Every op has one; they are `auto`'s default on the CPU except where
+// oneDNN's unit raises its own candidate (engine/backends/cpu_onednn.cpp says where and why).
+#include "engine/backends/supports.h"
+#include "engine/dispatch.h"
+#include "kernels/cpu/native/concat.h"
+#include "kernels/cpu/native/conv.h"
+#include "kernels/cpu/native/elementwise.h"
+#include "kernels/cpu/native/gemm.h"
+#include "kernels/cpu/native/linear.h"
+#include "kernels/cpu/native/loss.h"
+#include "kernels/cpu/native/multi_tensor.h"
+#include "kernels/cpu/native/norm.h"
+#include "kernels/cpu/native/optim.h"
+#include "kernels/cpu/native/pool.h"
+#include "kernels/cpu/native/reduce.h"
+#include "kernels/cpu/native/shape.h"
+
+namespace kiln {
+
+void register_cpu_native(BackendRegistrar& r) {
+  namespace k = native;
+  r.add<op::unary>(k::supports_unary, k::unary);
+  r.add<op::binary>(k::supports_binary, k::binary);
+  r.add<op::copy>(nullptr, k::copy);
+  r.add<op::fill>(nullptr, k::fill);
+  r.add<op::random>(nullptr, k::random);
+  r.add<op::reduce>(k::supports_reduce, k::reduce);
+  r.add<op::index_scatter>(takes_float<IndexScatterDesc>, k::index_scatter);
+
+  r.add<op::gemm>(k::supports_gemm, k::gemm);
+  r.add<op::linear_fwd>(k::supports_linear, k::linear_fwd);
+  r.add<op::linear_bwd_data>(k::supports_linear, k::linear_bwd_data);
+  r.add<op::linear_bwd_weights>(k::supports_linear, k::linear_bwd_weights);
+
+  r.add<op::conv2d_fwd>(k::supports_conv, k::conv2d_fwd);
+  r.add<op::conv2d_bwd_data>(k::supports_conv, k::conv2d_bwd_data);
+  r.add<op::conv2d_bwd_weights>(k::supports_conv, k::conv2d_bwd_weights);
+
+  r.add<op::pool_fwd>(k::supports_pool, k::pool_fwd);
+  r.add<op::pool_bwd>(k::supports_pool, k::pool_bwd);
+  r.add<op::adaptive_pool_fwd>(k::supports_adaptive_pool, k::adaptive_pool_fwd);
+  r.add<op::adaptive_pool_bwd>(k::supports_adaptive_pool, k::adaptive_pool_bwd);
+  r.add<op::lrn_fwd>(k::supports_lrn, k::lrn_fwd);
+  r.add<op::lrn_bwd>(k::supports_lrn, k::lrn_bwd);
+
+  r.add<op::batch_norm_fwd>(k::supports_batch_norm, k::batch_norm_fwd);
+  r.add<op::batch_norm_bwd>(k::supports_batch_norm, k::batch_norm_bwd);
+  r.add<op::dropout_fwd>(k::supports_dropout, k::dropout_fwd);
+  r.add<op::dropout_bwd>(k::supports_dropout, k::dropout_bwd);
+  r.add<op::softmax_fwd>(k::supports_softmax, k::softmax_fwd);
+  r.add<op::softmax_bwd>(k::supports_softmax, k::softmax_bwd);
+
+  r.add<op::cross_entropy_fwd>(k::supports_class_loss, k::cross_entropy_fwd);
+  r.add<op::cross_entropy_bwd>(k::supports_class_loss, k::cross_entropy_bwd);
+  r.add<op::nll_fwd>(k::supports_class_loss, k::nll_fwd);
+  r.add<op::nll_bwd>(k::supports_class_loss, k::nll_bwd);
+  r.add<op::point_loss_fwd>(k::supports_point_loss, k::point_loss_fwd);
+  r.add<op::point_loss_bwd>(k::supports_point_loss, k::point_loss_bwd);
+
+  r.add<op::sgd_step>(k::supports_optim_sgd, k::sgd_step);
+  r.add<op::adam_step>(k::supports_optim_adam, k::adam_step);
+  r.add<op::lars_step>(k::supports_optim_lars, k::lars_step);
+  r.add<op::sum_squares>(k::supports_optim_vec, k::sum_squares);
+  r.add<op::scale>(k::supports_optim_vec, k::scale);
+  r.add<op::multi_tensor_step>(k::supports_multi_tensor, k::multi_tensor_step);
+  r.add<op::multi_tensor_sum_squares>(k::supports_multi_tensor, k::multi_tensor_sum_squares);
+
+  r.add<op::concat>(k::supports_concat, k::concat);
+  r.add<op::sum>(k::supports_sum, k::sum);
+  r.add<op::pad_fwd>(k::supports_pad, k::pad_fwd);
+  r.add<op::pad_bwd>(k::supports_pad, k::pad_bwd);
+  r.add<op::upsample_fwd>(k::supports_upsample, k::upsample_fwd);
+  r.add<op::upsample_bwd>(k::supports_upsample, k::upsample_bwd);
+}
+
+}  // namespace kiln

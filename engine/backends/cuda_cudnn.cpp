@@ -1,0 +1,41 @@
+// The `cudnn` backend on CUDA devices: cuDNN and cuBLAS (kernels/cuda/cudnn). Its candidates
+// come first in `auto` (priority::preferred) where they say yes; kiln's own CUDA kernels take
+// the rest. The inner product is the gemm composite (engine/ops/linear_gemm.h), on cuBLAS under
+// a strict "cudnn" preference. cuDNN cannot be emulated: tools/gpu-check runs this on a GPU.
+#include "engine/dispatch.h"
+
+#ifdef KILN_HAVE_CUDNN
+
+#include "engine/ops/linear_gemm.h"
+#include "kernels/cuda/cudnn/activation.h"
+#include "kernels/cuda/cudnn/conv.h"
+#include "kernels/cuda/cudnn/gemm.h"
+#include "kernels/cuda/cudnn/norm.h"
+#include "kernels/cuda/cudnn/pool.h"
+
+namespace kiln {
+
+void register_cuda_cudnn(BackendRegistrar& r) {
+  namespace k = cudnn;
+  r.add<op::conv2d_fwd>(k::supports_conv_fwd, k::conv2d_fwd);
+  r.add<op::conv2d_bwd_data>(k::supports_conv_bwd_data, k::conv2d_bwd_data);
+  r.add<op::conv2d_bwd_weights>(k::supports_conv_bwd_weights, k::conv2d_bwd_weights);
+  r.add<op::unary>(k::supports_unary, k::unary);
+  r.add<op::binary>(k::supports_binary, k::binary);
+  r.add<op::gemm>(k::supports_gemm, k::gemm);
+  r.add<op::linear_fwd>(linear_gemm_supported, linear_gemm_fwd);
+  r.add<op::linear_bwd_data>(linear_gemm_supported, linear_gemm_bwd_data);
+  r.add<op::linear_bwd_weights>(linear_gemm_supported, linear_gemm_bwd_weights);
+  r.add<op::batch_norm_fwd>(k::supports_batch_norm_fwd, k::batch_norm_fwd);
+  r.add<op::batch_norm_bwd>(k::supports_batch_norm_bwd, k::batch_norm_bwd);
+  r.add<op::softmax_fwd>(k::supports_softmax, k::softmax_fwd);
+  r.add<op::softmax_bwd>(k::supports_softmax, k::softmax_bwd);
+  r.add<op::pool_fwd>(k::supports_pool, k::pool_fwd);
+  r.add<op::pool_bwd>(k::supports_pool, k::pool_bwd);
+  r.add<op::lrn_fwd>(k::supports_lrn, k::lrn_fwd);
+  r.add<op::lrn_bwd>(k::supports_lrn, k::lrn_bwd);
+}
+
+}  // namespace kiln
+
+#endif  // KILN_HAVE_CUDNN
