@@ -5,11 +5,11 @@
 #include <filesystem>
 
 #include "io/data/cifar.h"
-#include "io/formats/file_bytes.h"
 #include "io/data/idx.h"
 #include "io/data/image_folder.h"
-#include "io/formats/npz.h"
 #include "io/data/synthetic.h"
+#include "io/formats/file_bytes.h"
+#include "io/formats/npz.h"
 
 namespace kiln {
 

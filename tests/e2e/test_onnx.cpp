@@ -11,8 +11,8 @@
 #include <cmath>
 
 #include "engine/ops/elementwise.h"
-#include "io/onnx/onnx.h"
 #include "io/formats/protobuf.h"
+#include "io/onnx/onnx.h"
 #include "nets/zoo.h"
 #include "tests/e2e/onnx_testing.h"
 

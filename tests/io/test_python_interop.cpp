@@ -16,8 +16,8 @@
 
 #include "engine/ops/elementwise.h"
 #include "engine/random.h"
-#include "io/formats/checkpoint.h"
 #include "io/data/datasets.h"
+#include "io/formats/checkpoint.h"
 #include "io/formats/npy.h"
 #include "io/formats/npz.h"
 #include "io/formats/safetensors.h"
