@@ -32,7 +32,7 @@ if(KILN_HAVE_CUDA)
   option(KILN_CUDA_FAST_MATH "nvcc --use_fast_math for kiln's kernels (approximate exp/log/division)" OFF)
   if(KILN_CUDA_SOURCES)
     add_library(kiln_cuda OBJECT ${KILN_CUDA_SOURCES})
-    target_include_directories(kiln_cuda PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
+    target_include_directories(kiln_cuda PUBLIC $<BUILD_INTERFACE:${KILN_FLOOR_VIEWS}/kernels>)  # the kernels floor
     target_link_libraries(kiln_cuda PUBLIC kiln_deps)
     target_compile_options(kiln_cuda PRIVATE -O3 -lineinfo $<$<BOOL:${KILN_CUDA_FAST_MATH}>:--use_fast_math>
                                              -Xcompiler=-Wall,-Wno-unused-parameter)
@@ -54,7 +54,7 @@ if(KILN_BUILD_TESTS)
     list(APPEND kiln_emu_srcs ${wrapper})
   endforeach()
   add_library(kiln_cuda_emu STATIC ${kiln_emu_srcs})
-  target_include_directories(kiln_cuda_emu PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>)
+  target_include_directories(kiln_cuda_emu PUBLIC $<BUILD_INTERFACE:${KILN_FLOOR_VIEWS}/kernels>)  # the kernels floor
   target_compile_definitions(kiln_cuda_emu PUBLIC KILN_CUDA_EMU=1)
   target_compile_options(kiln_cuda_emu PRIVATE ${KILN_WARNINGS})
   target_link_libraries(kiln_cuda_emu PUBLIC kiln_deps)

@@ -2,8 +2,9 @@
 #   P/bin/kiln                          the CLI (linked statically against kiln)
 #   P/lib/libkiln.so*, P/lib/libkiln.a  the library, shared and static
 #   P/include/kiln/kiln.h               the umbrella header; build_config.h (generated) beside it
-#   P/include/kiln/{engine,layers,io,dist,nets,train,kernels/...}/*.h   the public headers, by the
-#                                       same relative paths the library uses ("engine/tensor.h")
+#   P/include/kiln/{engine,layers,io,dist,nets,train,kernels/common}/...  the public headers, rooted
+#                                       at kiln/: users write #include <kiln/engine/tensor.h>, and
+#                                       only P/include is on their include path
 #   P/lib/cmake/kiln/                   kilnConfig.cmake, kilnConfigVersion.cmake, kilnTargets*.cmake
 #   P/lib/pkgconfig/kiln.pc
 # Targets: kiln::kiln (shared) and kiln::kiln_static; find_package(kiln 0.1 COMPONENTS mpi cuda ...)
@@ -27,9 +28,8 @@ if(KILN_HAVE_CUDA)
   set(kiln_cfg_cuda_version "${CUDAToolkit_VERSION}")
   set(kiln_cfg_cuda_archs "${KILN_CUDA_ARCHS}")
 endif()
-set(KILN_GENERATED_INCLUDE ${PROJECT_BINARY_DIR}/include)
+# KILN_GENERATED_INCLUDE (build/include) is on every floor's include path (cmake/KilnFloors.cmake).
 configure_file(${PROJECT_SOURCE_DIR}/cmake/kiln_build_config.h.in ${KILN_GENERATED_INCLUDE}/kiln/build_config.h @ONLY)
-target_include_directories(kiln_engine PRIVATE ${KILN_GENERATED_INCLUDE})
 
 # --- usage requirements of the installed targets ----------------------------------------------
 # In the build tree both libraries carry kiln_deps (every dependency, its include dirs and the
@@ -40,7 +40,6 @@ foreach(lib kiln kiln_static)
   target_include_directories(${lib} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<BUILD_INTERFACE:${KILN_GENERATED_INCLUDE}>
-    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/kiln>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_compile_features(${lib} PUBLIC cxx_std_17)
 endforeach()
@@ -81,30 +80,27 @@ set_target_properties(kiln kiln_cli PROPERTIES
   INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}" INSTALL_RPATH_USE_LINK_PATH ON)
 
 # --- headers ------------------------------------------------------------------------------------
-# Public: every header of engine/ layers/ io/ dist/ nets/ train/ except those marked internal;
-# kernels/common/*.h but parallel.h, the plain descriptors (GemmDesc, ConvDesc ...) and scalar functors that
-# public headers include and that a user's own kernel candidate for a built-in op is written
-# against (examples/custom_kernel); and kernels/cuda/runtime.h, included by engine/cuda_runtime.h
-# (it includes <cuda_runtime_api.h> only under KILN_HAVE_CUDA, which users of the installed library
-# do not define). The rest of kernels/ stays private. tests/consumer compiles all of them in one file.
-set(kiln_private_headers dist/mpi_comm.h dist/nccl_comm.h dist/signature.h)
-file(GLOB kiln_kernel_headers RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/common/*.h)
-# parallel.h stays private: its inline functions differ with and without -fopenmp.
-list(REMOVE_ITEM kiln_kernel_headers kernels/common/parallel.h)
-list(APPEND kiln_kernel_headers kernels/cuda/runtime.h)
-set(kiln_public_headers ${kiln_kernel_headers})
-foreach(floor engine layers io dist nets train)
-  file(GLOB_RECURSE hdrs RELATIVE ${PROJECT_SOURCE_DIR} CONFIGURE_DEPENDS
-       ${PROJECT_SOURCE_DIR}/${floor}/*.h ${PROJECT_SOURCE_DIR}/${floor}/*.inc)
-  list(APPEND kiln_public_headers ${hdrs})
-endforeach()
-list(REMOVE_ITEM kiln_public_headers ${kiln_private_headers})
-foreach(h ${kiln_public_headers})
-  get_filename_component(dir ${h} DIRECTORY)
-  install(FILES ${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/${dir} COMPONENT devel)
-endforeach()
-install(FILES include/kiln/kiln.h ${KILN_GENERATED_INCLUDE}/kiln/build_config.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln COMPONENT devel)
+# Public: what include/kiln/kiln.h reaches, following its includes, plus what the dispatcher's
+# extension point (user kernels registered from outside the library: examples/custom_kernel,
+# tests/engine/test_user_register.cpp) reaches from engine/dispatch.h and the op declarations. The
+# rest (kernels/cpu, kernels/cuda, dist's communicator internals, ...) stays private. The sources
+# include "engine/tensor.h"; installed, every header sits under P/include/kiln/ and its includes of
+# kiln's floors read "kiln/engine/tensor.h", so only P/include goes on a user's path and no generic
+# name ("io/...", "engine/...") reaches user code. The closure is computed and the includes are
+# rewritten at install time (cmake/KilnInstallHeaders.cmake), so a header added to the closure is
+# installed without touching a list. tests/consumer compiles every installed header in one file
+# and checks that "engine/tensor.h" does not resolve.
+# engine/op_decl.h declares every built-in op with its descriptor (kernels/common/gemm.h ...), which
+# a user's kernel for one of them is written against.
+set(kiln_header_seeds include/kiln/kiln.h engine/dispatch.h engine/op_decl.h)
+install(CODE "
+  set(KILN_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")
+  set(KILN_HEADER_SEEDS \"${kiln_header_seeds}\")
+  set(KILN_FLOORS \"${KILN_FLOORS}\")
+  set(KILN_HEADER_STAGE \"${PROJECT_BINARY_DIR}/install_headers\")
+  set(KILN_HEADER_DEST \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}\")
+  include(\"${PROJECT_SOURCE_DIR}/cmake/KilnInstallHeaders.cmake\")" COMPONENT devel)
+install(FILES ${KILN_GENERATED_INCLUDE}/kiln/build_config.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln COMPONENT devel)
 
 # --- libraries, CLI, CMake package ------------------------------------------------------------
 install(TARGETS kiln kiln_static EXPORT kilnTargets

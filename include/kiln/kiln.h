@@ -1,11 +1,14 @@
 // kiln's public API in one include, for programs built against an installed kiln:
 //   #include <kiln/kiln.h>
 // Installed as <prefix>/include/kiln/kiln.h; the headers it names sit beside it under
-// <prefix>/include/kiln/{engine,layers,io,dist,nets,train,kernels/common} and are reached by the
-// same relative paths the library uses ("engine/tensor.h"), so a program may include those
-// directly instead (the exported target kiln::kiln and kiln.pc put both <prefix>/include and
-// <prefix>/include/kiln on the include path). Kept to the user-facing headers, none of which
-// includes a vendor header: compiling it costs about a second.
+// <prefix>/include/kiln/{engine,layers,io,dist,nets,train,kernels/common}, all rooted at kiln/, so a
+// program may include one of them instead (#include <kiln/engine/tensor.h>). Only <prefix>/include
+// is on a user's include path (the exported target kiln::kiln and kiln.pc): the short names the
+// library's own sources use ("engine/tensor.h") are rewritten to "kiln/engine/tensor.h" at install
+// (cmake/KilnInstallHeaders.cmake) and do not resolve in user code. What this header reaches, plus
+// the dispatcher's extension point (engine/dispatch.h and the op declarations), is what gets
+// installed. Kept to the user-facing headers, none of which includes a vendor header: compiling it
+// costs about a second.
 //   ctest --test-dir build -L e2e -R consumer
 #pragma once
 
@@ -43,12 +46,12 @@
 #include "layers/shape.h"
 
 // io: data sets, the loader, transforms, checkpoints.
-#include "io/formats/checkpoint.h"
 #include "io/data/dataloader.h"
 #include "io/data/dataset.h"
 #include "io/data/datasets.h"
 #include "io/data/synthetic.h"
 #include "io/data/transforms.h"
+#include "io/formats/checkpoint.h"
 
 // dist: communicators and synchronous data parallelism.
 #include "dist/comm.h"

@@ -25,6 +25,10 @@ ls "$prefix"/lib/libkiln.so* > /dev/null || fail "libkiln.so not installed"
 for f in dist/mpi_comm.h kernels/common/parallel.h kernels/cpu kernels/cuda/native; do
   [[ ! -e $prefix/include/kiln/$f ]] || fail "private $f installed"
 done
+# Installed headers are rooted at kiln/: none includes a floor by its short name.
+short=$(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*["<](kernels|engine|layers|io|dist|nets|train)/' \
+        "$prefix/include/kiln" || true)
+[[ -z $short ]] || fail "installed headers include short names (\"engine/...\"): $short"
 
 launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
@@ -87,6 +91,15 @@ elif [[ $mode == pkgconfig ]]; then
   # shellcheck disable=SC2046  # pkg-config's flags are meant to split
   $cxx -std=c++17 -O1 "$src/tests/consumer/consumer.cpp" -o "$work/consumer_pc" $(pkg-config --cflags --libs kiln)
   "$work/consumer_pc" | tail -1 | grep -x "consumer: OK"
+  step "pkg-config --cflags: <kiln/engine/tensor.h> resolves, \"engine/tensor.h\" does not"
+  # shellcheck disable=SC2046
+  echo '#include <kiln/engine/tensor.h>' | $cxx -std=c++17 -fsyntax-only -x c++ - $(pkg-config --cflags kiln) ||
+    fail "#include <kiln/engine/tensor.h> does not compile with pkg-config --cflags kiln"
+  # shellcheck disable=SC2046
+  if echo '#include "engine/tensor.h"' | $cxx -std=c++17 -fsyntax-only -x c++ - $(pkg-config --cflags kiln) 2> "$work/short.log"; then
+    fail "#include \"engine/tensor.h\" resolves with pkg-config --cflags kiln"
+  fi
+  grep -q "engine/tensor.h" "$work/short.log" || { cat "$work/short.log"; fail "the short include failed for another reason"; }
   step "pkg-config --static"
   # shellcheck disable=SC2046
   $cxx -std=c++17 -O1 "$src/tests/consumer/consumer.cpp" -o "$work/consumer_pc_static" \
