@@ -14,6 +14,7 @@ struct GemmSpec {
   double alpha = 1, beta = 0;
   int64_t batch = 1;
   bool shared_a = false;  // stride_a = 0: one A for every product
+  bool shared_b = false;  // stride_b = 0: one B for every product
 };
 
 GemmDesc gemm_desc(const GemmSpec& s, DType t) {
@@ -28,7 +29,7 @@ GemmDesc gemm_desc(const GemmSpec& s, DType t) {
   d.batch = s.batch;
   if (s.batch > 1) {
     d.stride_a = s.shared_a ? 0 : (s.ta ? s.k : s.m) * d.lda + s.pad;
-    d.stride_b = (s.tb ? s.n : s.k) * d.ldb + s.pad;
+    d.stride_b = s.shared_b ? 0 : (s.tb ? s.n : s.k) * d.ldb + s.pad;
     d.stride_c = s.m * d.ldc + s.pad;
   }
   return d;
@@ -51,6 +52,7 @@ Case<op::gemm> gemm_case() {
     }
   specs.push_back({4, 5, 6, false, false, 2, 1, 1, 3});
   specs.push_back({4, 5, 6, true, false, 0, 2, 0, 3, true});
+  specs.push_back({3, 4, 6, false, true, 1, 1, -2, 3, false, true});
   for (DType t : float_dtypes())
     for (const GemmSpec& s : specs) c.problems.push_back({gemm_desc(s, t)});
   c.args = [](const GemmDesc& d, int) {
@@ -73,7 +75,7 @@ Case<op::gemm> gemm_case() {
 
 std::vector<LinearDesc> linear_problems() {
   std::vector<LinearDesc> v;
-  const int64_t shapes[][3] = {{5, 7, 9}, {1, 70, 3}, {16, 33, 17}};
+  const int64_t shapes[][3] = {{5, 7, 9}, {1, 70, 3}, {16, 33, 17}, {3, 129, 1}};
   for (DType t : float_dtypes())
     for (const auto& s : shapes)
       for (bool bias : {true, false}) {
@@ -98,11 +100,18 @@ void add_linalg(CaseMap& m) {
     return std::vector<Arg>{in("diff_dst", d.dtype, d.n * d.oc), in("wei", d.dtype, d.oc * d.ic),
                             out("diff_src", d.dtype, d.n * d.ic)};
   }));
-  add(m, case_over<op::linear_bwd_weights>(linear_problems(), [](const LinearDesc& d) {
+  // Variant 1: only the bias gradient wanted (diff_wei null).
+  Case<op::linear_bwd_weights> bw;
+  for (const LinearDesc& d : linear_problems()) {
+    bw.problems.push_back({d});
+    if (d.has_bias) bw.problems.push_back({d, 1, "bias gradient only"});
+  }
+  bw.args = [](const LinearDesc& d, int variant) {
     return std::vector<Arg>{in("src", d.dtype, d.n * d.ic), in("diff_dst", d.dtype, d.n * d.oc),
-                            out("diff_wei", d.dtype, d.oc * d.ic),
+                            variant ? none("diff_wei") : out("diff_wei", d.dtype, d.oc * d.ic),
                             d.has_bias ? out("diff_bias", d.dtype, d.oc) : none("diff_bias")};
-  }));
+  };
+  add(m, bw);
 }
 
 }  // namespace kiln::oracle

@@ -1,5 +1,5 @@
 // Problems of the shape family (engine/ops/concat.cpp, shape.cpp): concat along NCHW channels
-// and channels-last (inner 1), a single input, 16-channel blocks, in float32, float64,
+// and channels-last (inner 1), a single input, an empty input, 16-channel blocks, in float32, float64,
 // bfloat16 and int64; the n-ary sum of 1, 2 and 4 inputs; every PadMode with positive pads,
 // crops (negative pads) where the mode allows them, and 1-d pads; nearest and bilinear
 // upsampling by 2, by odd ratios down and up, identity, with align_corners and with a user
@@ -15,7 +15,7 @@ Case<op::concat> concat_case() {
     int64_t outer, inner;
     std::vector<int64_t> sizes;
   };
-  const std::vector<S> specs = {{2, 12, {3, 5, 1}}, {1, 1, {4, 4}}, {6, 1, {16, 8, 3}}, {3, 7, {2}}};
+  const std::vector<S> specs = {{2, 12, {3, 5, 1}}, {1, 1, {4, 4}}, {6, 1, {16, 8, 3}}, {3, 7, {2}}, {2, 3, {4, 0, 2}}};
   for (DType t : {DType::float32, DType::float64, DType::bfloat16, DType::int64})
     for (const S& s : specs) {
       ConcatDesc d;
@@ -41,8 +41,8 @@ Case<op::concat> concat_case() {
 Case<op::sum> sum_case() {
   Case<op::sum> c;
   for (DType t : float_dtypes())
-    for (int64_t n : {37, 1, 1000})
-      for (int64_t inputs : {1, 2, 4}) {
+    for (int64_t n : {37, 1, 1000, 4097})
+      for (int64_t inputs : {1, 2, 5}) {
         SumDesc d;
         d.dtype = t;
         d.n = n;
