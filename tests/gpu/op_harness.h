@@ -1,4 +1,5 @@
-// The table-driven op harness of test_gpu_ops.cpp: an OpCase is {name, inputs, fn, tolerances};
+// The table-driven op harness of test_gpu_ops.cpp (ops on a device; the kernels themselves are
+// the oracle's, tests/oracle): an OpCase is {name, inputs, fn, tolerances};
 // run_cases() runs each on the CPU oracle (float64, the `ref` backend first, on the values the GPU
 // sees) and on cuda:0 under each GPU backend (gpu_compare.h), forward and backward (the gradient
 // of sum(output * w) for fixed weights w), and compares outputs and input gradients; a case that
@@ -55,11 +56,6 @@ inline Tensor distinct(const Shape& s, uint64_t seed, bool grad = true) {
   Tensor t = from_vector(v, s, TensorOptions(DType::float64));
   t.requires_grad_(grad);
   return t;
-}
-inline Tensor labels(const Shape& s, int64_t classes, uint64_t seed) {
-  std::vector<double> v(size_t(shape_numel(s)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = double((i * 7 + seed) % uint64_t(classes));
-  return from_vector(v, s, TensorOptions(DType::int64));
 }
 
 struct Side {

@@ -1,8 +1,7 @@
-// The cudnn backend on a real GPU: every op it serves (cuBLAS GEMM; cuDNN convolution forward,
-// backward-data, backward-weights; batch norm; softmax; average pooling; LRN; activations) against
-// kiln's `ref` CPU kernels in double on the same data, forward and backward, NCHW and NHWC,
-// float32 and float16/bfloat16 where served; heuristics and timing mode; TF32 on and off; a
-// non-default stream; errors that name the call. Skipped without a device (tests/gpu/main.cpp).
+// The cudnn backend on a real GPU, what the oracle (tests/oracle, every cudnn candidate against
+// ref in float64 where a device exists) does not cover: cuDNN's timed algorithm selection, TF32,
+// half-precision GEMM and convolution on tensor cores, what cuDNN declines, errors that name the
+// call, the workspace limit and a non-default stream. Skipped without a device (tests/gpu/main.cpp).
 // Tolerances, with their reasons:
 //  - float32: float32 accumulation in an order cuDNN picks (FFT/Winograd algorithms transform
 //    the data first): rtol 1e-4 plus 2e-5 sqrt(reduction length) absolute (convolution), GEMM
@@ -19,7 +18,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -28,11 +26,7 @@
 
 #include "kernels/common/error.h"
 #include "kernels/cpu/ref/conv.h"
-#include "kernels/cpu/ref/elementwise.h"
 #include "kernels/cpu/ref/gemm.h"
-#include "kernels/cpu/ref/norm.h"
-#include "kernels/cpu/ref/pool.h"
-#include "kernels/cuda/cudnn/activation.h"
 #include "kernels/cuda/cudnn/conv.h"
 #include "kernels/cuda/cudnn/gemm.h"
 #include "kernels/cuda/cudnn/handles.h"
@@ -261,18 +255,6 @@ std::vector<ConvDesc> conv_cases(DType t) {
 
 }  // namespace
 
-TEST_CASE("cudnn gemm: float32 against ref, transposes, padded ld, batches, beta") {
-  cudnn::set_allow_tf32(false);
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (int64_t batch : {1, 3})
-        for (double beta : {0.0, 0.5}) {
-          check_gemm(gemm_desc(DType::float32, ta, tb, 7, 33, 65, batch, beta), 1e-5, 1e-5 * 65);
-          check_gemm(gemm_desc(DType::float32, ta, tb, 1, 1, 1, batch, beta), 1e-6, 1e-6);
-        }
-  check_gemm(gemm_desc(DType::float32, false, false, 256, 300, 517, 1, 0), 1e-5, 1e-5 * 517);
-}
-
 TEST_CASE("cudnn gemm: TF32 when allowed, float16 and bfloat16 with float32 accumulation") {
   cudnn::set_allow_tf32(true);
   check_gemm(gemm_desc(DType::float32, false, true, 64, 96, 256, 2, 0), 1e-2, 1e-2 * 16);
@@ -288,13 +270,11 @@ TEST_CASE("cudnn gemm: TF32 when allowed, float16 and bfloat16 with float32 accu
   }
 }
 
-TEST_CASE("cudnn conv: float32 forward and backward, NCHW and NHWC, heuristics and timing mode") {
+// The oracle runs cuDNN's heuristic choice; here the algorithms its timing mode picks.
+TEST_CASE("cudnn conv: float32 forward and backward, NCHW and NHWC, algorithms chosen by timing") {
   cudnn::set_allow_tf32(false);
-  for (bool bench : {false, true}) {
-    CAPTURE(bench);
-    cudnn::set_benchmark(bench);
-    for (const ConvDesc& d : conv_cases(DType::float32)) check_conv(d);
-  }
+  cudnn::set_benchmark(true);
+  for (const ConvDesc& d : conv_cases(DType::float32)) check_conv(d);
   cudnn::set_benchmark(false);
 }
 
@@ -316,6 +296,19 @@ TEST_CASE("cudnn conv: what cuDNN cannot express is declined, and calling it any
                        doctest::Contains("symmetric"), kiln::Error);
   ConvDesc h = conv_desc(DType::float16, 1, 3, 8, 8, 4, 3, 1, 1, 1, 1, true, false);
   CHECK_FALSE(cudnn::supports_conv(h));
+}
+
+TEST_CASE("cudnn declines what kiln's contract asks and cuDNN cannot give: eval batch-norm backward, max pooling") {
+  BatchNormDesc b;
+  b.N = 4, b.C = 5, b.S = 21;
+  b.training = false;  // cuDNN's backward recomputes batch statistics
+  CHECK_FALSE(cudnn::supports_batch_norm_bwd(b));
+  PoolDesc m;
+  m.alg = PoolAlg::max;  // kiln's max pooling returns PyTorch's indices, cuDNN's none
+  m.n = 2, m.c = 5, m.ih = 11, m.iw = 9, m.kh = m.kw = 3, m.sh = m.sw = 2, m.ph = m.pw = 1;
+  m.oh = pool_output_size(m.ih, 3, 1, 2, 1, false);
+  m.ow = pool_output_size(m.iw, 3, 1, 2, 1, false);
+  CHECK_FALSE(cudnn::supports_pool(m));
 }
 
 TEST_CASE("cudnn: library errors name the call and cuDNN's status; workspace limit") {
@@ -342,192 +335,6 @@ TEST_CASE("cudnn: a non-default current stream gets its own handles and orders t
   CHECK(cudnn::context().stream == nullptr);
   REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
   cudaStreamDestroy(s);
-}
-
-TEST_CASE("cudnn batch norm: training and eval forward, training backward, kiln's statistics contract") {
-  for (bool nhwc : {false, true})
-    for (bool affine : {true, false})
-      for (bool relu : {false, true}) {
-        BatchNormDesc d;
-        d.N = 4;
-        d.C = 5;
-        d.S = 21;
-        d.nhwc = nhwc;
-        d.relu = relu;
-        d.momentum = 0.1;
-        d.eps = 1e-5;
-        CAPTURE(d.str());
-        CAPTURE(affine);
-        CAPTURE(relu);
-        const size_t n = size_t(d.N * d.C * d.S), c = size_t(d.C);
-        std::vector<double> x = random_values(n, 21, -2, 3), w = random_values(c, 22), b = random_values(c, 23),
-                            rm = random_values(c, 24), rv = random_values(c, 25, 0.5, 2), dy = random_values(n, 26);
-        DevBuf gx(x, DType::float32), gw(w, DType::float32), gb(b, DType::float32), grm(rm, DType::float32),
-            grv(rv, DType::float32), gdy(dy, DType::float32);
-        const double* wp = affine ? w.data() : nullptr;
-        const double* bp = affine ? b.data() : nullptr;
-        const void* gwp = affine ? gw.p : nullptr;
-        const void* gbp = affine ? gb.p : nullptr;
-
-        // training forward: dst, running stats (unbiased var), save_mean, save_invstd
-        d.training = true;
-        REQUIRE(cudnn::supports_batch_norm_fwd(d));
-        std::vector<double> y(n), sm(c), si(c), rm_ref = rm, rv_ref = rv;
-        ref::batch_norm_fwd<double>(d, x.data(), wp, bp, rm_ref.data(), rv_ref.data(), y.data(), sm.data(), si.data());
-        DevBuf gy(n, DType::float32), gsm(c, DType::float32), gsi(c, DType::float32);
-        cudnn::batch_norm_fwd(d, gx.p, gwp, gbp, grm.p, grv.p, gy.p, gsm.p, gsi.p);
-        CHECK_NEAR_ALL(gy.download(), y, 1e-4, 1e-4);
-        CHECK_NEAR_ALL(grm.download(), rm_ref, 1e-5, 1e-5);
-        CHECK_NEAR_ALL(grv.download(), rv_ref, 1e-5, 1e-5);
-        CHECK_NEAR_ALL(gsm.download(), sm, 1e-5, 1e-5);
-        CHECK_NEAR_ALL(gsi.download(), si, 1e-4, 1e-5);
-
-        // training backward from the GPU's own saved statistics
-        BatchNormDesc bd = d;
-        bd.relu = false;
-        REQUIRE(cudnn::supports_batch_norm_bwd(bd));
-        std::vector<double> dx(n), dw(c), db(c);
-        ref::batch_norm_bwd<double>(bd, x.data(), dy.data(), wp, sm.data(), si.data(), dx.data(), dw.data(), db.data());
-        DevBuf gdx(n, DType::float32), gdw(c, DType::float32), gdb(c, DType::float32);
-        cudnn::batch_norm_bwd(bd, gx.p, gdy.p, gwp, gsm.p, gsi.p, gdx.p, gdw.p, gdb.p);
-        CHECK_NEAR_ALL(gdx.download(), dx, 1e-3, 1e-4);
-        CHECK_NEAR_ALL(gdw.download(), dw, 1e-4, 1e-4);
-        CHECK_NEAR_ALL(gdb.download(), db, 1e-4, 1e-4);
-        // unwanted outputs may be null
-        DevBuf gdw2(c, DType::float32);
-        cudnn::batch_norm_bwd(bd, gx.p, gdy.p, gwp, gsm.p, gsi.p, nullptr, gdw2.p, nullptr);
-        CHECK_NEAR_ALL(gdw2.download(), dw, 1e-4, 1e-4);
-
-        // eval forward: running stats read only, save_* = running_mean and 1/sqrt(running_var + eps)
-        d.training = false;
-        std::vector<double> rm_now = grm.download(), rv_now = grv.download();
-        std::vector<double> ye(n), sme(c), sie(c);
-        ref::batch_norm_fwd<double>(d, x.data(), wp, bp, rm_now.data(), rv_now.data(), ye.data(), sme.data(),
-                                    sie.data());
-        cudnn::batch_norm_fwd(d, gx.p, gwp, gbp, grm.p, grv.p, gy.p, gsm.p, gsi.p);
-        CHECK_NEAR_ALL(gy.download(), ye, 1e-4, 1e-4);
-        CHECK_NEAR_ALL(gsm.download(), sme, 0, 0);
-        CHECK_NEAR_ALL(gsi.download(), sie, 1e-5, 1e-6);
-        CHECK_NEAR_ALL(grm.download(), rm_now, 0, 0);
-        CHECK_FALSE(cudnn::supports_batch_norm_bwd(d));
-      }
-}
-
-TEST_CASE("cudnn softmax and log-softmax: forward and backward") {
-  for (bool log : {false, true})
-    for (auto [outer, dim, inner] : std::vector<std::array<int64_t, 3>>{{3, 10, 4}, {5, 1000, 1}, {1, 7, 33}}) {
-      SoftmaxDesc d;
-      d.outer = outer;
-      d.dim = dim;
-      d.inner = inner;
-      d.log = log;
-      CAPTURE(d.str());
-      REQUIRE(cudnn::supports_softmax(d));
-      const size_t n = size_t(outer * dim * inner);
-      std::vector<double> x = random_values(n, 31, -4, 4), dy = random_values(n, 32);
-      DevBuf gx(x, DType::float32), gdy(dy, DType::float32), gy(n, DType::float32), gdx(n, DType::float32);
-      std::vector<double> y(n), dx(n);
-      ref::softmax_fwd<double>(d, x.data(), y.data());
-      cudnn::softmax_fwd(d, gx.p, gy.p);
-      CHECK_NEAR_ALL(gy.download(), y, 1e-5, 1e-6);
-      ref::softmax_bwd<double>(d, y.data(), dy.data(), dx.data());
-      cudnn::softmax_bwd(d, gy.p, gdy.p, gdx.p);
-      CHECK_NEAR_ALL(gdx.download(), dx, 1e-4, 1e-5);
-    }
-}
-
-TEST_CASE("cudnn average pooling: count_include_pad on and off, NCHW and NHWC; max declined") {
-  for (bool nhwc : {false, true})
-    for (bool include : {true, false})
-      for (auto [k, s, p] : std::vector<std::array<int64_t, 3>>{{3, 2, 1}, {2, 2, 0}, {3, 1, 1}, {5, 3, 2}}) {
-        PoolDesc d;
-        d.alg = PoolAlg::avg;
-        d.n = 2;
-        d.c = 5;
-        d.ih = 11;
-        d.iw = 9;
-        d.kh = d.kw = k;
-        d.sh = d.sw = s;
-        d.ph = d.pw = p;
-        d.count_include_pad = include;
-        d.nhwc = nhwc;
-        d.oh = pool_output_size(d.ih, k, p, s, 1, false);
-        d.ow = pool_output_size(d.iw, k, p, s, 1, false);
-        CAPTURE(d.str());
-        REQUIRE(cudnn::supports_pool(d));
-        const size_t ni = size_t(d.n * d.c * d.ih * d.iw), no = size_t(d.n * d.c * d.oh * d.ow);
-        std::vector<double> x = random_values(ni, 41), dy = random_values(no, 42);
-        DevBuf gx(x, DType::float32), gdy(dy, DType::float32), gy(no, DType::float32), gdx(ni, DType::float32);
-        std::vector<double> y(no), dx(ni);
-        ref::pool_fwd<double>(d, x.data(), y.data(), nullptr);
-        cudnn::pool_fwd(d, gx.p, gy.p, nullptr);
-        CHECK_NEAR_ALL(gy.download(), y, 1e-5, 1e-6);
-        ref::pool_bwd<double>(d, dy.data(), nullptr, dx.data());
-        cudnn::pool_bwd(d, gdy.p, nullptr, gdx.p);
-        CHECK_NEAR_ALL(gdx.download(), dx, 1e-5, 1e-6);
-        PoolDesc m = d;
-        m.alg = PoolAlg::max;
-        CHECK_FALSE(cudnn::supports_pool(m));
-      }
-}
-
-TEST_CASE("cudnn LRN across channels: dst, kiln's scale, backward") {
-  for (int64_t size : {1, 3, 5}) {
-    LrnDesc d;
-    d.n = 2;
-    d.c = 7;
-    d.inner = 15;
-    d.size = size;
-    d.alpha = 0.05;
-    d.beta = 0.75;
-    d.k = 2.0;
-    CAPTURE(d.str());
-    REQUIRE(cudnn::supports_lrn(d));
-    const size_t n = size_t(d.n * d.c * d.inner);
-    std::vector<double> x = random_values(n, 51, -3, 3), dy = random_values(n, 52);
-    DevBuf gx(x, DType::float32), gdy(dy, DType::float32), gy(n, DType::float32), gs(n, DType::float32),
-        gdx(n, DType::float32);
-    std::vector<double> y(n), scale(n), dx(n);
-    ref::lrn_fwd<double>(d, x.data(), y.data(), scale.data());
-    cudnn::lrn_fwd(d, gx.p, gy.p, gs.p);
-    CHECK_NEAR_ALL(gy.download(), y, 1e-5, 1e-6);
-    CHECK_NEAR_ALL(gs.download(), scale, 1e-5, 1e-6);
-    ref::lrn_bwd<double>(d, x.data(), y.data(), scale.data(), dy.data(), dx.data());
-    cudnn::lrn_bwd(d, gx.p, gy.p, gs.p, gdy.p, gdx.p);
-    CHECK_NEAR_ALL(gdx.download(), dx, 1e-4, 1e-5);
-  }
-}
-
-TEST_CASE("cudnn activations: relu, sigmoid, tanh forward and relu backward") {
-  const int64_t n = 1001;
-  std::vector<double> x = random_values(size_t(n), 61, -5, 5), g = random_values(size_t(n), 62);
-  x[0] = 0;  // relu's kink: kiln's gradient there is 0
-  DevBuf gx(x, DType::float32), gg(g, DType::float32), gy(size_t(n), DType::float32);
-  for (UnaryOp op : {UnaryOp::relu, UnaryOp::sigmoid, UnaryOp::tanh}) {
-    UnaryDesc d;
-    d.op = op;
-    d.loop.ndim = 1;
-    d.loop.noperands = 2;
-    d.loop.sizes[0] = n;
-    d.loop.strides[0][0] = d.loop.strides[1][0] = 1;
-    CAPTURE(d.str());
-    REQUIRE(cudnn::supports_unary(d));
-    std::vector<double> y(static_cast<size_t>(n));
-    ref::unary<double>(d, x.data(), y.data());
-    cudnn::unary(d, gx.p, gy.p);
-    CHECK_NEAR_ALL(gy.download(), y, 1e-6, 1e-6);
-  }
-  BinaryDesc b;
-  b.op = BinaryOp::relu_bwd;
-  b.loop.ndim = 1;
-  b.loop.noperands = 3;
-  b.loop.sizes[0] = n;
-  b.loop.strides[0][0] = b.loop.strides[1][0] = b.loop.strides[2][0] = 1;
-  REQUIRE(cudnn::supports_binary(b));
-  std::vector<double> dx(static_cast<size_t>(n));
-  ref::binary<double>(b, g.data(), x.data(), dx.data());
-  cudnn::binary(b, gg.p, gx.p, gy.p);
-  CHECK_NEAR_ALL(gy.download(), dx, 0, 0);
 }
 
 #endif  // KILN_HAVE_CUDNN

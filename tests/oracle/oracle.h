@@ -14,6 +14,11 @@
 // a NaN anywhere fails. A candidate that no problem reaches fails, and so does an op without a
 // Case ("op X has no problems").
 //   ctest --test-dir build -R oracle        (KILN_ORACLE_VERBOSE=1: one line per candidate)
+//
+// Two executables run the same tables: kiln_tests_oracle (ctest -R '^oracle$') checks every
+// registered candidate; kiln_tests_oracle_emu (ctest -R oracle_emu, label emu) is built with the
+// emulator (KILN_CUDA_EMU) and checks only backend "emu", kiln's CUDA kernels compiled as C++
+// (tests/oracle/emu_backend.cpp), under AddressSanitizer (KILN_EMU_ASAN).
 #pragma once
 
 #include <cstdint>
@@ -122,6 +127,14 @@ struct Tolerance {
 // The row for (op, dtype, backend), the most specific one that matches ("*" rows are defaults).
 Tolerance tolerance(const std::string& op, DType dtype, const std::string& backend);
 
+// ---- which candidates an executable checks (oracle.cpp) ---------------------------------------
+// The emulator build only: registers backend "emu" (tests/oracle/emu_backend.cpp); the harness
+// calls it once, before the first case.
+void add_emu_backend();
+// Whether this executable checks the candidates of `backend` ("" when it does, else why not:
+// the emulator build leaves the others to kiln_tests_oracle).
+std::string out_of_scope(const std::string& backend);
+
 // ---- the harness (oracle.cpp) -----------------------------------------------------------------
 // A case with its types erased: what the X-macro over engine/op_list.inc runs per op.
 struct OpCheck {
@@ -161,7 +174,8 @@ struct Report {
   // per candidate ("backend/device"): problems reached, runs, failures
   struct Row {
     int reached = 0;
-    std::string skipped;  // why it could not run here
+    std::string skipped;   // why it could not run here
+    bool quiet = false;    // skipped because another executable checks it: no message
   };
   std::vector<std::pair<std::string, Row>> rows;
 };
@@ -266,8 +280,13 @@ void check(const Case<Op>& cs) {
   const auto& all = op_table<Op>().all();
   for (const auto& c : all) rep.rows.push_back({backend_name(c->backend) + "/" + device_type_name(c->device), {}});
   for (size_t k = 0; k < all.size(); ++k) {
-    std::string why;
-    if (!device_present(all[k]->device, &why)) rep.rows[k].second.skipped = why;
+    std::string why = out_of_scope(backend_name(all[k]->backend));
+    if (!why.empty()) {
+      rep.rows[k].second.skipped = why;
+      rep.rows[k].second.quiet = true;
+    } else if (!device_present(all[k]->device, &why)) {
+      rep.rows[k].second.skipped = why;
+    }
   }
   if (cs.problems.empty()) fail(std::string("op ") + Op::name + " has no problems");
   const Cand<Op>* ref = nullptr;

@@ -171,7 +171,8 @@ Case<op::random> random_case() {
 
 Case<op::reduce> reduce_case() {
   Case<op::reduce> c;
-  const int64_t shapes[][3] = {{3, 5, 7}, {1, 33, 1}, {2, 1, 3}, {1, 40, 2}};
+  // The last two: long rows and columns, the two-pass paths of kiln's CUDA reduction.
+  const int64_t shapes[][3] = {{3, 5, 7}, {1, 33, 1}, {2, 1, 3}, {1, 40, 2}, {1, 4097, 1}, {2, 1000, 3}};
   for (ReduceOp o : all_of(ReduceOp::min))
     for (bool idx : {false, true}) {
       if (idx && (o == ReduceOp::sum || o == ReduceOp::mean)) continue;

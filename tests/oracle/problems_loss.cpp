@@ -9,7 +9,7 @@ namespace kiln::oracle {
 namespace {
 
 std::vector<ClassLossDesc> class_problems(bool smoothing) {
-  const int64_t shapes[][3] = {{4, 5, 1}, {2, 7, 6}, {1, 10, 1}, {3, 1, 2}};
+  const int64_t shapes[][3] = {{4, 5, 1}, {2, 7, 6}, {1, 10, 1}, {3, 1, 2}, {3, 1000, 1}};  // 1000: a warp loops over classes
   std::vector<ClassLossDesc> v;
   for (DType t : float_dtypes())
     for (const auto& s : shapes)

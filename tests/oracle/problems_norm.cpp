@@ -125,7 +125,7 @@ std::vector<Arg> dropout_bwd_args(const DropoutDesc& d) {
 }
 
 std::vector<SoftmaxDesc> softmax_problems() {
-  const int64_t shapes[][3] = {{3, 5, 7}, {2, 33, 1}, {1, 1, 4}, {4, 10, 1}};
+  const int64_t shapes[][3] = {{3, 5, 7}, {2, 33, 1}, {1, 1, 4}, {4, 10, 1}, {2, 1000, 1}};  // 1000: many warps per row
   std::vector<SoftmaxDesc> v;
   for (DType t : storage_dtypes())
     for (const auto& s : shapes)

@@ -42,6 +42,7 @@ const std::vector<Row>& rows() {
       {"random", "float32", "*", 2e-7, 2e-7, "a + (b - a) u and Box-Muller on the same float draws; one float32 rounding of the result"},
       {"random", "bfloat16", "*", 0, 0, "the same draw rounded once to bfloat16"},
       {"random", "float64", "native", 6e-8, 1e-12, "native (CPU and CUDA) narrows every draw through float, ref keeps a + b * draw in double: one float rounding (2^-24)"},
+      {"random", "float64", "emu", 6e-8, 1e-12, "the CUDA kernel under the emulator: native's float draws (one float rounding, 2^-24)"},
       // Sums of K products of inputs in [-1, 1): float32 accumulation grows like sqrt(K) ulps of
       // the sum's magnitude; blocked kernels (native GEMM's 6x16 tiles, oneDNN's) reorder it.
       {"gemm", "float32", "*", 1e-5, 1e-5, "float32 accumulation over K <= 70 terms, in the kernel's blocking order"},
