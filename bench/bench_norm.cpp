@@ -11,10 +11,12 @@
 
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
+#include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/norm.h"
 #include "engine/ops/reduce.h"
+#include "engine/ops/softmax.h"
 #include "engine/random.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/norm.h"

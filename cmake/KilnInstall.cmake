@@ -111,13 +111,19 @@ install(TARGETS kiln_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set(kiln_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/kiln)
 install(EXPORT kilnTargets NAMESPACE kiln:: DESTINATION ${kiln_cmake_dir})
 
-set(KILN_COMPONENTS_BUILT "")
-foreach(c ONEDNN CUDA CUDNN MPI NCCL)
+# COMPONENTS: the backends' build switches as engine/backends/backends.inc lists them (the list
+# the registration reads), and the communicators (mpi, nccl), which are not backends.
+include(${PROJECT_SOURCE_DIR}/cmake/KilnBackends.cmake)
+kiln_backend_components(KILN_COMPONENTS_BUILT KILN_COMPONENTS_KNOWN)
+foreach(c MPI NCCL)
+  string(TOLOWER ${c} low)
+  list(APPEND KILN_COMPONENTS_KNOWN ${low})
   if(KILN_HAVE_${c})
-    string(TOLOWER ${c} low)
     list(APPEND KILN_COMPONENTS_BUILT ${low})
   endif()
 endforeach()
+list(APPEND KILN_COMPONENTS_KNOWN static)
+string(REPLACE ";" " " KILN_COMPONENTS_KNOWN_TEXT "${KILN_COMPONENTS_KNOWN}")
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kilnConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/kilnConfig.cmake INSTALL_DESTINATION ${kiln_cmake_dir})
 # 0.x: any newer 0.y satisfies find_package(kiln 0.1); from 1.0 on, the same major version.

@@ -9,7 +9,10 @@
 #include <sstream>
 
 namespace kiln {
+
 namespace {
+
+std::shared_ptr<const BackendPreference> intern_preference(const std::string& csv, bool strict);  // below
 
 // Interning: one immutable object per (list, strict), kept for the process (a handful exist).
 std::mutex g_intern_mu;
@@ -82,6 +85,27 @@ const std::string& backend_name(int id) {
 }
 
 std::shared_ptr<const BackendPreference> make_backend_preference(const std::string& csv, bool strict) {
+  // A layer with its own backend opens a guard per call with the same list: the last few lists
+  // this thread asked for are answered without parsing or the interning lock.
+  struct Recent {
+    std::string csv;
+    bool strict;
+    std::shared_ptr<const BackendPreference> pref;
+  };
+  thread_local Recent recent[4];
+  thread_local unsigned next = 0;
+  for (const Recent& r : recent)
+    if (r.pref && r.strict == strict && r.csv == csv) return r.pref;
+  Recent& slot = recent[next++ % 4];
+  slot.csv = csv;
+  slot.strict = strict;
+  slot.pref = intern_preference(csv, strict);
+  return slot.pref;
+}
+
+namespace {
+
+std::shared_ptr<const BackendPreference> intern_preference(const std::string& csv, bool strict) {
   std::vector<std::string> list = detail::split_csv(csv);
   std::string key;
   for (const auto& b : list) key += b + ",";
@@ -97,6 +121,8 @@ std::shared_ptr<const BackendPreference> make_backend_preference(const std::stri
   p->id = uint32_t(m.size() + 1);
   return m.emplace(std::make_pair(key, strict), std::move(p)).first->second;
 }
+
+}  // namespace
 
 void set_backend_preference(const std::string& csv, bool strict) {
   g_pref.store(make_backend_preference(csv, strict).get(), std::memory_order_release);

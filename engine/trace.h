@@ -1,7 +1,7 @@
 // Op tracing: a Recorder installed on this thread (trace::Scope) sees every call of the traced
 // functional ops (conv2d, linear, batch_norm, relu, pooling, add, cat, pad, upsample, ...) with its
 // input tensors, output tensor and attributes, at the outermost level only (an op built from other
-// traced ops is recorded once). io/onnx.cpp builds an ONNX graph from one forward this way, so any
+// traced ops is recorded once). io/onnx/onnx_export.cpp builds an ONNX graph from one forward this way, so any
 // module, composite or not, exports without describing its own wiring. Off by default; when off
 // a traced op costs one thread-local load.
 //   ctest --test-dir build -R onnx

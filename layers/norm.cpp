@@ -1,3 +1,5 @@
+#include "engine/ops/dropout.h"
+#include "engine/ops/softmax.h"
 #include "layers/norm.h"
 
 #include <sstream>

@@ -1,5 +1,6 @@
 // Pooling and LRN layers: thin wrappers over engine/ops/pool.h.
 //   tests: ctest --test-dir build -R pool_layers
+#include "engine/ops/norm.h"
 #include "layers/pool.h"
 
 #include <sstream>

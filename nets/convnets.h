@@ -8,6 +8,7 @@
 //   build/tools/kiln bench --model alexnet,resnet50,vgg11 --batch 16
 #pragma once
 
+#include "engine/ops/dropout.h"
 #include "layers/module.h"
 #include "nets/zoo.h"
 

@@ -133,7 +133,7 @@ bool is_onnx_model(const std::string& model) {
 }
 
 namespace {
-// Imports the graph as a kiln Module (io/onnx.h) and times it like a zoo net; the sample shape
+// Imports the graph as a kiln Module (io/onnx/onnx.h) and times it like a zoo net; the sample shape
 // is the graph input's without its batch dim.
 RunResult run_onnx(const RunSpec& spec, RunObserver* observer) {
   const onnx::Model m = onnx::load(spec.model);

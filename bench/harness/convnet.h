@@ -95,7 +95,7 @@ class RunObserver {
 // CPU, a dtype other than float32, an unknown backend name, non-positive batch or iterations.
 void validate(const RunSpec& spec);
 
-// True when `model` names an ONNX file (ends in .onnx): run() imports it (io/onnx.h) instead of
+// True when `model` names an ONNX file (ends in .onnx): run() imports it (io/onnx/onnx.h) instead of
 // building a zoo net; its input shape comes from the graph, the batch from spec.batch.
 bool is_onnx_model(const std::string& model);
 // Builds spec.model from the zoo (or imports an .onnx file) and times it.

@@ -1,42 +1,88 @@
-// The ordered list of backend registration units. One line per backend and device; a build
-// without the backend's library compiles its line out here and nowhere else.
+// The registration units of engine/backends/backends.inc, in order. A unit whose build switch is
+// off is compiled out here (KILN_IF_<switch>) and in its own file, nowhere else.
 #include "engine/backends/backends.h"
 
 #include "engine/dispatch.h"
 
-namespace kiln {
-
-void register_cpu_ref(BackendRegistrar& r);     // engine/backends/cpu_ref.cpp
-void register_cpu_native(BackendRegistrar& r);  // engine/backends/cpu_native.cpp
+#define KILN_IF_ALWAYS(...) __VA_ARGS__
 #ifdef KILN_HAVE_ONEDNN
-void register_cpu_onednn(BackendRegistrar& r);  // engine/backends/cpu_onednn.cpp
+#define KILN_IF_ONEDNN(...) __VA_ARGS__
+#else
+#define KILN_IF_ONEDNN(...)
 #endif
 #ifdef KILN_HAVE_CUDNN
-void register_cuda_cudnn(BackendRegistrar& r);  // engine/backends/cuda_cudnn.cpp
+#define KILN_IF_CUDNN(...) __VA_ARGS__
+#else
+#define KILN_IF_CUDNN(...)
 #endif
 #ifdef KILN_HAVE_CUDA
-void register_cuda_native(BackendRegistrar& r);  // engine/backends/cuda_native.cpp
+#define KILN_IF_CUDA(...) __VA_ARGS__
+#else
+#define KILN_IF_CUDA(...)
 #endif
+
+namespace kiln {
+
+#define KILN_BACKEND_UNIT(name, device, prio, build, fn, summary) KILN_IF_##build(void fn(BackendRegistrar& r);)
+#include "engine/backends/backends.inc"
+#undef KILN_BACKEND_UNIT
 
 const std::vector<BackendUnit>& backend_units() {
   static const std::vector<BackendUnit> units = {
-#ifdef KILN_HAVE_ONEDNN
-      {"onednn", DeviceType::cpu, priority::secondary, "oneDNN primitives, cached by shape (kernels/cpu/onednn)",
-       register_cpu_onednn},
-#endif
-      {"native", DeviceType::cpu, priority::normal,
-       "kiln's own OpenMP + SIMD kernels, ISA chosen at run time (kernels/cpu/native)", register_cpu_native},
-      {"ref", DeviceType::cpu, priority::fallback,
-       "naive reference kernels in float and double: the oracle (kernels/cpu/ref)", register_cpu_ref},
-#ifdef KILN_HAVE_CUDNN
-      {"cudnn", DeviceType::cuda, priority::preferred, "cuDNN and cuBLAS (kernels/cuda/cudnn)", register_cuda_cudnn},
-#endif
-#ifdef KILN_HAVE_CUDA
-      {"native", DeviceType::cuda, priority::normal, "kiln's own CUDA kernels (kernels/cuda/native)",
-       register_cuda_native},
-#endif
+#define KILN_BACKEND_UNIT(name, device, prio, build, fn, summary) \
+  KILN_IF_##build({#name, DeviceType::device, priority::prio, summary, fn}, )
+#include "engine/backends/backends.inc"
+#undef KILN_BACKEND_UNIT
   };
   return units;
+}
+
+const std::vector<BackendUnit>& all_backend_units() {
+  static const std::vector<BackendUnit> units = {
+#define KILN_BACKEND_UNIT(name, device, prio, build, fn, summary) \
+  {#name, DeviceType::device, priority::prio, summary, nullptr},
+#include "engine/backends/backends.inc"
+#undef KILN_BACKEND_UNIT
+  };
+  return units;
+}
+
+std::string backends_markdown() {
+  auto built = [](const BackendUnit& u) {
+    for (const BackendUnit& b : backend_units())
+      if (std::string(b.name) == u.name && b.device == u.device) return true;
+    return false;
+  };
+  std::string out = "| op |", rule = "|---|";
+  for (const BackendUnit& u : all_backend_units()) {
+    out += std::string(" ") + u.name + "/" + device_type_name(u.device) + " |";
+    rule += "---|";
+  }
+  out += "\n" + rule + "\n";
+  static const char* const kOps[] = {
+#define KILN_OP_DECL(id, ...) #id,
+#include "engine/op_list.inc"
+#undef KILN_OP_DECL
+  };
+  for (const char* name : kOps) {
+    out += std::string("| ") + name + " |";
+    const OpTableBase* t = registry().find_op(name);
+    for (const BackendUnit& u : all_backend_units()) {
+      std::string cell = built(u) ? "" : "(not built)";
+      if (t && built(u))
+        for (const OpTableBase::Info& c : t->candidate_info()) {
+          if (backend_name(c.backend) != u.name || c.device != u.device) continue;
+          cell = c.by_descriptor                     ? "by shape"
+                 : c.priority >= priority::preferred ? "first"
+                 : c.priority >= priority::normal    ? "yes"
+                 : c.priority > priority::fallback   ? "second"
+                                                     : "fallback";
+        }
+      out += " " + cell + " |";
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 void register_backends(Registry& r) {

@@ -1,14 +1,16 @@
 // The backends kiln was built with, one registration unit each, in one ordered list
-// (engine/backends/backends.cpp). The order is the tie-break of `auto` between candidates of
+// (engine/backends/backends.inc). The order is the tie-break of `auto` between candidates of
 // equal priority; each unit gives its candidates a default priority (engine/dispatch.h).
-// `kiln info`, the docs' per-backend op tables (docs/backends.md, checked by ctest -R backends_doc)
+// `kiln info`, the docs' op table (docs/backends/ops.md, checked by ctest -R backends_doc)
 // and the install's component list all read this list.
 //
-// Adding a backend: its kernels in kernels/<device>/<name>/, its unit engine/backends/<name>.cpp
-// defining register_<device>_<name>(BackendRegistrar&), a line in backends.cpp, and its build
-// switch in cmake/ (docs/contributing.md).
+// Adding a backend: its kernels in kernels/<device>/<name>/, its unit engine/backends/<device>_<name>.cpp
+// defining register_<device>_<name>(BackendRegistrar&), a line in backends.inc (and, for a new
+// build switch, a KILN_IF_ in backends.cpp and its find logic in cmake/KilnDependencies.cmake);
+// docs/contributing.md.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "engine/device.h"
@@ -28,6 +30,15 @@ struct BackendUnit {
 
 // Every unit compiled into this build, in registration order.
 const std::vector<BackendUnit>& backend_units();
+// Every unit kiln has, built here or not (register_kernels null): the docs' columns.
+const std::vector<BackendUnit>& all_backend_units();
+
+// The op x backend table of docs/backends/ops.md (`kiln info --backends-markdown`): one row per
+// built-in op (engine/op_list.inc), one column per unit of all_backend_units(); a cell says
+// whether the unit registers the op and how `auto` ranks it: "first" (priority::preferred,
+// before native), "yes" (normal), "second" (after native), "fallback" (only where nothing else
+// applies), "by shape" (a function of the descriptor). Units this build lacks: "(not built)".
+std::string backends_markdown();
 
 // Runs every unit of backend_units() against `r` (kiln::init() does, once).
 void register_backends(Registry& r);

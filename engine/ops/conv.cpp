@@ -22,7 +22,6 @@ namespace {
 
 using ops::ConvHW;
 
-bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
 Tensor to_float(const Tensor& t) { return t.defined() ? t.to(DType::float32) : t; }
 
 // --- kernel calls on dense operands of the descriptor's dtype and layout

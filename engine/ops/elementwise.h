@@ -2,6 +2,8 @@
 // Operands must share dtype and device. float16/bfloat16 compute in float32 and store back.
 #pragma once
 
+#include <vector>
+
 #include "engine/tensor.h"
 
 namespace kiln::ops {
@@ -48,6 +50,12 @@ Tensor binary_raw(int op, const Tensor& a, const Tensor& b, double alpha = 0);  
 
 // Sum of `t` reduced to `shape` (the reverse of broadcasting `shape` to t's shape).
 Tensor sum_to(const Tensor& t, const Shape& shape);
+
+
+// Elementwise sum of n tensors of one shape, dtype and device, in one pass (the "sum" op:
+// gradient accumulation of a tensor read by several consumers, residual adds); inputs added in
+// order. Differentiable: every input's gradient is the output's.
+Tensor add_n(const std::vector<Tensor>& xs);
 
 }  // namespace kiln::ops
 

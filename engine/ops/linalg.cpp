@@ -102,7 +102,6 @@ Tensor mat_product(const Mat& a, const Mat& b, const Shape& out_shape, int64_t b
   return c;
 }
 
-bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
 
 void check_operands(const char* op, const Tensor& a, const Tensor& b, const char* an, const char* bn) {
   KILN_CHECK(a.defined() && b.defined(), op, ": undefined ", a.defined() ? bn : an);

@@ -10,7 +10,6 @@ namespace kiln {
 namespace {
 
 
-bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
 
 struct ClassPlan {
   ClassLossDesc d;

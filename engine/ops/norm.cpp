@@ -1,5 +1,5 @@
-// Op wrappers of the normalisation family (batch norm, dropout, softmax): argument checks,
-// output allocation, dispatch, autograd. Kernels: kernels/cpu/{ref,native}/norm.*.
+// Normalisation ops (batch norm, local response norm): argument checks, output allocation,
+// dispatch, autograd. Kernels: kernels/cpu/{ref,native}/norm.* and pool.* (LRN).
 // Test: ctest --test-dir build -R norm
 #include "engine/ops/norm.h"
 
@@ -13,7 +13,6 @@
 namespace kiln {
 namespace {
 
-bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
 
 Tensor half_to_float(const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::float32) : t; }
 
@@ -44,34 +43,6 @@ void write_back(const Tensor& work, const Tensor& t) {
   if (!t.defined() || work.is_same(t)) return;
   Tensor dst = t;
   dst.copy_(work);
-}
-
-Tensor softmax_impl(const Tensor& x0, int64_t dim, bool log) {
-  const char* name = log ? "log_softmax" : "softmax";
-  KILN_CHECK(x0.defined(), name, ": undefined tensor");
-  KILN_CHECK(is_floating(x0.dtype()), name, ": needs a floating-point tensor, got ", x0.dtype(), " ",
-             shape_str(x0.sizes()));
-  if (is_half(x0.dtype())) return softmax_impl(x0.to(DType::float32), dim, log).to(x0.dtype());
-  const Tensor& x = x0;
-  dim = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), name);
-  SoftmaxDesc d;
-  d.dtype = x.dtype();
-  d.log = log;
-  for (int64_t k = 0; k < x.dim(); ++k) (k < dim ? d.outer : k > dim ? d.inner : d.dim) *= x.size(k);
-  Tensor xc = x.contiguous();
-  Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
-  if (x.numel() > 0) dispatch<op::softmax_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr());
-  auto bwd = [d, yd = y.detach()](std::vector<Tensor>& g) {
-    Tensor gc = g[0].to(d.dtype).contiguous();
-    Tensor gx = empty(yd.sizes(), TensorOptions(d.dtype).with_device(yd.device()));
-    if (yd.numel() > 0) dispatch<op::softmax_bwd>(yd.device().type, d, yd.data_ptr(), gc.data_ptr(), gx.data_ptr());
-    return std::vector<Tensor>{gx};
-  };
-  if (log)
-    autograd::record_fn("LogSoftmaxBackward", {x0}, {&y}, bwd);
-  else
-    autograd::record_fn("SoftmaxBackward", {x0}, {&y}, bwd);
-  return y;
 }
 
 Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bias0, const Tensor& running_mean,
@@ -204,44 +175,44 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias
   return batch_norm_core(x, weight, bias, running_mean, running_var, training, momentum, eps, false, true);
 }
 
-Tensor dropout(const Tensor& x0, double p, bool training, Generator* gen) {
-  KILN_CHECK(x0.defined(), "dropout: undefined tensor");
-  KILN_CHECK(p >= 0 && p <= 1, "dropout: probability has to be between 0 and 1, but got ", p, " (input ",
-             shape_str(x0.sizes()), ")");
-  if (!training || p == 0) return x0;
-  KILN_CHECK(is_floating(x0.dtype()), "dropout: needs a floating-point tensor, got ", x0.dtype(), " ",
-             shape_str(x0.sizes()));
-  if (is_half(x0.dtype())) return dropout(x0.to(DType::float32), p, training, gen).to(x0.dtype());
-  const Tensor& x = x0;
-  Generator& g = gen ? *gen : default_generator();
-  DropoutDesc d;
+Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double beta, double k) {
+  if (trace::top_level())
+    return trace::traced(
+        "local_response_norm", {x},
+        {trace::ints("size", {size}), trace::real("alpha", alpha), trace::real("beta", beta), trace::real("k", k)},
+        [&] { return local_response_norm(x, size, alpha, beta, k); });
+  KILN_CHECK(x.defined(), "local_response_norm: undefined input tensor");
+  KILN_CHECK(x.dim() >= 3, "local_response_norm: expected an input with at least 3 dims (N, C, ...), got ",
+             shape_str(x.sizes()));
+  KILN_CHECK(x.is_floating_point(), "local_response_norm: needs a floating-point input, got ", x.dtype(), " ",
+             shape_str(x.sizes()));
+  KILN_CHECK(size > 0, "local_response_norm: size must be positive, got ", size, " (input ", shape_str(x.sizes()),
+             ")");
+  if (is_half(x.dtype())) return local_response_norm(x.to(DType::float32), size, alpha, beta, k).to(x.dtype());
+  LrnDesc d;
   d.dtype = x.dtype();
-  d.n = x.numel();
-  d.p = p;
-  d.seed = g.seed();
-  d.offset = g.advance(uint64_t(d.n));
-  Tensor xc = x.contiguous();
-  Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
-  Tensor mask = empty(x.sizes(), TensorOptions(DType::uint8).with_device(x.device()));
-  if (d.n > 0) dispatch<op::dropout_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr(), mask.data<uint8_t>());
-  autograd::record_fn("DropoutBackward", {x0}, {&y}, [d, mask](std::vector<Tensor>& g) {
-    Tensor gc = g[0].to(d.dtype).contiguous();
-    Tensor gx = empty(mask.sizes(), TensorOptions(d.dtype).with_device(mask.device()));
-    if (d.n > 0) dispatch<op::dropout_bwd>(mask.device().type, d, gc.data_ptr(), mask.data<uint8_t>(), gx.data_ptr());
-    return std::vector<Tensor>{gx};
-  });
+  d.n = x.size(0);
+  d.c = x.size(1);
+  d.inner = d.n * d.c == 0 ? 0 : x.numel() / (d.n * d.c);
+  d.size = size;
+  d.alpha = alpha;
+  d.beta = beta;
+  d.k = k;
+  Tensor xc = x.detach().contiguous();
+  Tensor y = empty(x.sizes(), TensorOptions(d.dtype).with_device(x.device()));
+  Tensor scale = empty(x.sizes(), TensorOptions(d.dtype).with_device(x.device()));
+  dispatch<op::lrn_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr(),
+                                                              scale.data_ptr());
+  autograd::record_fn("LocalResponseNormBackward", {x}, {&y},
+                      [d, xc, scale, yd = y.detach()](std::vector<Tensor>& g) {
+                        Tensor gc = g[0].contiguous();
+                        Tensor gx = empty(xc.sizes(), TensorOptions(d.dtype).with_device(gc.device()));
+                        dispatch<op::lrn_bwd>(
+                            gc.device().type, d, xc.data_ptr(), yd.data_ptr(), scale.data_ptr(), gc.data_ptr(),
+                            gx.data_ptr());
+                        return std::vector<Tensor>{gx};
+                      });
   return y;
-}
-
-Tensor softmax(const Tensor& x, int64_t dim) {
-  if (trace::top_level())
-    return trace::traced("softmax", {x}, {trace::ints("dim", {dim})}, [&] { return softmax(x, dim); });
-  return softmax_impl(x, dim, false);
-}
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  if (trace::top_level())
-    return trace::traced("log_softmax", {x}, {trace::ints("dim", {dim})}, [&] { return log_softmax(x, dim); });
-  return softmax_impl(x, dim, true);
 }
 
 }  // namespace ops

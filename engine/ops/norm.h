@@ -1,9 +1,9 @@
-// Normalisation-family ops, differentiable: batch norm, dropout, softmax, log-softmax.
+// Normalisation ops, differentiable: batch norm (with a fused ReLU), local response norm.
+// Softmax and dropout have their own headers (engine/ops/softmax.h, engine/ops/dropout.h).
 // Inputs of any strides; float32 and float64 (float16/bfloat16 compute in float32).
 // Test: ctest --test-dir build -R norm
 #pragma once
 
-#include "engine/random.h"
 #include "engine/tensor.h"
 
 namespace kiln::ops {
@@ -21,15 +21,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, con
 Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, bool training, double momentum = 0.1, double eps = 1e-5);
 
-// Inverted dropout: zeroes each element with probability p and scales the rest by 1/(1-p).
-// The mask comes from the Philox stream of `gen` (default: the default generator), which
-// advances by x.numel(); for a given generator state the mask does not depend on the thread
-// count. Identity when !training or p == 0; zeros when p == 1; p outside [0, 1] throws.
-Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
-
-// Softmax / log-softmax along `dim` (negative counts from the end), numerically stable (the
-// maximum is subtracted before exp).
-Tensor softmax(const Tensor& x, int64_t dim);
-Tensor log_softmax(const Tensor& x, int64_t dim);
+// Across channels (dim 1) of an input with >= 3 dims:
+//   y = x / (k + alpha / size * sum over channels [c - size/2, c + (size-1)/2] of x^2)^beta.
+Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
 
 }  // namespace kiln::ops

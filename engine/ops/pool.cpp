@@ -22,7 +22,6 @@ std::string pair_str(Pair p) {
   return os.str();
 }
 
-bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
 
 void check_input(const Tensor& x, const char* op) {
   KILN_CHECK(x.defined(), op, ": undefined input tensor");
@@ -240,46 +239,6 @@ Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size) {
     return trace::traced("adaptive_max_pool2d", {x}, {trace::ints("output_size", {output_size[0], output_size[1]})},
                          [&] { return adaptive_max_pool2d(x, output_size); });
   return adaptive_max_pool2d_with_indices(x, output_size).values;
-}
-
-Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double beta, double k) {
-  if (trace::top_level())
-    return trace::traced(
-        "local_response_norm", {x},
-        {trace::ints("size", {size}), trace::real("alpha", alpha), trace::real("beta", beta), trace::real("k", k)},
-        [&] { return local_response_norm(x, size, alpha, beta, k); });
-  KILN_CHECK(x.defined(), "local_response_norm: undefined input tensor");
-  KILN_CHECK(x.dim() >= 3, "local_response_norm: expected an input with at least 3 dims (N, C, ...), got ",
-             shape_str(x.sizes()));
-  KILN_CHECK(x.is_floating_point(), "local_response_norm: needs a floating-point input, got ", x.dtype(), " ",
-             shape_str(x.sizes()));
-  KILN_CHECK(size > 0, "local_response_norm: size must be positive, got ", size, " (input ", shape_str(x.sizes()),
-             ")");
-  if (is_half(x.dtype())) return local_response_norm(x.to(DType::float32), size, alpha, beta, k).to(x.dtype());
-  LrnDesc d;
-  d.dtype = x.dtype();
-  d.n = x.size(0);
-  d.c = x.size(1);
-  d.inner = d.n * d.c == 0 ? 0 : x.numel() / (d.n * d.c);
-  d.size = size;
-  d.alpha = alpha;
-  d.beta = beta;
-  d.k = k;
-  Tensor xc = x.detach().contiguous();
-  Tensor y = empty_for(x.sizes(), x, d.dtype);
-  Tensor scale = empty_for(x.sizes(), x, d.dtype);
-  dispatch<op::lrn_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr(),
-                                                              scale.data_ptr());
-  autograd::record_fn("LocalResponseNormBackward", {x}, {&y},
-                      [d, xc, scale, yd = y.detach()](std::vector<Tensor>& g) {
-                        Tensor gc = g[0].contiguous();
-                        Tensor gx = empty_for(xc.sizes(), gc, d.dtype);
-                        dispatch<op::lrn_bwd>(
-                            gc.device().type, d, xc.data_ptr(), yd.data_ptr(), scale.data_ptr(), gc.data_ptr(),
-                            gx.data_ptr());
-                        return std::vector<Tensor>{gx};
-                      });
-  return y;
 }
 
 }  // namespace ops

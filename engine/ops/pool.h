@@ -34,8 +34,4 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
 Tensor adaptive_max_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
 ValuesIndices adaptive_max_pool2d_with_indices(const Tensor& x, std::array<int64_t, 2> output_size);
 
-// Across channels (dim 1) of an input with >= 3 dims:
-//   y = x / (k + alpha / size * sum over channels [c - size/2, c + (size-1)/2] of x^2)^beta.
-Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
-
 }  // namespace kiln::ops

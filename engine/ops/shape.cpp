@@ -17,7 +17,6 @@
 namespace kiln {
 namespace {
 
-bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
 
 std::string vec_str(const std::vector<int64_t>& v) { return shape_str(v); }
 
@@ -57,45 +56,6 @@ bool concat_as_blocks(const std::vector<Tensor>& xs, int64_t dim, bool channels_
 }  // namespace
 
 namespace ops {
-
-Tensor add_n(const std::vector<Tensor>& xs) {
-  if (trace::top_level()) return trace::traced("add_n", xs, {}, [&] { return add_n(xs); });
-  KILN_CHECK(!xs.empty(), "add_n: expected a non-empty list of tensors");
-  for (size_t i = 0; i < xs.size(); ++i) {
-    KILN_CHECK(xs[i].defined(), "add_n: tensor ", i, " is undefined");
-    KILN_CHECK(xs[i].sizes() == xs[0].sizes() && xs[i].dtype() == xs[0].dtype() && xs[i].device() == xs[0].device(),
-               "add_n: tensor ", i, " is ", xs[i].dtype(), " ", shape_str(xs[i].sizes()), " on ", xs[i].device(),
-               " but tensor 0 is ", xs[0].dtype(), " ", shape_str(xs[0].sizes()), " on ", xs[0].device(),
-               "; all must match");
-  }
-  const Tensor& x0 = xs[0];
-  SumDesc d;
-  d.dtype = x0.dtype();
-  d.n = x0.numel();
-  d.inputs = int64_t(xs.size());
-  Tensor y;
-  if (x0.device().type == DeviceType::cpu && (d.dtype == DType::float32 || d.dtype == DType::float64)) {
-    // Inputs that share one dense layout keep it; others are made contiguous.
-    const MemoryFormat f = x0.dim() == 4 ? x0.suggest_memory_format() : MemoryFormat::contiguous;
-    std::vector<Tensor> keep;
-    std::vector<const void*> srcs;
-    for (const Tensor& x : xs) {
-      keep.push_back(x.is_contiguous(f) ? x.detach() : x.detach().contiguous(f));
-      srcs.push_back(keep.back().data_ptr());
-    }
-    y = empty(x0.sizes(), TensorOptions(x0.dtype()).with_device(x0.device()), f);
-    if (d.n > 0) dispatch<op::sum>(DeviceType::cpu, d, srcs.data(), y.data_ptr());
-  } else {
-    NoGradGuard ng;
-    y = x0.detach();
-    for (size_t i = 1; i < xs.size(); ++i) y = add(y, xs[i].detach());
-    if (xs.size() == 1) y = y.clone();
-  }
-  autograd::record_fn("AddNBackward", xs, {&y}, [k = xs.size()](std::vector<Tensor>& g) {
-    return std::vector<Tensor>(k, g[0]);
-  });
-  return y;
-}
 
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   if (trace::top_level()) return trace::traced("cat", xs, {trace::ints("dim", {dim})}, [&] { return cat(xs, dim); });

@@ -17,10 +17,6 @@ namespace kiln::ops {
 // Joins tensors along `dim`; all other sizes, the dtype and the device must match.
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
 
-// Elementwise sum of n tensors of one shape, dtype and device, in one pass (the "sum" op:
-// gradient accumulation of a tensor read by several consumers, residual adds); inputs added in
-// order. Differentiable: every input's gradient is the output's.
-Tensor add_n(const std::vector<Tensor>& xs);
 // Joins same-shaped tensors along a new dim.
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
 // Views of consecutive pieces of the given sizes along `dim` (sizes must sum to x.size(dim)).

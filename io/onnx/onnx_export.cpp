@@ -11,6 +11,7 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/ops/norm.h"
 #include "engine/trace.h"
 #include "io/onnx/onnx.h"
 

@@ -15,6 +15,7 @@
 #include "engine/ops/norm.h"
 #include "engine/ops/pool.h"
 #include "engine/ops/shape.h"
+#include "engine/ops/softmax.h"
 #include "io/onnx/onnx.h"
 
 namespace kiln::onnx {

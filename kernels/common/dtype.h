@@ -47,6 +47,9 @@ inline bool is_floating(DType t) {
   return t == DType::float32 || t == DType::float64 || t == DType::float16 || t == DType::bfloat16;
 }
 
+// float16 or bfloat16: the types ops compute in float32 where no kernel takes them as they are.
+inline bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
+
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
 template <class T> struct dtype_of;

@@ -5,6 +5,7 @@
 #include "tests/support/testing.h"
 
 #include "engine/dispatch.h"
+#include "engine/ops/elementwise.h"
 #include "engine/ops/shape.h"
 
 using namespace kiln;

@@ -9,6 +9,7 @@
 #include "engine/ops/loss.h"
 #include "engine/ops/norm.h"
 #include "engine/ops/reduce.h"
+#include "engine/ops/softmax.h"
 
 using namespace kiln;
 using kiln::test::make_input;

@@ -5,8 +5,10 @@
 #include "tests/support/testing.h"
 #include "tests/support/grad_inputs.h"
 
+#include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/norm.h"
+#include "engine/ops/softmax.h"
 
 using namespace kiln;
 using kiln::test::make_input;

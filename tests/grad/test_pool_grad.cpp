@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "engine/ops/norm.h"
 #include "engine/ops/pool.h"
 
 using namespace kiln;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/dispatch.h"
+#include "engine/ops/elementwise.h"
 #include "engine/ops/shape.h"
 #include "kernels/cpu/native/concat.h"
 #include "tests/kernels/concat_checks.h"

@@ -8,10 +8,12 @@
 
 #include <cmath>
 
+#include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/norm.h"
 #include "engine/ops/reduce.h"
+#include "engine/ops/softmax.h"
 #include "kernels/common/parallel.h"
 
 using namespace kiln;

@@ -20,6 +20,7 @@
 #include "engine/ops/norm.h"
 #include "engine/ops/pool.h"
 #include "engine/ops/reduce.h"
+#include "engine/ops/softmax.h"
 #include "kernels/cpu/onednn/common.h"
 #include "kernels/cpu/onednn/conv.h"
 #include "kernels/cpu/onednn/dnnl_common.h"

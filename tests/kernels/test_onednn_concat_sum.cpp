@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/dispatch.h"
+#include "engine/ops/elementwise.h"
 #include "engine/ops/shape.h"
 #include "kernels/cpu/onednn/common.h"
 #include "kernels/cpu/onednn/concat.h"

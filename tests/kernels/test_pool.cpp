@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "engine/ops/elementwise.h"
+#include "engine/ops/norm.h"
 #include "engine/ops/pool.h"
 #include "engine/ops/reduce.h"
 

@@ -8,6 +8,7 @@
 #include "engine/ops/loss.h"
 #include "engine/ops/norm.h"
 #include "engine/ops/reduce.h"
+#include "engine/ops/softmax.h"
 #include "layers/loss.h"
 #include "layers/norm.h"
 

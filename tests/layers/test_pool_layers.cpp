@@ -4,6 +4,7 @@
 #include "tests/support/testing.h"
 
 #include "engine/ops/elementwise.h"
+#include "engine/ops/norm.h"
 #include "engine/ops/pool.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"

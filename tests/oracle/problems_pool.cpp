@@ -1,4 +1,4 @@
-// Problems of pooling and LRN (engine/ops/pool.cpp, lrn.cpp): max and average windows with odd
+// Problems of pooling and LRN (engine/ops/pool.cpp, norm.cpp): max and average windows with odd
 // sizes, strides, padding, non-square windows, dilation (max), ceil mode with a partial last
 // window, average with and without the padding counted and with a divisor override, batch 1,
 // channels-last; adaptive pooling smaller, equal, larger and global; LRN with odd and even

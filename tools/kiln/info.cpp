@@ -15,6 +15,7 @@
 
 #include "bench/harness/convnet.h"
 #include "bench/harness/results.h"
+#include "engine/backends/backends.h"
 #include "engine/cuda_runtime.h"
 #include "engine/dispatch.h"
 #include "engine/version.h"
@@ -249,6 +250,18 @@ json report() {
   json ops = json::object();
   for (const OpTableBase* op : registry().ops()) ops[op->name()] = op->candidates();
   j["ops"] = ops;
+  json units = json::array();
+  for (const BackendUnit& u : backend_units()) {
+    json offered = json::array();
+    for (const OpTableBase* op : registry().ops())
+      if (op->has(u.name, u.device)) offered.push_back(op->name());
+    units.push_back({{"name", u.name},
+                     {"device", device_type_name(u.device)},
+                     {"default_priority", u.default_priority},
+                     {"summary", u.summary},
+                     {"ops", offered}});
+  }
+  j["backends"] = units;
   json zoo = json::array();
   for (const auto& n : nets::zoo())
     zoo.push_back({{"name", n.name},
@@ -325,6 +338,10 @@ void print_text(const json& j) {
                   d["compute_capability"].get<std::string>().c_str(), d["sm_count"].get<int>());
     }
   }
+  std::printf("backends (registration order):\n");
+  for (const json& u : j["backends"])
+    std::printf("  %-7s %-5s %2zu ops  %s\n", u["name"].get<std::string>().c_str(), u["device"].get<std::string>().c_str(),
+                u["ops"].size(), u["summary"].get<std::string>().c_str());
   std::printf("ops:\n");
   for (const auto& [name, cands] : j["ops"].items()) {
     std::string s;
@@ -352,7 +369,14 @@ Command add_info(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("info", "version, build, libraries, CPU ISA, GPUs, registered kernels, models");
   auto as_json = std::make_shared<bool>(false);
   sub->add_flag("--json", *as_json, "print one JSON object (schema kiln-info/1, README: kiln info --json)");
-  return Command{sub, [as_json] {
+  auto markdown = std::make_shared<bool>(false);
+  sub->add_flag("--backends-markdown", *markdown,
+                "print the op x backend table of docs/backends/ops.md (from engine/backends/backends.inc)");
+  return Command{sub, [as_json, markdown] {
+                   if (*markdown) {
+                     std::printf("%s", backends_markdown().c_str());
+                     return 0;
+                   }
                    const json j = report();
                    if (*as_json)
                      std::printf("%s\n", j.dump(2).c_str());

@@ -7,7 +7,6 @@
 namespace kiln::cudnn {
 
 namespace {
-bool is_half(DType t) { return t == DType::float16 || t == DType::bfloat16; }
 }  // namespace
 
 BlasGemm to_column_major(const GemmDesc& d) {

@@ -1,0 +1,27 @@
+# The backends of kiln as engine/backends/backends.inc lists them (the one list: the C++
+# registration reads the same file), for the install's COMPONENTS.
+#   kiln_backend_components(<built-var> <known-var>): the find_package(kiln COMPONENTS ...) names
+#   of the backends' build switches (ONEDNN -> onednn ...), those compiled into this build and all.
+function(kiln_backend_components built_var known_var)
+  file(STRINGS ${PROJECT_SOURCE_DIR}/engine/backends/backends.inc units REGEX "^KILN_BACKEND_UNIT\\(")
+  set(built "")
+  set(known "")
+  foreach(u ${units})
+    if(NOT u MATCHES "^KILN_BACKEND_UNIT\\(([a-z0-9_]+), *([a-z]+), *([a-z]+), *([A-Z0-9_]+),")
+      message(FATAL_ERROR "engine/backends/backends.inc: cannot read '${u}'")
+    endif()
+    set(switch ${CMAKE_MATCH_4})
+    if(switch STREQUAL "ALWAYS")
+      continue()
+    endif()
+    string(TOLOWER ${switch} c)
+    if(NOT c IN_LIST known)
+      list(APPEND known ${c})
+      if(KILN_HAVE_${switch})
+        list(APPEND built ${c})
+      endif()
+    endif()
+  endforeach()
+  set(${built_var} ${built} PARENT_SCOPE)
+  set(${known_var} ${known} PARENT_SCOPE)
+endfunction()
