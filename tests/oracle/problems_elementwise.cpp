@@ -112,12 +112,12 @@ Gen values_for(DType a, DType b) {
 
 Case<op::copy> copy_case() {
   Case<op::copy> c;
-  const std::vector<std::pair<DType, DType>> pairs = {
-      {DType::float32, DType::float32},  {DType::float32, DType::float64}, {DType::float64, DType::float32},
-      {DType::float32, DType::bfloat16}, {DType::bfloat16, DType::float32}, {DType::float32, DType::float16},
-      {DType::float16, DType::float32},  {DType::float64, DType::bfloat16}, {DType::bfloat16, DType::bfloat16},
-      {DType::int32, DType::float32},    {DType::float32, DType::int32},   {DType::int64, DType::int64},
-      {DType::uint8, DType::float32},    {DType::int64, DType::int32}};
+  // Every pair of the seven dtypes (the CUDA kernel instantiates each).
+  const DType all[] = {DType::float32, DType::float64, DType::float16, DType::bfloat16,
+                       DType::int32,   DType::int64,   DType::uint8};
+  std::vector<std::pair<DType, DType>> pairs;
+  for (DType a : all)
+    for (DType b : all) pairs.push_back({a, b});
   for (const auto& [s, t] : pairs)
     for (const StridedLoop& L : loops(2)) {
       CopyDesc d;

@@ -1,6 +1,6 @@
 // Problems of the shape family (engine/ops/concat.cpp, shape.cpp): concat along NCHW channels
 // and channels-last (inner 1), a single input, an empty input, 16-channel blocks, in float32, float64,
-// bfloat16 and int64; the n-ary sum of 1, 2 and 4 inputs; every PadMode with positive pads,
+// bfloat16 and int64; the n-ary sum of 1, 2, 5 and 11 inputs; every PadMode with positive pads,
 // crops (negative pads) where the mode allows them, and 1-d pads; nearest and bilinear
 // upsampling by 2, by odd ratios down and up, identity, with align_corners and with a user
 // scale factor.
@@ -42,7 +42,7 @@ Case<op::sum> sum_case() {
   Case<op::sum> c;
   for (DType t : float_dtypes())
     for (int64_t n : {37, 1, 1000, 4097})
-      for (int64_t inputs : {1, 2, 5}) {
+      for (int64_t inputs : {1, 2, 5, 11}) {  // 11: more than one launch of 8 on CUDA
         SumDesc d;
         d.dtype = t;
         d.n = n;
