@@ -67,7 +67,9 @@ const std::vector<Row>& rows() {
       {"batch_norm_bwd", "bfloat16", "*", 3e-2, 3e-2, "bfloat16 activations and gradients; reductions in float32"},
       {"softmax_fwd", "float32", "*", 1e-5, 1e-6, "float32 exp and sum over dim <= 33 terms"},
       {"softmax_bwd", "float32", "*", 1e-5, 1e-5, "a float32 dot product over dim, then products"},
-      {"softmax_fwd", "float32", "onednn", 1e-5, 2e-6, "oneDNN's vector exp (a polynomial, ~2 ulps) and its summation order"},
+      {"softmax_fwd", "float32", "onednn", 1e-5, 1e-5,
+       "oneDNN's vector exp and log (polynomials) and its summation order: log_softmax values near 0 "
+       "are off by up to 3e-6 absolute on oneDNN 3.7 (-0.0651709 vs -0.0651738 at [3,5,7])"},
       {"lrn_fwd", "float32", "*", 1e-5, 1e-6, "float32 window sums of squares and pow(scale, -beta)"},
       {"lrn_bwd", "float32", "*", 1e-4, 1e-5, "float32 window sums of products; oneDNN's pow approximation"},
       {"cross_entropy_fwd", "float32", "*", 1e-5, 1e-5, "float32 log-sum-exp over C and the mean over N * S"},

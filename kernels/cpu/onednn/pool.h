@@ -7,8 +7,9 @@
 // - Max pooling stays on native: kiln's op saves int64 argmax indices (PyTorch's first maximum,
 //   NaN propagating) for its backward, while oneDNN's backward needs its own workspace and its
 //   forward does not promise PyTorch's tie and NaN rules. supports_pool() says no for max.
-// - LRN across channels, odd sizes only (oneDNN's window is (size-1)/2 either side; kiln's is
-//   size/2 before and (size-1)/2 after, equal for odd sizes); both divide alpha by size.
+// - LRN across channels, odd sizes from 3 (oneDNN's window is (size-1)/2 either side; kiln's is
+//   size/2 before and (size-1)/2 after, equal for odd sizes; size 1: see supports_lrn); both
+//   divide alpha by size.
 //   Forward also writes kiln's `scale` (k + alpha/size * window sum of squares), computed here
 //   because oneDNN keeps its own in an opaque workspace. Backward recomputes oneDNN's workspace
 //   with a forward pass when its implementation wants one.
