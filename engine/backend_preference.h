@@ -23,7 +23,7 @@ namespace kiln {
 
 struct BackendPreference {
   std::vector<std::string> backends;  // empty: auto
-  std::vector<int> ids;               // backend_id() of each name, same order (-1: none registered yet)
+  std::vector<int> ids;               // backend_id() of each name, same order (made on first mention)
   bool strict = false;
   uint32_t id = 0;  // the same for equal preferences: part of the dispatch cache key
 };
