@@ -229,9 +229,12 @@ class OpTable final : public OpTableBase {
   const Candidate* choose(DeviceType device, const D& d, const BackendPreference& pref) const {
     for (int b : pref.ids) {
       const Candidate* best = nullptr;
-      for (const auto& c : impls_)
-        if (c->backend == b && c->device == device && (!best || c->rank(d) > best->rank(d)) && c->takes(d))
-          best = c.get();
+      int best_rank = 0;
+      for (const auto& c : impls_) {
+        if (c->backend != b || c->device != device) continue;
+        const int r = c->rank(d);
+        if ((!best || r > best_rank) && c->takes(d)) best = c.get(), best_rank = r;
+      }
       if (best) return best;
     }
     if (!pref.ids.empty() && pref.strict) return nullptr;
