@@ -269,6 +269,7 @@ void* CudaCachingAllocator::allocate(size_t bytes, int device, Stream stream) {
   m.allocated[b->ptr] = b;
   ds.stats.current += int64_t(b->size);
   update_peak(ds.stats);
+  trace::block_allocated(b->ptr, b->size, device, stream);
   return b->ptr;
 }
 
@@ -281,6 +282,7 @@ void CudaCachingAllocator::free(void* p) {
   Block* b = it->second;
   m.allocated.erase(it);
   b->allocated = false;
+  trace::block_freed(b->ptr, b->size);
   m.devices[b->device].stats.current -= int64_t(b->size);
   if (!b->stream_uses.empty()) {
     for (Stream s : b->stream_uses) {

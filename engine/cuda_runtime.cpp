@@ -71,7 +71,12 @@ CudaStream::CudaStream(int device) : device_(device < 0 ? current_device() : dev
 }
 
 CudaStream::~CudaStream() {
-  if (stream_) (void)cudaStreamDestroy(stream_);  // destructors do not throw; queued work still completes
+  // Waits for the stream's work first: the caching allocator keys its cached blocks by stream
+  // handle, and a stream created later may get the same handle and reuse them at once (found by
+  // the emulated device's stream sanitizer). Destructors do not throw.
+  if (!stream_) return;
+  (void)cudaStreamSynchronize(stream_);
+  (void)cudaStreamDestroy(stream_);
 }
 
 void CudaStream::synchronize() const { stream_synchronize(stream_); }

@@ -10,6 +10,8 @@
 //
 // launch() checks the bounds (threads per block, grid dims, shared memory) and the launch's
 // error and throws kiln::Error naming the kernel. Host wrappers live in KILN_CUDA_NAMESPACE.
+// In the emulated-device build (KILN_EMU_DEVICE, kernels/cuda/emu/device.h) the emulator runs the
+// launch on the stream it names, after the stream sanitizer has checked its pointer arguments.
 #pragma once
 
 #include <cstddef>
@@ -45,16 +47,19 @@
 #error "kernels/cuda/launch.h is for .cu files (nvcc) and the emulator build (KILN_CUDA_EMU)"
 #endif
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(KILN_EMU_DEVICE)
 // kiln::cuda::Stream (== cudaStream_t) and current_stream(): the CUDA runtime's, per device and
 // thread (kernels/cuda/runtime.cpp). Declared outside the inline namespace, so kernels and the
 // engine mean the same function.
 #include "kernels/cuda/runtime.h"
 #endif
+#if defined(KILN_EMU_DEVICE)
+#include "kernels/cuda/emu/device.h"
+#endif
 
 KILN_CUDA_NAMESPACE_BEGIN
 
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(KILN_EMU_DEVICE)
 // The emulator's stream: launches run synchronously on its null stream (current_stream.cu).
 using Stream = EmuStream*;
 Stream current_stream();
@@ -98,7 +103,7 @@ inline void check_launch(const char* name, const void* kernel, dim3 grid, dim3 b
 // Opts `kernel` in to more than 48 KiB of dynamic shared memory (cudaFuncSetAttribute on a GPU).
 template <class... P>
 void set_max_dynamic_shared(void (*kernel)(P...), size_t bytes) {
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(KILN_EMU_DEVICE)
   cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel),
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   KILN_CHECK(e == cudaSuccess, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize, ", bytes,
@@ -122,17 +127,30 @@ void launch_named(const char* name, void (*kernel)(P...), dim3 grid, dim3 block,
   KILN_CHECK(e == cudaSuccess, "launch of kernel '", name ? name : "?", "' grid (", grid.x, ",", grid.y, ",", grid.z,
              ") block (", block.x, ",", block.y, ",", block.z, ") shmem ", shmem, ": ", cudaGetErrorString(e));
 #else
-  (void)s;
   struct Ctx {
+    const char* name;
+    dim3 grid, block;
+    size_t shmem;
     void (*kernel)(P...);
     std::tuple<P...> params;
-  } ctx{kernel, std::tuple<P...>(args...)};
-  emu::detail::run_grid(
-      name, grid, block, shmem, [](void* c) {
-        auto* x = static_cast<Ctx*>(c);
-        std::apply(x->kernel, x->params);
-      },
-      &ctx);
+  } ctx{name, grid, block, shmem, kernel, std::tuple<P...>(args...)};
+  auto run = [](void* c) {
+    auto* x = static_cast<Ctx*>(c);
+    emu::detail::run_grid(
+        x->name, x->grid, x->block, x->shmem, [](void* c2) {
+          auto* y = static_cast<Ctx*>(c2);
+          std::apply(y->kernel, y->params);
+        },
+        x);
+  };
+#if defined(KILN_EMU_DEVICE)
+  emu_device::Args accesses;
+  std::apply([&](const auto&... p) { (accesses.add(p), ...); }, ctx.params);
+  emu_device::launch(name, s, accesses, run, &ctx);
+#else
+  (void)s;
+  run(&ctx);
+#endif
 #endif
 }
 
@@ -147,7 +165,7 @@ class Scratch {
  public:
   Scratch(size_t bytes, Stream s) : stream_(s) {
     if (bytes == 0) return;
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(KILN_EMU_DEVICE)
 #if CUDART_VERSION >= 11020
     cudaError_t e = cudaMallocAsync(&ptr_, bytes, s);
     if (e == cudaErrorNotSupported) {
@@ -167,7 +185,7 @@ class Scratch {
 #endif
   }
   ~Scratch() {
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(KILN_EMU_DEVICE)
     if (!ptr_) return;
 #if CUDART_VERSION >= 11020
     if (!sync_free_) {
@@ -190,7 +208,7 @@ class Scratch {
   void* ptr_ = nullptr;
   Stream stream_;
   bool sync_free_ = false;  // cudaMalloc'ed (no stream-ordered pool): free after a stream sync
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(KILN_EMU_DEVICE)
   std::unique_ptr<unsigned char[]> host_;
 #endif
 };

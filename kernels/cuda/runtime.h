@@ -66,6 +66,20 @@ Versions versions();
 // "13.0" from 13000.
 std::string cuda_version_string(int v);
 
+// What the caching allocator hands out and takes back, for the emulated device's stream sanitizer
+// (kernels/cuda/emu/device.h), as PyTorch's allocator reports to its GPU trace: a block is
+// tracked from block_allocated (on `stream`) to block_freed, and its reuse is checked against its
+// earlier uses. Empty inline functions except in the emu-device build (KILN_EMU_DEVICE).
+namespace trace {
+#if defined(KILN_EMU_DEVICE)
+void block_allocated(const void* p, size_t bytes, int device, Stream stream);
+void block_freed(const void* p, size_t bytes);
+#else
+inline void block_allocated(const void*, size_t, int, Stream) {}
+inline void block_freed(const void*, size_t) {}
+#endif
+}  // namespace trace
+
 namespace detail {
 [[noreturn]] void throw_cuda_error(int code, const char* name, const char* message, const char* call,
                                    const char* file, int line);
