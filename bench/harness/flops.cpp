@@ -46,9 +46,15 @@ MacCount count_macs(Module& net, const Shape& sample) {
   net.eval();
   profiler::reset();
   profiler::enable(true);
+  // The sample lives where the net does (a CUDA net refuses a CPU input).
+  Device device{};
+  for (const auto& [name, p] : net.named_parameters()) {
+    device = p.device();
+    break;
+  }
   Tensor y;
   try {
-    y = net(zeros(shape));
+    y = net(zeros(shape, TensorOptions(device)));
   } catch (...) {
     profiler::enable(was_profiling);
     profiler::reset();

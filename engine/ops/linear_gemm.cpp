@@ -50,7 +50,7 @@ GemmDesc gemm_desc(DType dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t 
 bool linear_gemm_supported(const LinearDesc& d) {
   const bool half = d.dtype == DType::float16 || d.dtype == DType::bfloat16;
   if (d.dtype != DType::float32 && d.dtype != DType::float64 && !half) return false;
-  // Every product the three passes make must find a gemm (the half types: only cuBLAS takes them).
+  // Every product the three passes make must find a gemm.
   const GemmDesc g[] = {gemm_desc(d.dtype, false, true, d.n, d.oc, d.ic, d.ic, d.ic, d.oc, 0),
                         gemm_desc(d.dtype, false, false, d.n, d.ic, d.oc, d.oc, d.ic, d.ic, 0),
                         gemm_desc(d.dtype, true, false, d.oc, d.ic, d.n, d.oc, d.ic, d.ic, 0)};

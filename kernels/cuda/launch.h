@@ -67,6 +67,16 @@ Stream current_stream();
 
 constexpr size_t kDefaultMaxDynamicShared = 48 * 1024;
 
+// The most blocks a grid-stride loop's launch takes (KILN_GRID_STRIDE_CAP(8192)). A GPU wants
+// thousands; the emulator runs a block's threads one after another, so there 64 blocks do the same
+// work with each thread looping over more items and far fewer thread switches (about 10x faster
+// for elementwise, copy and optimizer kernels). Only for kernels correct for any grid.
+#if defined(__CUDACC__)
+#define KILN_GRID_STRIDE_CAP(n) (n)
+#else
+#define KILN_GRID_STRIDE_CAP(n) ((n) < 64 ? (n) : 64)
+#endif
+
 namespace detail {
 
 struct SharedOptIn {

@@ -108,8 +108,11 @@ TEST_CASE("emu kernels: empty shapes, and what the kernels decline or refuse") {
   ReduceDesc r;
   CHECK(cuda::supports_reduce(r));
   r.op = ReduceOp::max;
-  CHECK_FALSE(cuda::supports_reduce(r));
+  r.want_index = true;
+  CHECK(cuda::supports_reduce(r));  // max and min, with the index (argmax, the backward pass)
   r.op = ReduceOp::sum;
+  CHECK_FALSE(cuda::supports_reduce(r));  // sums have no index
+  r.want_index = false;
   r.dtype = DType::bfloat16;
   CHECK_FALSE(cuda::supports_reduce(r));
 

@@ -23,3 +23,45 @@ endforeach()
 # The launch limits of another architecture: Volta's 96 KiB of opt-in shared memory.
 add_test(NAME emu_device.launch_limits_sm_70 COMMAND kiln_tests_emu_device --test-case=*sm_70* --no-intro)
 set_tests_properties(emu_device.launch_limits_sm_70 PROPERTIES LABELS emu_device TIMEOUT 60 ENVIRONMENT KILN_EMU_ARCH=sm_70)
+
+# The CLI on the emulated device (tests/cli/run_kiln.cmake checks the exit code and the output).
+function(kiln_emu_cli_test name rc regex)
+  add_test(NAME emu_device.cli_${name}
+           COMMAND ${CMAKE_COMMAND} -DKILN=$<TARGET_FILE:kiln_cli> "-DARGS=${ARGN}" -DEXPECT_RC=${rc}
+                   "-DEXPECT_REGEX=${regex}" -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_kiln.cmake)
+  set_tests_properties(emu_device.cli_${name} PROPERTIES LABELS emu_device TIMEOUT 300)
+endfunction()
+kiln_emu_cli_test(info 0 "cuda: emulated devices.*cuda:1 +kiln emulated device" info)
+kiln_emu_cli_test(bench 0 "mnist-cnn +cuda +auto +2 +forward.*mnist-cnn +cuda +auto +2 +train"
+                  bench --model mnist-cnn --device cuda --batch 2 --iters 2 --warmup 1 --mode forward,train)
+set(emu_ckpt ${CMAKE_CURRENT_BINARY_DIR}/emu_device_train)
+kiln_emu_cli_test(train 0 "test: loss [0-9.]+ top-1.*epoch 1: train loss"
+                  train --model mnist-cnn --device cuda --data synthetic:1x28x28:10:64 --epochs 1 --batch 16
+                  --optimizer adam --lr 1e-3 --logdir ${emu_ckpt} --quiet)
+kiln_emu_cli_test(train_resume 0 "test: loss [0-9.]+ top-1"
+                  train --model mnist-cnn --device cuda --data synthetic:1x28x28:10:64 --epochs 2 --batch 16
+                  --optimizer adam --lr 1e-3 --logdir ${emu_ckpt} --resume latest --quiet)
+set_tests_properties(emu_device.cli_train_resume PROPERTIES DEPENDS emu_device.cli_train)
+
+if(KILN_HAVE_MPI)
+  set(mpi_flags --oversubscribe --mca btl self,vader,tcp --mca btl_vader_single_copy_mechanism none
+                ${MPIEXEC_NUMPROC_FLAG} 2)
+  set(mpi_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+  # `mpirun -np 2 kiln train --strategy sync --device cuda`: each rank on its own emulated device.
+  set(args ${mpi_flags} $<TARGET_FILE:kiln_cli> train --model mnist-cnn --device cuda
+           --data synthetic:1x28x28:10:64 --strategy sync --epochs 1 --batch 8 --workers 0 --quiet)
+  add_test(NAME emu_device.mpi_cli_sync
+           COMMAND ${CMAKE_COMMAND} -DKILN=${MPIEXEC_EXECUTABLE} "-DARGS=${args}" -DEXPECT_RC=0
+                   "-DEXPECT_REGEX=test: loss [0-9.]+ top-1" -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_kiln.cmake)
+  set_tests_properties(emu_device.mpi_cli_sync PROPERTIES LABELS emu_device TIMEOUT 300 PROCESSORS 2
+                       ENVIRONMENT "${mpi_env}")
+  # ... and its parameters equal one process's with the doubled batch.
+  add_executable(kiln_tests_emu_device_mpi emu_device/mpi/test_sync_cuda.cpp mpi/main.cpp support/testing.cpp)
+  target_link_libraries(kiln_tests_emu_device_mpi PRIVATE kiln_static doctest::doctest)
+  target_compile_definitions(kiln_tests_emu_device_mpi PRIVATE KILN_TEST_PYTHON="${KILN_TEST_PYTHON}"
+                                                               KILN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  add_test(NAME emu_device.mpi_sync_cuda
+           COMMAND ${MPIEXEC_EXECUTABLE} ${mpi_flags} $<TARGET_FILE:kiln_tests_emu_device_mpi> --no-intro)
+  set_tests_properties(emu_device.mpi_sync_cuda PROPERTIES LABELS emu_device TIMEOUT 300 PROCESSORS 2
+                       ENVIRONMENT "${mpi_env}")
+endif()

@@ -3,7 +3,8 @@
 //  - kGpu: cuda:0; kGpuBackends: the two GPU backends every check runs under, each with the
 //    strictness the issue asks for ("cudnn" falling back to kiln's kernels where cuDNN says no;
 //    "native" = kiln's own CUDA kernels only);
-//    (-DKILN_GPUTEST_ON_CPU: both "GPU" runs on the CPU, to check the harness itself without a GPU);
+//    (-DKILN_GPUTEST_ON_CPU: both "GPU" runs on the CPU, to check the harness itself without a GPU;
+//    on the emulated device, KILN_EMU_DEVICE, "native" alone);
 //  - to_host(t): t moved back to the CPU (every value a test reads goes through it);
 //  - rel_diff(a, b): ||a - b|| / ||b|| over all elements, both read on the host.
 //   ctest --test-dir build -L gpu --output-on-failure
@@ -22,7 +23,11 @@ struct GpuBackend {
   const char* name;
   bool strict;
 };
-#ifndef KILN_GPUTEST_ON_CPU
+#if defined(KILN_EMU_DEVICE)
+// The emulated device (preset emu-device) has kiln's own kernels only: "cudnn" would be "native".
+inline const Device kGpu("cuda:0");
+inline const GpuBackend kGpuBackends[] = {{"native", true}};
+#elif !defined(KILN_GPUTEST_ON_CPU)
 inline const Device kGpu("cuda:0");
 inline const GpuBackend kGpuBackends[] = {{"cudnn", false}, {"native", true}};
 #else

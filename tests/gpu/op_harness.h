@@ -95,7 +95,7 @@ inline Side run_side(const OpCase& c, const Run& r) {
   Tensor loss;
   for (size_t k = 0; k < ys.size(); ++k) {
     if (!ys[k].defined() || !ys[k].requires_grad()) continue;
-    CHECK_MESSAGE(ys[k].device() == r.dev, "output ", k, " is on ", ys[k].device().str());
+    CHECK_MESSAGE(ys[k].device() == r.dev, "output " << k << " is on " << ys[k].device().str());
     Tensor w =
         test::make_input(ys[k].sizes(), 100 + k, DType::float64, 0.5, 1.5).to(r.grid).to(ys[k].dtype()).to(r.dev);
     Tensor term = ops::sum(ops::mul(ys[k], w));
@@ -150,7 +150,7 @@ inline void run_cases(const std::vector<OpCase>& cases, DType gpu_dt = DType::fl
       BackendGuard g("ref", /*strict=*/false);
       want = run_side(c, oracle);
     } catch (const Error& e) {
-      FAIL_CHECK("CPU oracle threw: ", e.what());
+      FAIL_CHECK("CPU oracle threw: " << std::string(e.what()));
       continue;
     }
     for (const auto& b : kGpuBackends) {
@@ -161,7 +161,7 @@ inline void run_cases(const std::vector<OpCase>& cases, DType gpu_dt = DType::fl
         Side got = run_side(c, gpu);
         compare_sides(c, got, want);
       } catch (const Error& e) {  // one op without a GPU kernel must not hide the others
-        FAIL_CHECK("threw on cuda: ", e.what());
+        FAIL_CHECK("threw on cuda: " << std::string(e.what()));
       }
     }
   }

@@ -261,7 +261,7 @@ TEST_CASE("cudnn gemm: TF32 when allowed, float16 and bfloat16 with float32 accu
   cudnn::set_allow_tf32(false);
   for (DType t : {DType::float16, DType::bfloat16}) {
     if (!device_has(t)) {
-      MESSAGE("device lacks ", dtype_name(t), ": skipped");
+      MESSAGE("device lacks " << dtype_name(t) << ": skipped");
       continue;
     }
     for (bool ta : {false, true})
@@ -281,7 +281,7 @@ TEST_CASE("cudnn conv: float32 forward and backward, NCHW and NHWC, algorithms c
 TEST_CASE("cudnn conv: float16 and bfloat16 on tensor cores") {
   for (DType t : {DType::float16, DType::bfloat16}) {
     if (!device_has(t)) {
-      MESSAGE("device lacks ", dtype_name(t), ": skipped");
+      MESSAGE("device lacks " << dtype_name(t) << ": skipped");
       continue;
     }
     for (const ConvDesc& d : conv_cases(t)) check_conv(d);
@@ -335,6 +335,18 @@ TEST_CASE("cudnn: a non-default current stream gets its own handles and orders t
   CHECK(cudnn::context().stream == nullptr);
   REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
   cudaStreamDestroy(s);
+}
+
+#else  // !KILN_HAVE_CUDNN
+
+#include "tests/support/testing.h"
+
+TEST_CASE("cudnn: this build has no cuDNN") {
+#if defined(KILN_EMU_DEVICE)
+  kiln::test::skip_not_built("cuDNN", "the emulated device has none (its cases run with tools/gpu-check on a GPU)");
+#else
+  kiln::test::skip_not_built("cuDNN", "kiln was built without cuDNN (KILN_WITH_CUDNN, or not found beside CUDA)");
+#endif
 }
 
 #endif  // KILN_HAVE_CUDNN

@@ -107,7 +107,7 @@ TEST_CASE("gpu ops: dropout draws the same mask as the CPU for the same generato
         CHECK(to_host(xg.grad()).to_vector() == xc.grad().to_vector());
         // Eval mode and p = 0 are the identity.
         CHECK(to_host(ops::dropout(x.to(kGpu), p, false, &gg)).to_vector() == x.to_vector());
-      } catch (const Error& e) { FAIL_CHECK("threw on cuda: ", e.what()); }
+      } catch (const Error& e) { FAIL_CHECK("threw on cuda: " << std::string(e.what())); }
     }
   }
 }
@@ -138,7 +138,7 @@ TEST_CASE("gpu ops: random fills match the CPU (uniform, bernoulli bit for bit; 
         CHECK_CLOSE(dn, from_vector(cn, {n}), 1e-6, 1e-6);
         CHECK(to_host(uniform_(d64, 0, 1, &gg)).to_vector() == cu64);  // float64 draws on the device too
         CHECK(gg.offset() == gc.offset());
-      } catch (const Error& e) { FAIL_CHECK("threw on cuda: ", e.what()); }
+      } catch (const Error& e) { FAIL_CHECK("threw on cuda: " << std::string(e.what())); }
     }
   }
 }
@@ -190,7 +190,7 @@ TEST_CASE("gpu ops: copies between dtypes and fill_ agree with the CPU bit for b
           // A strided source converted on the device.
           Tensor m = h.slice(0, 0, 200).view({10, 20});
           CHECK(to_host(m.to(kGpu).t().to(to).contiguous()).to_vector() == want_strided[at]);
-        } catch (const Error& e) { FAIL_CHECK("threw on cuda: ", e.what()); }
+        } catch (const Error& e) { FAIL_CHECK("threw on cuda: " << std::string(e.what())); }
       }
     for (size_t i = 0; i < std::size(dts); ++i) {
       const DType dt = dts[i];
@@ -205,7 +205,7 @@ TEST_CASE("gpu ops: copies between dtypes and fill_ agree with the CPU bit for b
         Tensor e = zeros({6, 5}, TensorOptions(dt).with_device(kGpu));
         e.slice(1, 1, 4).fill_(3);
         CHECK(to_host(e).to_vector() == want_fill_view[i]);
-      } catch (const Error& e) { FAIL_CHECK("threw on cuda: ", e.what()); }
+      } catch (const Error& e) { FAIL_CHECK("threw on cuda: " << std::string(e.what())); }
     }
   }
 }

@@ -62,6 +62,11 @@ void skip_missing(const std::string& what, const std::string& reason) {
   g_skipped = true;
 }
 
+void skip_not_built(const std::string& what, const std::string& reason) {
+  std::cout << "SKIPPED: " << what << ": " << reason << std::endl;
+  g_skipped = true;
+}
+
 bool skipped() { return g_skipped; }
 
 int exit_code(int rc) { return rc == 0 && g_skipped ? 77 : rc; }

@@ -168,7 +168,12 @@ json cuda_libraries() {
                {"runtime", cuda::cuda_version_string(v.runtime)},
                {"compiled", cuda::cuda_version_string(compiled_cuda)},
                {"driver", driver},
-               {"archs", cuda_archs()}};
+               {"archs", cuda_archs()},
+#if defined(KILN_EMU_DEVICE)
+               {"emulated", true}};
+#else
+               {"emulated", false}};
+#endif
   j["cublas"] = {{"built", v.cublas > 0 || compiled_cublas > 0},
                  {"version", library_version(v.cublas, 0)},
                  {"compiled", library_version(compiled_cublas, 0)}};
@@ -313,7 +318,10 @@ void print_text(const json& j) {
   else
     std::printf("MPI: not built\n");
   const json& cu = l["cuda"];
-  if (cu.value("built", false)) {
+  if (cu.value("emulated", false)) {
+    std::printf("cuda: emulated devices (build option KILN_EMU_DEVICE, kernels/cuda/emu): kiln's own kernels "
+                "run on the host with a stream sanitizer; no GPU, no cuBLAS, cuDNN or NCCL\n");
+  } else if (cu.value("built", false)) {
     const std::string driver = cu["driver"].get<std::string>();
     const std::string archs = cu["archs"].get<std::string>();
     std::printf("cuda: runtime %s, driver %s, cuBLAS %s, cuDNN %s, NCCL %s, archs built: %s\n",

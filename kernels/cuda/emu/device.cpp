@@ -269,11 +269,23 @@ void on_fault(int, siginfo_t* info, void* uctx) {
   signal(SIGSEGV, SIG_DFL);  // returning re-executes the access, which now ends the process
 }
 
-// Device memory is accessible while an Open lives (a kernel, a copy, a memset, a fill).
+// The end of a device's allocated memory (what lies beyond is free and stays inaccessible).
+size_t live_end(const DeviceMem& m) {
+  if (m.free_ranges.empty()) return m.capacity;
+  const auto last = std::prev(m.free_ranges.end());
+  return last->first + last->second == m.capacity ? last->first : m.capacity;
+}
+
+// Device memory is accessible while an Open lives (a kernel, a copy, a memset). mprotect's cost
+// grows with the resident pages it covers, so only each device's allocated span is flipped, the
+// same span on the way in and out. Allocation happens outside an Open (host code).
 class Open {
  public:
   explicit Open(State& s) : s_(s) {
-    if (s_.open_depth++ == 0) protect(PROT_READ | PROT_WRITE);
+    if (s_.open_depth++ > 0) return;
+    spans_.reserve(s_.devices.size());
+    for (const DeviceMem& m : s_.devices) spans_.push_back(round_up(live_end(m), page_size()));
+    protect(PROT_READ | PROT_WRITE);
   }
   ~Open() {
     if (--s_.open_depth == 0) protect(PROT_NONE);
@@ -283,10 +295,11 @@ class Open {
 
  private:
   void protect(int prot) {
-    for (DeviceMem& m : s_.devices)
-      if (m.high) mprotect(m.base, round_up(m.high, page_size()), prot);
+    for (size_t d = 0; d < spans_.size(); ++d)
+      if (spans_[d]) mprotect(s_.devices[d].base, spans_[d], prot);
   }
   State& s_;
+  std::vector<size_t> spans_;
 };
 
 // ---------------------------------------------------------------- device memory
@@ -308,8 +321,12 @@ char* arena_alloc(State& s, int dev, size_t bytes) {
     if (len > n) m.free_ranges[off + n] = len - n;
     m.high = std::max(m.high, off + n);
     char* p = m.base + off;
-    Open open(s);
-    std::memset(p, 0xff, n);  // uninitialised device memory reads as NaN
+    // Uninitialised device memory reads as NaN. The pages are flipped alone (an Open covers the
+    // allocated span as it was when it began).
+    const size_t pg = page_size(), lo = off / pg * pg, hi = round_up(off + n, pg);
+    mprotect(m.base + lo, hi - lo, PROT_READ | PROT_WRITE);
+    std::memset(p, 0xff, n);
+    if (s.open_depth == 0) mprotect(m.base + lo, hi - lo, PROT_NONE);
     return p;
   }
   return nullptr;

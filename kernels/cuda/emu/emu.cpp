@@ -1,5 +1,6 @@
 // The emulator's scheduler: threads of a block as fibers (ucontext, or a small x86-64 switch), switched at __syncthreads()
-// and warp collectives (see emu.h). Fibers and their stacks live in a per-OS-thread pool and are
+// and warp collectives (see emu.h); a thread that waits or ends passes control straight to the
+// next ready thread, and only the last of a round returns to the scheduler. Fibers and their stacks live in a per-OS-thread pool and are
 // reused across blocks and launches; each fiber loops "run the kernel, report done, wait".
 // Test: ctest --test-dir build -L emu
 #include "kernels/cuda/emu/emu.h"
@@ -94,6 +95,7 @@ struct Fiber {
 #else
   ucontext_t ctx;
 #endif
+  size_t index = 0;                // in the pool: thread index within the block
   unsigned char* stack = nullptr;  // mapping base (guard page first)
   bool fresh = true;               // needs makecontext before it runs (new, or abandoned mid-kernel)
   State state = State::ready;
@@ -128,6 +130,9 @@ struct Scheduler {
   std::vector<std::unique_ptr<Fiber>> pool;
   Fiber* current = nullptr;
   Grid* grid = nullptr;
+  size_t nthreads = 0;       // threads of the block being run
+  Fiber* failed = nullptr;   // the fiber whose kernel threw, for run_block
+  bool from_main = false;    // whether the running fiber was entered from the scheduler
 #if defined(KILN_EMU_ASAN)
   const void* main_bottom = nullptr;
   size_t main_size = 0;
@@ -160,10 +165,18 @@ void yield_to_main() {
 #endif
 }
 
+void switch_out();
+
 void fiber_main() {
   Scheduler& s = tls_sched;
 #if defined(KILN_EMU_ASAN)
-  __sanitizer_finish_switch_fiber(nullptr, &s.main_bottom, &s.main_size);
+  const void* bottom = nullptr;
+  size_t size = 0;
+  __sanitizer_finish_switch_fiber(nullptr, &bottom, &size);
+  if (s.from_main) {
+    s.main_bottom = bottom;
+    s.main_size = size;
+  }
 #endif
   for (;;) {
     Fiber* f = s.current;
@@ -173,13 +186,14 @@ void fiber_main() {
     } catch (...) {
       s.grid->error = std::current_exception();
       f->state = State::failed;
+      s.failed = f;
     }
-    yield_to_main();
+    switch_out();
   }
 }
 
-// Scheduler -> fiber f, until it yields.
-void resume(Scheduler& s, Fiber* f) {
+// A fiber's first frame, when it is new or was abandoned mid-kernel.
+void prepare(Fiber* f) {
   if (f->fresh) {
 #if defined(KILN_EMU_ASAN)
     // Frames abandoned mid-kernel leave their redzones poisoned.
@@ -204,8 +218,47 @@ void resume(Scheduler& s, Fiber* f) {
 #endif
     f->fresh = false;
   }
+}
+
+// Fiber -> the next ready thread of the block, or the scheduler when there is none (or this one
+// failed). Going straight from thread to thread halves the switches of a barrier round.
+void switch_out() {
+  Scheduler& s = tls_sched;
+  Fiber* f = s.current;
+  Fiber* next = nullptr;
+  if (f->state != State::failed)
+    for (size_t j = f->index + 1; j < s.nthreads; ++j)
+      if (s.pool[j]->state == State::ready) {
+        next = s.pool[j].get();
+        break;
+      }
+  if (!next) {
+    yield_to_main();
+    return;
+  }
+  prepare(next);
+  threadIdx = next->tid;
+  s.current = next;
+  s.from_main = false;
+#if defined(KILN_EMU_ASAN)
+  __sanitizer_start_switch_fiber(&f->fake_stack, stack_top_region(next), kStackSize);
+#endif
+#if defined(KILN_EMU_FAST_SWITCH)
+  kiln_emu_switch(&f->sp, next->sp);
+#else
+  swapcontext(&f->ctx, &next->ctx);
+#endif
+#if defined(KILN_EMU_ASAN)
+  __sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
+#endif
+}
+
+// Scheduler -> fiber f, until the fibers it chains to yield back.
+void resume(Scheduler& s, Fiber* f) {
+  prepare(f);
   threadIdx = f->tid;
   s.current = f;
+  s.from_main = true;
 #if defined(KILN_EMU_ASAN)
   __sanitizer_start_switch_fiber(&s.main_fake_stack, stack_top_region(f), kStackSize);
 #endif
@@ -229,6 +282,7 @@ void grow_pool(Scheduler& s, size_t n) {
     KILN_CHECK(p != MAP_FAILED, "emu: cannot map a fiber stack of ", kStackSize, " bytes");
     mprotect(p, page, PROT_NONE);
     f->stack = static_cast<unsigned char*>(p);
+    f->index = s.pool.size();
     s.pool.push_back(std::move(f));
   }
 }
@@ -307,12 +361,14 @@ void run_block(Scheduler& s, Grid& g, const uint3& bid, size_t nthreads) {
   unsigned char* const shared_end = __stop_kiln_emu_shared;
   if (shared_begin && shared_end > shared_begin) std::memset(shared_begin, 0xff, size_t(shared_end - shared_begin));
   for (size_t i = 0; i < nthreads; ++i) s.pool[i]->state = State::ready;
+  s.nthreads = nthreads;
+  s.failed = nullptr;
   for (;;) {
     for (size_t i = 0; i < nthreads; ++i) {
-      Fiber* f = s.pool[i].get();
-      if (f->state != State::ready) continue;
-      resume(s, f);
-      if (f->state == State::failed) {
+      if (s.pool[i]->state != State::ready) continue;
+      resume(s, s.pool[i].get());
+      if (Fiber* f = s.failed) {
+        s.failed = nullptr;
         // Abandon the block: the other fibers are suspended mid-kernel, their stacks are reset.
         for (size_t k = 0; k < nthreads; ++k)
           if (s.pool[k]->state != State::done) s.pool[k]->fresh = true;
@@ -372,7 +428,8 @@ void run_block(Scheduler& s, Grid& g, const uint3& bid, size_t nthreads) {
       } else if (f->state == State::barrier) {
         ++at_barrier;
         if (!first_barrier) first_barrier = f;
-        else if (f->line != first_barrier->line || std::strcmp(f->file, first_barrier->file) != 0)
+        else if (f->line != first_barrier->line ||
+                 (f->file != first_barrier->file && std::strcmp(f->file, first_barrier->file) != 0))
           fail(f, std::string("barrier divergence: waits at __syncthreads (") + f->file + ":" + std::to_string(f->line) +
                       ") while thread (" + std::to_string(first_barrier->tid.x) + "," + std::to_string(first_barrier->tid.y) +
                       "," + std::to_string(first_barrier->tid.z) + ") waits at another (" + first_barrier->file + ":" +
@@ -400,7 +457,7 @@ void syncthreads(const char* file, int line) {
   f->state = State::barrier;
   f->file = file;
   f->line = line;
-  yield_to_main();
+  switch_out();
 }
 
 uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int width) {
@@ -413,7 +470,7 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
   f->value = value;
   f->arg = arg;
   f->width = width;
-  yield_to_main();
+  switch_out();
   return f->result;
 }
 

@@ -16,7 +16,7 @@ KILN_CUDA_NAMESPACE_BEGIN
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 4096;
+constexpr int64_t kMaxBlocks = KILN_GRID_STRIDE_CAP(4096);  // every kernel here loops grid-stride
 constexpr int64_t kDefaultColBudgetBytes = int64_t(64) << 20;
 int64_t g_col_budget_bytes = kDefaultColBudgetBytes;  // set_conv_column_budget (tests)
 

@@ -16,7 +16,7 @@ KILN_CUDA_NAMESPACE_BEGIN
 namespace elementwise_detail {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;  // grid-stride loops cover the rest
+constexpr int64_t kMaxBlocks = KILN_GRID_STRIDE_CAP(8192);  // grid-stride loops cover the rest
 
 // Storage type S is computed in Compute<S>: float for bfloat16, else S.
 template <class S> struct Compute { using type = S; };

@@ -7,6 +7,9 @@
 //    before computing on the current one.
 //  - small: 16x16 tiles, one element of C per thread, for shapes too small to fill the big tile.
 // Batches and tile rows beyond the grid limits are walked by grid-stride loops.
+// float16 and bfloat16 operands are widened to float as they are loaded: tiles, products and sums
+// are float32, and C is rounded once (as cuBLAS with float32 compute; found missing when the
+// emulated device ran the mixed-precision tests without cuBLAS).
 //   emu test: ctest --test-dir build -R test_gemm -L emu
 #include "kernels/cuda/native/gemm.h"
 
@@ -29,29 +32,35 @@ using Float4 = float4;
 struct alignas(16) Float4 { float x, y, z, w; };
 #endif
 
-template <class T>
+// The type products and sums are made in for storage type S: float for the half types.
+template <class S> struct Acc { using type = S; };
+template <> struct Acc<Half> { using type = float; };
+template <> struct Acc<BFloat16> { using type = float; };
+
+template <class S>
 struct GemmArgs {
+  using T = typename Acc<S>::type;
   bool ta, tb;
   bool vec_a, vec_b;  // operand may be read with 16-byte loads (float32, aligned base, ld, stride)
   int64_t m, n, k, lda, ldb, ldc;
   T alpha, beta;
   int64_t batch, sa, sb, sc;
-  const T* a;
-  const T* b;
-  T* c;
+  const S* a;
+  const S* b;
+  S* c;
 };
 
-// Four consecutive elements p[0..3] of which the first `avail` exist (zero beyond).
-template <class T>
-KILN_DEVICE inline void load4(const T* p, int64_t avail, bool vec, T out[4]) {
-  if constexpr (std::is_same<T, float>::value) {
+// Four consecutive elements p[0..3] of which the first `avail` exist (zero beyond), widened to T.
+template <class S, class T>
+KILN_DEVICE inline void load4(const S* p, int64_t avail, bool vec, T out[4]) {
+  if constexpr (std::is_same<S, float>::value) {
     if (vec && avail >= 4) {
       const Float4 v = *reinterpret_cast<const Float4*>(p);
       out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
       return;
     }
   }
-  for (int j = 0; j < 4; ++j) out[j] = j < avail ? p[j] : T(0);
+  for (int j = 0; j < 4; ++j) out[j] = j < avail ? T(p[j]) : T(0);
 }
 
 // Row (or column) of the block tile that register i of a thread with tile index u covers: two
@@ -70,8 +79,9 @@ KILN_DEVICE inline void shared4(const T* p, T out[4]) {
   }
 }
 
-template <class T>
-KILN_GLOBAL void gemm_tiled_kernel(GemmArgs<T> g) {
+template <class S>
+KILN_GLOBAL void gemm_tiled_kernel(GemmArgs<S> g) {
+  using T = typename GemmArgs<S>::T;
   struct alignas(16) Tiles {  // 16-byte aligned rows for shared4
     T a[kBK][kBM];  // a[kk][i] = op(A)[i0 + i][k0 + kk]
     T b[kBK][kBN];  // b[kk][j] = op(B)[k0 + kk][j0 + j]
@@ -88,9 +98,9 @@ KILN_GLOBAL void gemm_tiled_kernel(GemmArgs<T> g) {
   const int ra = g.ta ? (t % 32) * 4 : t / 2, ka = g.ta ? t / 32 : (t % 2) * 4;
   const int cb = g.tb ? t / 2 : (t % 32) * 4, kb = g.tb ? (t % 2) * 4 : t / 32;
   for (int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
-    const T* a = g.a + z * g.sa;
-    const T* b = g.b + z * g.sb;
-    T* c = g.c + z * g.sc;
+    const S* a = g.a + z * g.sa;
+    const S* b = g.b + z * g.sb;
+    S* c = g.c + z * g.sc;
     for (int64_t mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {
       const int64_t i0 = mt * kBM;
       T acc[kTM][kTN];
@@ -140,25 +150,26 @@ KILN_GLOBAL void gemm_tiled_kernel(GemmArgs<T> g) {
         for (int j = 0; j < kTN; ++j) {
           const int64_t col = j0 + tile_index(tx, j);
           if (col >= g.n) continue;
-          T& out = c[row * g.ldc + col];
-          out = g.beta == T(0) ? g.alpha * acc[i][j] : g.alpha * acc[i][j] + g.beta * out;
+          S& out = c[row * g.ldc + col];
+          out = S(g.beta == T(0) ? g.alpha * acc[i][j] : g.alpha * acc[i][j] + g.beta * T(out));
         }
       }
     }
   }
 }
 
-template <class T>
-KILN_GLOBAL void gemm_small_kernel(GemmArgs<T> g) {
+template <class S>
+KILN_GLOBAL void gemm_small_kernel(GemmArgs<S> g) {
+  using T = typename GemmArgs<S>::T;
   KILN_SHARED T As[kSmall][kSmall + 1];  // As[i][kk]
   KILN_SHARED T Bs[kSmall][kSmall + 1];  // Bs[kk][j]
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t col = int64_t(blockIdx.x) * kSmall + tx;
   const int64_t mtiles = (g.m + kSmall - 1) / kSmall;
   for (int64_t z = blockIdx.z; z < g.batch; z += gridDim.z) {
-    const T* a = g.a + z * g.sa;
-    const T* b = g.b + z * g.sb;
-    T* c = g.c + z * g.sc;
+    const S* a = g.a + z * g.sa;
+    const S* b = g.b + z * g.sb;
+    S* c = g.c + z * g.sc;
     for (int64_t mt = blockIdx.y; mt < mtiles; mt += gridDim.y) {
       const int64_t i0 = mt * kSmall, row = i0 + ty;
       T acc = T(0);
@@ -167,25 +178,25 @@ KILN_GLOBAL void gemm_small_kernel(GemmArgs<T> g) {
         // layouts the roles swap so consecutive threads read consecutive addresses.
         if (!g.ta) {
           const int64_t i = i0 + ty, kk = k0 + tx;
-          As[ty][tx] = (i < g.m && kk < g.k) ? a[i * g.lda + kk] : T(0);
+          As[ty][tx] = (i < g.m && kk < g.k) ? T(a[i * g.lda + kk]) : T(0);
         } else {
           const int64_t i = i0 + tx, kk = k0 + ty;
-          As[tx][ty] = (i < g.m && kk < g.k) ? a[kk * g.lda + i] : T(0);
+          As[tx][ty] = (i < g.m && kk < g.k) ? T(a[kk * g.lda + i]) : T(0);
         }
         if (!g.tb) {
           const int64_t kk = k0 + ty;
-          Bs[ty][tx] = (kk < g.k && col < g.n) ? b[kk * g.ldb + col] : T(0);
+          Bs[ty][tx] = (kk < g.k && col < g.n) ? T(b[kk * g.ldb + col]) : T(0);
         } else {
           const int64_t j = int64_t(blockIdx.x) * kSmall + ty, kk = k0 + tx;
-          Bs[tx][ty] = (j < g.n && kk < g.k) ? b[j * g.ldb + kk] : T(0);
+          Bs[tx][ty] = (j < g.n && kk < g.k) ? T(b[j * g.ldb + kk]) : T(0);
         }
         __syncthreads();
         for (int kk = 0; kk < kSmall; ++kk) acc += As[ty][kk] * Bs[kk][tx];
         __syncthreads();
       }
       if (row < g.m && col < g.n) {
-        T& out = c[row * g.ldc + col];
-        out = g.beta == T(0) ? g.alpha * acc : g.alpha * acc + g.beta * out;
+        S& out = c[row * g.ldc + col];
+        out = S(g.beta == T(0) ? g.alpha * acc : g.alpha * acc + g.beta * T(out));
       }
     }
   }
@@ -193,34 +204,34 @@ KILN_GLOBAL void gemm_small_kernel(GemmArgs<T> g) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-template <class T>
-void run_gemm(GemmArgs<T> g) {
+template <class S>
+void run_gemm(GemmArgs<S> g) {
   if (g.m <= 0 || g.n <= 0 || g.batch <= 0) return;
-  const bool f32 = std::is_same<T, float>::value;
+  const bool f32 = std::is_same<S, float>::value;
   g.vec_a = f32 && aligned16(g.a) && g.lda % 4 == 0 && g.sa % 4 == 0;
   g.vec_b = f32 && aligned16(g.b) && g.ldb % 4 == 0 && g.sb % 4 == 0;
   const int64_t z = g.batch < kMaxGridYZ ? g.batch : kMaxGridYZ;
   // The big tile wastes most of its threads below ~64 rows or columns.
   if (g.m >= 64 && g.n >= 64) {
     const int64_t mt = (g.m + kBM - 1) / kBM, nt = (g.n + kBN - 1) / kBN;
-    launch(gemm_tiled_kernel<T>, dim3(unsigned(nt), unsigned(mt < kMaxGridYZ ? mt : kMaxGridYZ), unsigned(z)),
+    launch(gemm_tiled_kernel<S>, dim3(unsigned(nt), unsigned(mt < kMaxGridYZ ? mt : kMaxGridYZ), unsigned(z)),
            dim3(kThreads), 0, current_stream(), g);
   } else {
     const int64_t mt = (g.m + kSmall - 1) / kSmall, nt = (g.n + kSmall - 1) / kSmall;
-    launch(gemm_small_kernel<T>, dim3(unsigned(nt), unsigned(mt < kMaxGridYZ ? mt : kMaxGridYZ), unsigned(z)),
+    launch(gemm_small_kernel<S>, dim3(unsigned(nt), unsigned(mt < kMaxGridYZ ? mt : kMaxGridYZ), unsigned(z)),
            dim3(kSmall, kSmall), 0, current_stream(), g);
   }
 }
 
-template <class T>
-GemmArgs<T> args_of(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-                    int64_t sa, const T* b, int64_t ldb, int64_t sb, T beta, T* c, int64_t ldc, int64_t sc,
+template <class S, class T = typename Acc<S>::type>
+GemmArgs<S> args_of(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const S* a, int64_t lda,
+                    int64_t sa, const S* b, int64_t ldb, int64_t sb, T beta, S* c, int64_t ldc, int64_t sc,
                     int64_t batch) {
   KILN_CHECK(m >= 0 && n >= 0 && k >= 0 && batch >= 0, "cuda gemm: negative size m=", m, " n=", n, " k=", k,
              " batch=", batch);
   KILN_CHECK(lda >= (ta ? m : k) && ldb >= (tb ? k : n) && ldc >= n, "cuda gemm: leading dimension too small: lda=",
              lda, " ldb=", ldb, " ldc=", ldc, " for m=", m, " n=", n, " k=", k);
-  GemmArgs<T> g{};
+  GemmArgs<S> g{};
   g.ta = ta; g.tb = tb;
   g.m = m; g.n = n; g.k = k;
   g.lda = lda; g.ldb = ldb; g.ldc = ldc;
@@ -232,7 +243,10 @@ GemmArgs<T> args_of(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, 
 
 }  // namespace
 
-bool supports_gemm(const GemmDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; }
+bool supports_gemm(const GemmDesc& d) {
+  return d.dtype == DType::float32 || d.dtype == DType::float64 || d.dtype == DType::float16 ||
+         d.dtype == DType::bfloat16;
+}
 
 void gemm(const GemmDesc& d, const void* a, const void* b, void* c) {
   if (d.dtype == DType::float32) {
@@ -243,6 +257,14 @@ void gemm(const GemmDesc& d, const void* a, const void* b, void* c) {
     run_gemm(args_of<double>(d.trans_a, d.trans_b, d.m, d.n, d.k, d.alpha, static_cast<const double*>(a), d.lda,
                              d.stride_a, static_cast<const double*>(b), d.ldb, d.stride_b, d.beta,
                              static_cast<double*>(c), d.ldc, d.stride_c, d.batch));
+  } else if (d.dtype == DType::float16) {
+    run_gemm(args_of<Half>(d.trans_a, d.trans_b, d.m, d.n, d.k, float(d.alpha), static_cast<const Half*>(a), d.lda,
+                           d.stride_a, static_cast<const Half*>(b), d.ldb, d.stride_b, float(d.beta),
+                           static_cast<Half*>(c), d.ldc, d.stride_c, d.batch));
+  } else if (d.dtype == DType::bfloat16) {
+    run_gemm(args_of<BFloat16>(d.trans_a, d.trans_b, d.m, d.n, d.k, float(d.alpha), static_cast<const BFloat16*>(a),
+                               d.lda, d.stride_a, static_cast<const BFloat16*>(b), d.ldb, d.stride_b, float(d.beta),
+                               static_cast<BFloat16*>(c), d.ldc, d.stride_c, d.batch));
   } else {
     KILN_THROW("cuda native gemm: unsupported dtype ", d.dtype, " (", d.str(), ")");
   }

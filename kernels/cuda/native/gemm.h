@@ -1,4 +1,4 @@
-// kiln's own CUDA GEMM (float32, float64), the engine of Linear and of the im2col convolution.
+// kiln's own CUDA GEMM (float32, float64; float16 and bfloat16 summed in float32), the engine of Linear and of the im2col convolution.
 // Row-major, semantics of GemmDesc (kernels/common/gemm.h). Pointers are DEVICE pointers; the
 // work is queued on kiln::cuda::current_stream() and never synchronised. Each element of C is
 // summed by one thread in a fixed k order, so results are bitwise reproducible run to run.
@@ -12,7 +12,7 @@
 
 KILN_CUDA_NAMESPACE_BEGIN
 
-bool supports_gemm(const GemmDesc& d);  // float32 and float64
+bool supports_gemm(const GemmDesc& d);  // float32, float64, float16, bfloat16
 void gemm(const GemmDesc& d, const void* a, const void* b, void* c);
 
 // Plain-pointer float32 entry for other kernels (conv), batched with element strides:

@@ -27,6 +27,11 @@ int64_t grid_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
   return b < 1 ? 1 : (b > 65535 ? 65535 : b);
 }
+// For the grid-stride update kernels (KILN_OPTIM_LOOP).
+int64_t stride_grid_for(int64_t n) {
+  const int64_t b = grid_for(n);
+  return b < KILN_GRID_STRIDE_CAP(65535) ? b : KILN_GRID_STRIDE_CAP(65535);
+}
 
 template <class T>
 struct SgdK {
@@ -216,7 +221,7 @@ void sgd_step(const SGDStepDesc& d, void* param, const void* grad, void* momentu
   if (d.n == 0) return;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(sgd_kernel<T>, dim3(unsigned(grid_for(d.n))), dim3(kThreads), 0, current_stream(), sgd_k<T>(d), d.n,
+    launch(sgd_kernel<T>, dim3(unsigned(stride_grid_for(d.n))), dim3(kThreads), 0, current_stream(), sgd_k<T>(d), d.n,
            static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(momentum_buffer));
   });
 }
@@ -225,7 +230,7 @@ void adam_step(const AdamStepDesc& d, void* param, const void* grad, void* exp_a
   if (d.n == 0) return;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(adam_kernel<T>, dim3(unsigned(grid_for(d.n))), dim3(kThreads), 0, current_stream(), adam_k<T>(d), d.n,
+    launch(adam_kernel<T>, dim3(unsigned(stride_grid_for(d.n))), dim3(kThreads), 0, current_stream(), adam_k<T>(d), d.n,
            static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg), static_cast<T*>(exp_avg_sq));
   });
 }
@@ -234,7 +239,7 @@ void lars_step(const LarsStepDesc& d, void* param, const void* grad, void* momen
   if (d.n == 0) return;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(lars_kernel<T>, dim3(unsigned(grid_for(d.n))), dim3(kThreads), 0, current_stream(), lars_k<T>(d),
+    launch(lars_kernel<T>, dim3(unsigned(stride_grid_for(d.n))), dim3(kThreads), 0, current_stream(), lars_k<T>(d),
            T(d.lr * d.local_lr), d.n, static_cast<T*>(param), static_cast<const T*>(grad),
            static_cast<T*>(momentum_buffer));
   });
@@ -258,7 +263,7 @@ void scale(const VecDesc& d, void* x) {
   if (d.n == 0) return;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(scale_kernel<T>, dim3(unsigned(grid_for(d.n))), dim3(kThreads), 0, current_stream(), d.n, T(d.scale),
+    launch(scale_kernel<T>, dim3(unsigned(stride_grid_for(d.n))), dim3(kThreads), 0, current_stream(), d.n, T(d.scale),
            static_cast<T*>(x));
   });
 }

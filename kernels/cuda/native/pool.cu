@@ -33,9 +33,9 @@ KILN_DEVICE inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 KILN_DEVICE inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 KILN_DEVICE inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-int64_t grid_for(int64_t n) {
+int64_t grid_for(int64_t n) {  // every pooling kernel loops grid-stride (KILN_POOL_LOOP)
   const int64_t b = (n + kThreads - 1) / kThreads;
-  return b < 1 ? 1 : (b > 65535 ? 65535 : b);
+  return b < 1 ? 1 : (b > KILN_GRID_STRIDE_CAP(65535) ? KILN_GRID_STRIDE_CAP(65535) : b);
 }
 
 #define KILN_POOL_LOOP(i, total) \

@@ -5,6 +5,9 @@
 //     output split the chunk, their sums added through shared memory in a fixed order.
 // Pass one writes partial sums [outer, chunks(, inner)] to scratch; pass two reduces the chunks
 // (and divides for mean). Short axes take one pass straight into dst.
+// max and min (with the index of the chosen element, for argmax and the backward pass): one
+// thread per output walks the axis in order, so the first NaN, else the first extreme, wins, as
+// in the ref kernels and PyTorch (found missing when the emulated device ran the GPU op cases).
 // Test: ctest --test-dir build -R emu.reduce
 #include "kernels/cuda/native/reduce.h"
 
@@ -82,6 +85,37 @@ KILN_GLOBAL void __launch_bounds__(kColX * kColY) reduce_cols(const T* __restric
 }
 
 template <class T>
+KILN_GLOBAL void reduce_extreme(const T* __restrict__ src, T* __restrict__ dst, int64_t* __restrict__ index,
+                                int64_t outer, int64_t len, int64_t inner, bool is_max) {
+  const int64_t total = outer * inner;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = t / inner, i = t % inner;
+    const T* p = src + o * len * inner + i;
+    T best = p[0];
+    int64_t at = 0;
+    for (int64_t r = 1; r < len && best == best; ++r) {
+      const T v = p[r * inner];
+      if (v != v || (is_max ? v > best : v < best)) {
+        best = v;
+        at = r;
+      }
+    }
+    dst[t] = best;
+    if (index) index[t] = at;
+  }
+}
+
+template <class T>
+void reduce_extreme_t(const ReduceDesc& d, const T* src, T* dst, int64_t* index) {
+  constexpr int64_t kThreads = 256;
+  const int64_t total = d.outer * d.inner;
+  int64_t blocks = (total + kThreads - 1) / kThreads;
+  blocks = std::max<int64_t>(1, std::min<int64_t>(blocks, KILN_GRID_STRIDE_CAP(65535)));
+  KILN_LAUNCH(reduce_extreme<T>, dim3(unsigned(blocks)), dim3(unsigned(kThreads)), 0, current_stream(), src, dst, index,
+              d.outer, d.reduce, d.inner, d.op == ReduceOp::max);
+}
+
+template <class T>
 void reduce_t(const ReduceDesc& d, const T* src, T* dst) {
   const Stream s = current_stream();
   // Dividing by 1 is exact, so sums and the first pass share the final division.
@@ -126,13 +160,21 @@ void reduce_t(const ReduceDesc& d, const T* src, T* dst) {
 }  // namespace reduce_detail
 
 bool supports_reduce(const ReduceDesc& d) {
-  return (d.op == ReduceOp::sum || d.op == ReduceOp::mean) && !d.want_index &&
-         (d.dtype == DType::float32 || d.dtype == DType::float64);
+  const bool extreme = d.op == ReduceOp::max || d.op == ReduceOp::min;
+  return (extreme || !d.want_index) && (d.dtype == DType::float32 || d.dtype == DType::float64);
 }
 
 void reduce(const ReduceDesc& d, const void* src, void* dst, int64_t* index) {
-  KILN_CHECK(supports_reduce(d) && !index, "cuda reduce: not supported: ", d.str());
+  KILN_CHECK(supports_reduce(d) && (index == nullptr || d.want_index), "cuda reduce: not supported: ", d.str());
   if (d.outer * d.inner == 0) return;
+  if (d.op == ReduceOp::max || d.op == ReduceOp::min) {
+    KILN_CHECK(d.reduce > 0, "cuda reduce: ", d.str(), ": max/min over an empty axis");
+    if (d.dtype == DType::float32)
+      reduce_detail::reduce_extreme_t(d, static_cast<const float*>(src), static_cast<float*>(dst), index);
+    else
+      reduce_detail::reduce_extreme_t(d, static_cast<const double*>(src), static_cast<double*>(dst), index);
+    return;
+  }
   if (d.dtype == DType::float32)
     reduce_detail::reduce_t(d, static_cast<const float*>(src), static_cast<float*>(dst));
   else

@@ -15,7 +15,7 @@ KILN_CUDA_NAMESPACE_BEGIN
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 8192;
+constexpr int64_t kMaxBlocks = KILN_GRID_STRIDE_CAP(8192);  // grid-stride loops
 
 unsigned blocks_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
