@@ -68,7 +68,10 @@ Tensor BatchNorm::run_synced(const Tensor& x, bool relu, const Tensor& rm, const
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
   const Tensor xf = x.dtype() == DType::float32 ? x : x.to(DType::float32);
   const double local_count = double(x.numel() / c);
-  Tensor stats = ops::cat({ops::sum(xf, dims), ops::sum(ops::square(xf), dims), full({1}, local_count)}, 0);
+  // The count lives where the sums do (a CPU tensor beside CUDA sums was found by the emulated device).
+  Tensor stats = ops::cat({ops::sum(xf, dims), ops::sum(ops::square(xf), dims),
+                           full({1}, local_count, TensorOptions(DType::float32).with_device(x.device()))},
+                          0);
   Tensor total = (*cross_replica_)(stats);
   const double n = total.narrow(0, 2 * c, 1).detach().item();
   KILN_CHECK(n > 0, kind(), ": no samples on any rank");

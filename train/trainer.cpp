@@ -130,6 +130,10 @@ Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config, std::shared_p
 
   if (cfg_.device.is_cuda()) {
     cuda::check_device(cfg_.device);
+    // Kernels launch on the current device: it must be the training device (cuda:1 for local rank
+    // 1), or they would run on cuda:0 with another device's memory (found by the emulated device
+    // under `mpirun -np 2 kiln train --device cuda`).
+    cuda::set_device(cfg_.device.index);
     model_->to(cfg_.device);  // before the optimizer takes the parameters
   }
   if (cfg_.checkpoint_dir.empty()) cfg_.checkpoint_dir = cfg_.logdir;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -198,6 +199,8 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
   Generator gen(1234);
   const Device device(spec.device);
   const bool cuda = device.is_cuda();
+  std::optional<cuda::DeviceGuard> on_device;  // kernels launch on the current device
+  if (cuda) on_device.emplace(device.index);
   const bool half = spec.dtype != "float32";
   Tensor x = randn(shape, {}, &gen);
   KILN_CHECK(spec.layout == "auto" || spec.layout == "nhwc" || spec.layout == "nchw", "--layout: 'auto', 'nhwc' or ",

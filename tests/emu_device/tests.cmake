@@ -25,23 +25,32 @@ add_test(NAME emu_device.launch_limits_sm_70 COMMAND kiln_tests_emu_device --tes
 set_tests_properties(emu_device.launch_limits_sm_70 PROPERTIES LABELS emu_device TIMEOUT 60 ENVIRONMENT KILN_EMU_ARCH=sm_70)
 
 # The CLI on the emulated device (tests/cli/run_kiln.cmake checks the exit code and the output).
+# FILE <path>: a file the run must write.
 function(kiln_emu_cli_test name rc regex)
+  cmake_parse_arguments(arg "" "FILE" "" ${ARGN})
   add_test(NAME emu_device.cli_${name}
-           COMMAND ${CMAKE_COMMAND} -DKILN=$<TARGET_FILE:kiln_cli> "-DARGS=${ARGN}" -DEXPECT_RC=${rc}
-                   "-DEXPECT_REGEX=${regex}" -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_kiln.cmake)
+           COMMAND ${CMAKE_COMMAND} -DKILN=$<TARGET_FILE:kiln_cli> "-DARGS=${arg_UNPARSED_ARGUMENTS}"
+                   -DEXPECT_RC=${rc} "-DEXPECT_REGEX=${regex}" -DEXPECT_FILE=${arg_FILE}
+                   -P ${CMAKE_CURRENT_SOURCE_DIR}/cli/run_kiln.cmake)
   set_tests_properties(emu_device.cli_${name} PROPERTIES LABELS emu_device TIMEOUT 300)
 endfunction()
 kiln_emu_cli_test(info 0 "cuda: emulated devices.*cuda:1 +kiln emulated device" info)
 kiln_emu_cli_test(bench 0 "mnist-cnn +cuda +auto +2 +forward.*mnist-cnn +cuda +auto +2 +train"
                   bench --model mnist-cnn --device cuda --batch 2 --iters 2 --warmup 1 --mode forward,train)
+# One epoch from an empty log directory (4 steps, checkpoint from CUDA tensors), then a second
+# epoch resumed from that checkpoint.
 set(emu_ckpt ${CMAKE_CURRENT_BINARY_DIR}/emu_device_train)
-kiln_emu_cli_test(train 0 "test: loss [0-9.]+ top-1.*epoch 1: train loss"
+add_test(NAME emu_device.cli_train_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${emu_ckpt})
+set_tests_properties(emu_device.cli_train_clean PROPERTIES LABELS emu_device FIXTURES_SETUP emu_train_dir)
+kiln_emu_cli_test(train 0 "test: loss [0-9.]+ top-1.*epoch 1: train loss [0-9.]+"
                   train --model mnist-cnn --device cuda --data synthetic:1x28x28:10:64 --epochs 1 --batch 16
-                  --optimizer adam --lr 1e-3 --logdir ${emu_ckpt} --quiet)
-kiln_emu_cli_test(train_resume 0 "test: loss [0-9.]+ top-1"
+                  --optimizer adam --lr 1e-3 --logdir ${emu_ckpt} FILE ${emu_ckpt}/ckpt-00000004.safetensors)
+kiln_emu_cli_test(train_resume 0 "test: loss [0-9.]+ top-1.*epoch 2: train loss [0-9.]+"
                   train --model mnist-cnn --device cuda --data synthetic:1x28x28:10:64 --epochs 2 --batch 16
-                  --optimizer adam --lr 1e-3 --logdir ${emu_ckpt} --resume latest --quiet)
-set_tests_properties(emu_device.cli_train_resume PROPERTIES DEPENDS emu_device.cli_train)
+                  --optimizer adam --lr 1e-3 --logdir ${emu_ckpt} --resume latest
+                  FILE ${emu_ckpt}/ckpt-00000008.safetensors)
+set_tests_properties(emu_device.cli_train PROPERTIES FIXTURES_REQUIRED emu_train_dir)
+set_tests_properties(emu_device.cli_train_resume PROPERTIES FIXTURES_REQUIRED emu_train_dir DEPENDS emu_device.cli_train)
 
 if(KILN_HAVE_MPI)
   set(mpi_flags --oversubscribe --mca btl self,vader,tcp --mca btl_vader_single_copy_mechanism none

@@ -17,11 +17,11 @@
 //    operation starts from; the legacy default stream orders itself with blocking streams. Each
 //    allocation (a cudaMalloc region, or a block of the caching allocator, reported through
 //    kiln::cuda::trace) remembers its last write and the last read per stream. A kernel's pointer
-//    arguments are its accesses (a `const T*` reads, a `T*` or a pointer inside a struct argument
-//    writes); a copy reads its source and writes its destination. An access not ordered after a
-//    conflicting one on another stream throws kiln::Error naming both. So does reusing a freed
-//    block on a stream that is not ordered after its last use, and a kernel given a pointer into
-//    freed or unallocated device memory, or another device's.
+//    arguments are its accesses (a `const T*` reads, a `T*` writes, and the pointer fields a struct
+//    argument declares with emu_accesses); a copy reads its source and writes its destination. An
+//    access not ordered after a conflicting one on another stream throws kiln::Error naming both.
+//    So does reusing a freed block on a stream that is not ordered after its last use, and a kernel
+//    given a pointer into freed or unallocated device memory, or another device's.
 //  - Launch configurations past the emulated architecture's limits (KILN_EMU_ARCH, default sm_90:
 //    threads per block, grid, dynamic shared memory and its opt-in), as cudaLaunchKernel and
 //    cudaFuncSetAttribute fail on that device.
@@ -45,16 +45,30 @@
 
 namespace kiln::cuda::emu_device {
 
-// One pointer a kernel is given: `write` when it may store through it; `exact` for a typed pointer
-// parameter (a pointer into device memory that is not allocated is an error), not for a word of a
-// struct argument that merely looks like a device address.
+// One pointer a kernel is given: `write` when it may store through it; `exact` for a pointer
+// parameter (a pointer into device memory that is not allocated is an error), not for a pointer
+// field of a struct parameter (checked only where it points into allocated memory).
 struct Arg {
   const void* ptr;
   bool write;
   bool exact;
 };
 
-// The accesses of one launch, gathered from its parameters by launch.h.
+class Args;
+
+namespace detail {
+template <class U, class = void>
+struct has_emu_accesses : std::false_type {};
+template <class U>
+struct has_emu_accesses<U, std::void_t<decltype(emu_accesses(std::declval<const U&>(), std::declval<Args&>()))>>
+    : std::true_type {};
+}  // namespace detail
+
+// The accesses of one launch, gathered from its parameters by launch.h. A pointer parameter is
+// one access (`const T*` reads). A struct parameter that carries pointers declares them with a
+// function `void emu_accesses(const S&, Args&)` found by argument-dependent lookup (GemmArgs,
+// BnArgs), calling field() per pointer; other structs carry none (their bytes are not scanned:
+// padding holds stale words that look like addresses).
 class Args {
  public:
   template <class T>
@@ -63,15 +77,15 @@ class Args {
     if constexpr (std::is_pointer_v<U>) {
       using Pointee = std::remove_pointer_t<U>;
       if (param) list_.push_back(Arg{static_cast<const void*>(param), !std::is_const_v<Pointee>, true});
-    } else if constexpr (std::is_class_v<U> && sizeof(U) >= sizeof(void*)) {
-      // A struct of pointers (a multi-tensor list, say): every aligned word is a candidate.
-      const unsigned char* b = reinterpret_cast<const unsigned char*>(&param);
-      for (size_t off = 0; off + sizeof(void*) <= sizeof(U); off += sizeof(void*)) {
-        const void* w;
-        __builtin_memcpy(&w, b + off, sizeof w);
-        if (w) list_.push_back(Arg{w, true, false});
-      }
+    } else if constexpr (std::is_class_v<U> && detail::has_emu_accesses<U>::value) {
+      emu_accesses(param, *this);
     }
+  }
+  // A pointer field of a struct parameter: an access when it points into allocated device memory
+  // (a field the kernel does not use may hold anything).
+  template <class P>
+  void field(const P* p) {
+    if (p) list_.push_back(Arg{static_cast<const void*>(p), !std::is_const_v<P>, false});
   }
   const std::vector<Arg>& list() const { return list_; }
 

@@ -49,7 +49,7 @@ void concat_t(const ConcatDesc& d, const void* const* srcs, void* dst) {
   for (size_t i = 0; i < d.sizes.size(); ++i) {
     const int64_t width = d.sizes[i] * d.inner;
     if (width > 0 && d.outer > 0)
-      KILN_LAUNCH((concat_block<W>), dim3(blocks_for(d.outer * width)), dim3(kThreads), 0, current_stream(), d.outer,
+      KILN_LAUNCH(concat_block<W>, dim3(blocks_for(d.outer * width)), dim3(kThreads), 0, current_stream(), d.outer,
                   width, pitch, col, static_cast<const W*>(srcs[i]), static_cast<W*>(dst));
     col += width;
   }
@@ -62,7 +62,7 @@ void sum_t(const SumDesc& d, const void* const* srcs, void* dst) {
     a.accumulate = first > 0;
     a.count = int(std::min<int64_t>(d.inputs - first, a.accumulate ? kMaxSumInputs - 1 : kMaxSumInputs));
     for (int k = 0; k < a.count; ++k) a.src[k] = static_cast<const T*>(srcs[first + k]);
-    KILN_LAUNCH((sum_kernel<T>), dim3(blocks_for(d.n)), dim3(kThreads), 0, current_stream(), d.n, a,
+    KILN_LAUNCH(sum_kernel<T>, dim3(blocks_for(d.n)), dim3(kThreads), 0, current_stream(), d.n, a,
                 static_cast<T*>(dst));
     if (a.count == 0) break;
   }

@@ -182,8 +182,8 @@ void conv2d_fwd(const ConvDesc& d, const void* src_v, const void* wei_v, const v
     const int64_t nb = d.N - n0 < nb_max ? d.N - n0 : nb_max;
     const float* cp = direct ? src + n0 * d.C * hw : col;
     if (!direct)
-      launch(im2col_kernel, dim3(blocks_for(nb * crs * pq)), dim3(kThreads), 0, current_stream(), g, nb,
-             src + n0 * d.C * d.H * d.W, col);
+      KILN_LAUNCH(im2col_kernel, dim3(blocks_for(nb * crs * pq)), dim3(kThreads), 0, current_stream(), g, nb,
+                  src + n0 * d.C * d.H * d.W, col);
     for (int64_t gi = 0; gi < G; ++gi) {
       if (!d.nhwc)  // dst_b[Kg, PQ] = wei_g[Kg, CgRS] x col_b[CgRS, PQ], batched over the chunk
         sgemm_batched(false, false, Kg, pq, cgrs, 1.f, wei + gi * Kg * cgrs, cgrs, 0, cp + gi * cgrs * pq, pq,
@@ -194,8 +194,8 @@ void conv2d_fwd(const ConvDesc& d, const void* src_v, const void* wei_v, const v
     }
   }
   if (d.has_bias || d.relu)
-    launch(bias_relu_kernel, dim3(blocks_for(d.dst_elems())), dim3(kThreads), 0, current_stream(), d.dst_elems(), d.K,
-           pq, d.nhwc, d.has_bias ? static_cast<const float*>(bias_v) : nullptr, d.relu, dst);
+    KILN_LAUNCH(bias_relu_kernel, dim3(blocks_for(d.dst_elems())), dim3(kThreads), 0, current_stream(), d.dst_elems(),
+                d.K, pq, d.nhwc, d.has_bias ? static_cast<const float*>(bias_v) : nullptr, d.relu, dst);
 }
 
 void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst_v, const void* wei_v, void* diff_src_v) {
@@ -222,8 +222,8 @@ void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst_v, const void* wei_
               cgrs, 0.f, cp + gi * cgrs, crs);
     }
     if (!direct)
-      launch(col2im_kernel, dim3(blocks_for(nb * d.C * hw)), dim3(kThreads), 0, current_stream(), g, nb, col,
-             diff_src + n0 * d.C * hw);
+      KILN_LAUNCH(col2im_kernel, dim3(blocks_for(nb * d.C * hw)), dim3(kThreads), 0, current_stream(), g, nb, col,
+                  diff_src + n0 * d.C * hw);
   }
 }
 
@@ -236,8 +236,8 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src_v, const void* diff_d
   const int64_t G = d.groups, Cg = d.C / G, Kg = d.K / G, crs = d.C * d.R * d.S, cgrs = Cg * d.R * d.S;
   const int64_t pq = d.P * d.Q, hw = d.H * d.W;
   if (diff_bias_v)
-    launch(bias_grad_kernel, dim3(unsigned(d.K < kMaxBlocks ? d.K : kMaxBlocks)), dim3(kThreads), 0, current_stream(),
-           d.N, d.K, pq, d.nhwc, diff_dst, static_cast<float*>(diff_bias_v));
+    KILN_LAUNCH(bias_grad_kernel, dim3(unsigned(d.K < kMaxBlocks ? d.K : kMaxBlocks)), dim3(kThreads), 0,
+                current_stream(), d.N, d.K, pq, d.nhwc, diff_dst, static_cast<float*>(diff_bias_v));
   if (!diff_wei_v) return;
   float* diff_wei = static_cast<float*>(diff_wei_v);
   const bool direct = is_pointwise(d);
@@ -245,7 +245,8 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src_v, const void* diff_d
   const Scratch col_buf(direct ? 0 : size_t(nb_max * crs * pq) * sizeof(float), current_stream());
   float* col = col_buf.as<float>();
   if (d.N == 0) {  // no images: the gradient is zero
-    launch(zero_kernel, dim3(blocks_for(d.wei_elems())), dim3(kThreads), 0, current_stream(), d.wei_elems(), diff_wei);
+    KILN_LAUNCH(zero_kernel, dim3(blocks_for(d.wei_elems())), dim3(kThreads), 0, current_stream(), d.wei_elems(),
+                diff_wei);
     return;
   }
   // Chunks (and, for NCHW, images within a chunk) accumulate one after another: beta = 0 for
@@ -254,8 +255,8 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src_v, const void* diff_d
     const int64_t nb = d.N - n0 < nb_max ? d.N - n0 : nb_max;
     const float* cp = direct ? src + n0 * d.C * hw : col;
     if (!direct)
-      launch(im2col_kernel, dim3(blocks_for(nb * crs * pq)), dim3(kThreads), 0, current_stream(), g, nb,
-             src + n0 * d.C * hw, col);
+      KILN_LAUNCH(im2col_kernel, dim3(blocks_for(nb * crs * pq)), dim3(kThreads), 0, current_stream(), g, nb,
+                  src + n0 * d.C * hw, col);
     for (int64_t gi = 0; gi < G; ++gi) {
       if (!d.nhwc) {  // diff_wei_g[Kg, CgRS] += diff_dst_b[Kg, PQ] x col_b[CgRS, PQ]^T
         for (int64_t b = 0; b < nb; ++b)

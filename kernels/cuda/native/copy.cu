@@ -121,8 +121,8 @@ void copy(const CopyDesc& d, const void* src, void* dst) {
     visit_dtype(d.dst_dtype, [&](auto o) {
       using S = decltype(s);
       using O = decltype(o);
-      launch(copy_kernel<S, O>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), d.loop,
-             static_cast<const S*>(src), static_cast<O*>(dst));
+      KILN_LAUNCH((copy_kernel<S, O>), dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), d.loop,
+                  static_cast<const S*>(src), static_cast<O*>(dst));
     });
   });
 }
@@ -135,8 +135,8 @@ void fill(const FillDesc& d, void* dst) {
   if (n == 0) return;
   visit_dtype(d.dtype, [&](auto t) {
     using T = decltype(t);
-    launch(fill_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), d.loop, T(d.value),
-           static_cast<T*>(dst));
+    KILN_LAUNCH(fill_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), d.loop, T(d.value),
+                static_cast<T*>(dst));
   });
 }
 
@@ -149,8 +149,8 @@ void random(const RandomDesc& d, void* dst) {
   const RandomArgs r{d.kind, d.a, d.b, d.seed, d.offset};
   visit_dtype(d.dtype, [&](auto t) {
     using T = decltype(t);
-    launch(random_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), d.loop, r,
-           static_cast<T*>(dst));
+    KILN_LAUNCH(random_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), d.loop, r,
+                static_cast<T*>(dst));
   });
 }
 
@@ -161,8 +161,8 @@ void index_scatter(const IndexScatterDesc& d, const void* src, const int64_t* in
   if (n == 0) return;
   visit_dtype(d.dtype, [&](auto t) {
     using T = decltype(t);
-    launch(index_scatter_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), d.outer, d.reduce,
-           d.inner, static_cast<const T*>(src), index, static_cast<T*>(dst));
+    KILN_LAUNCH(index_scatter_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), d.outer, d.reduce,
+                d.inner, static_cast<const T*>(src), index, static_cast<T*>(dst));
   });
 }
 

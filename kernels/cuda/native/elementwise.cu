@@ -157,7 +157,7 @@ void unary(const UnaryDesc& d, const void* src, void* dst) {
       if (!d.loop.contiguous()) {
         KILN_LAUNCH((unary_strided<S, OP>), dim3(blocks_for(n)), dim3(kThreads), 0, s, x, y, d.loop, n, alpha);
       } else if (std::is_same<S, float>::value && aligned16(x) && aligned16(y)) {
-        KILN_LAUNCH((unary_float4<OP>), dim3(blocks_for((n + 3) / 4)), dim3(kThreads), 0, s,
+        KILN_LAUNCH(unary_float4<OP>, dim3(blocks_for((n + 3) / 4)), dim3(kThreads), 0, s,
                     reinterpret_cast<const float*>(x), reinterpret_cast<float*>(y), n, float(alpha));
       } else {
         KILN_LAUNCH((unary_contiguous<S, OP>), dim3(blocks_for(n)), dim3(kThreads), 0, s, x, y, n, alpha);
@@ -182,7 +182,7 @@ void binary(const BinaryDesc& d, const void* a, const void* b, void* dst) {
       if (!d.loop.contiguous()) {
         KILN_LAUNCH((binary_strided<S, OP>), dim3(blocks_for(n)), dim3(kThreads), 0, s, x, y, z, d.loop, n, alpha);
       } else if (std::is_same<S, float>::value && aligned16(x) && aligned16(y) && aligned16(z)) {
-        KILN_LAUNCH((binary_float4<OP>), dim3(blocks_for((n + 3) / 4)), dim3(kThreads), 0, s,
+        KILN_LAUNCH(binary_float4<OP>, dim3(blocks_for((n + 3) / 4)), dim3(kThreads), 0, s,
                     reinterpret_cast<const float*>(x), reinterpret_cast<const float*>(y), reinterpret_cast<float*>(z),
                     n, float(alpha));
       } else {

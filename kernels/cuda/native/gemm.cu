@@ -50,6 +50,16 @@ struct GemmArgs {
   S* c;
 };
 
+#if defined(KILN_EMU_DEVICE)
+// The pointers the stream sanitizer checks (kernels/cuda/emu/device.h).
+template <class S>
+void emu_accesses(const GemmArgs<S>& g, emu_device::Args& x) {
+  x.field(g.a);
+  x.field(g.b);
+  x.field(g.c);
+}
+#endif
+
 // Four consecutive elements p[0..3] of which the first `avail` exist (zero beyond), widened to T.
 template <class S, class T>
 KILN_DEVICE inline void load4(const S* p, int64_t avail, bool vec, T out[4]) {
@@ -214,12 +224,12 @@ void run_gemm(GemmArgs<S> g) {
   // The big tile wastes most of its threads below ~64 rows or columns.
   if (g.m >= 64 && g.n >= 64) {
     const int64_t mt = (g.m + kBM - 1) / kBM, nt = (g.n + kBN - 1) / kBN;
-    launch(gemm_tiled_kernel<S>, dim3(unsigned(nt), unsigned(mt < kMaxGridYZ ? mt : kMaxGridYZ), unsigned(z)),
-           dim3(kThreads), 0, current_stream(), g);
+    KILN_LAUNCH(gemm_tiled_kernel<S>, dim3(unsigned(nt), unsigned(mt < kMaxGridYZ ? mt : kMaxGridYZ), unsigned(z)),
+                dim3(kThreads), 0, current_stream(), g);
   } else {
     const int64_t mt = (g.m + kSmall - 1) / kSmall, nt = (g.n + kSmall - 1) / kSmall;
-    launch(gemm_small_kernel<S>, dim3(unsigned(nt), unsigned(mt < kMaxGridYZ ? mt : kMaxGridYZ), unsigned(z)),
-           dim3(kSmall, kSmall), 0, current_stream(), g);
+    KILN_LAUNCH(gemm_small_kernel<S>, dim3(unsigned(nt), unsigned(mt < kMaxGridYZ ? mt : kMaxGridYZ), unsigned(z)),
+                dim3(kSmall, kSmall), 0, current_stream(), g);
   }
 }
 

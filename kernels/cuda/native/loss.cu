@@ -179,11 +179,11 @@ void class_bwd(const ClassLossDesc& d, const T* src, const int64_t* target, cons
   const bool mean = d.reduction == Reduction::mean;
   Scratch count(mean ? sizeof(double) : 0, current_stream());
   if (mean)
-    launch(count_targets_kernel, dim3(1), dim3(kReduceThreads), 0, current_stream(), m, d.ignore_index, target,
-           count.as<double>());
-  launch(class_bwd_kernel<kNll, T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(),
-         ClassArgs{d.N, d.C, d.S, d.ignore_index, d.label_smoothing, d.reduction}, src, target, lse, dy,
-         static_cast<const double*>(count.as<double>()), dx);
+    KILN_LAUNCH(count_targets_kernel, dim3(1), dim3(kReduceThreads), 0, current_stream(), m, d.ignore_index, target,
+                count.as<double>());
+  KILN_LAUNCH((class_bwd_kernel<kNll, T>), dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(),
+              ClassArgs{d.N, d.C, d.S, d.ignore_index, d.label_smoothing, d.reduction}, src, target, lse, dy,
+              static_cast<const double*>(count.as<double>()), dx);
 }
 
 // ---------------------------------------------------------------- point losses
@@ -254,13 +254,13 @@ void cross_entropy_fwd(const ClassLossDesc& d, const void* src, const int64_t* t
     if (d.S == 1) {
       const int64_t blocks = reduced ? 1 : grid_for(m, kThreads / kWarp);
       const int threads = reduced ? kReduceThreads : kThreads;
-      launch(ce_fwd_kernel<true, T>, dim3(unsigned(blocks)), dim3(threads), 0, current_stream(), class_args(d), reduced,
-             x, target, y, lse);
+      KILN_LAUNCH((ce_fwd_kernel<true, T>), dim3(unsigned(blocks)), dim3(threads), 0, current_stream(), class_args(d),
+                  reduced, x, target, y, lse);
     } else {
       const int64_t blocks = reduced ? 1 : grid_for(m);
       const int threads = reduced ? kReduceThreads : kThreads;
-      launch(ce_fwd_kernel<false, T>, dim3(unsigned(blocks)), dim3(threads), 0, current_stream(), class_args(d),
-             reduced, x, target, y, lse);
+      KILN_LAUNCH((ce_fwd_kernel<false, T>), dim3(unsigned(blocks)), dim3(threads), 0, current_stream(), class_args(d),
+                  reduced, x, target, y, lse);
     }
   });
 }
@@ -279,8 +279,8 @@ void nll_fwd(const ClassLossDesc& d, const void* src, const int64_t* target, voi
   const bool reduced = d.reduction != Reduction::none;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(nll_fwd_kernel<T>, dim3(unsigned(reduced ? 1 : grid_for(m))), dim3(reduced ? kReduceThreads : kThreads),
-           0, current_stream(), class_args(d), reduced, static_cast<const T*>(src), target, static_cast<T*>(dst));
+    KILN_LAUNCH(nll_fwd_kernel<T>, dim3(unsigned(reduced ? 1 : grid_for(m))), dim3(reduced ? kReduceThreads : kThreads),
+                0, current_stream(), class_args(d), reduced, static_cast<const T*>(src), target, static_cast<T*>(dst));
   });
 }
 
@@ -299,9 +299,10 @@ void point_loss_fwd(const PointLossDesc& d, const void* src, const void* target,
   if (!reduced && d.n == 0) return;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(point_fwd_kernel<T>, dim3(unsigned(reduced ? 1 : grid_for(d.n))), dim3(reduced ? kReduceThreads : kThreads),
-           0, current_stream(), d.kind, d.reduction, d.n, static_cast<const T*>(src), static_cast<const T*>(target),
-           static_cast<const T*>(pos_weight), static_cast<T*>(dst));
+    KILN_LAUNCH(point_fwd_kernel<T>, dim3(unsigned(reduced ? 1 : grid_for(d.n))),
+                dim3(reduced ? kReduceThreads : kThreads), 0, current_stream(), d.kind, d.reduction, d.n,
+                static_cast<const T*>(src), static_cast<const T*>(target), static_cast<const T*>(pos_weight),
+                static_cast<T*>(dst));
   });
 }
 
@@ -310,10 +311,10 @@ void point_loss_bwd(const PointLossDesc& d, const void* src, const void* target,
   if (d.n == 0 || (!diff_src && !diff_target)) return;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(point_bwd_kernel<T>, dim3(unsigned(grid_for(d.n))), dim3(kThreads), 0, current_stream(), d.kind,
-           d.reduction, d.n, static_cast<const T*>(src), static_cast<const T*>(target),
-           static_cast<const T*>(pos_weight), static_cast<const T*>(diff_dst), static_cast<T*>(diff_src),
-           static_cast<T*>(diff_target));
+    KILN_LAUNCH(point_bwd_kernel<T>, dim3(unsigned(grid_for(d.n))), dim3(kThreads), 0, current_stream(), d.kind,
+                d.reduction, d.n, static_cast<const T*>(src), static_cast<const T*>(target),
+                static_cast<const T*>(pos_weight), static_cast<const T*>(diff_dst), static_cast<T*>(diff_src),
+                static_cast<T*>(diff_target));
   });
 }
 

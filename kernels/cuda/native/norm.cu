@@ -65,6 +65,22 @@ struct BnArgs {
   double* coef;  // [C][4] backward coefficients: w invstd, mean(dy), invstd mean(dy xhat), mean
 };
 
+#if defined(KILN_EMU_DEVICE)
+// The pointers the stream sanitizer checks (kernels/cuda/emu/device.h): the const ones are read.
+template <class T>
+void emu_accesses(const BnArgs<T>& a, emu_device::Args& x) {
+  for (const void* p : {static_cast<const void*>(a.src), static_cast<const void*>(a.diff_dst),
+                        static_cast<const void*>(a.wei), static_cast<const void*>(a.bias),
+                        static_cast<const void*>(a.save_mean_in), static_cast<const void*>(a.save_invstd_in)})
+    x.field(p);
+  for (void* p : {static_cast<void*>(a.dst), static_cast<void*>(a.diff_src), static_cast<void*>(a.running_mean),
+                  static_cast<void*>(a.running_var), static_cast<void*>(a.save_mean), static_cast<void*>(a.save_invstd),
+                  static_cast<void*>(a.diff_wei), static_cast<void*>(a.diff_bias), static_cast<void*>(a.part),
+                  static_cast<void*>(a.coef)})
+    x.field(p);
+}
+#endif
+
 // Block shape: kCols channels x kRows row-walkers (kCols * kRows == kThreads, kRows a power of 2).
 template <bool kNhwc>
 struct BnShape {
@@ -230,8 +246,8 @@ void bn_plan(BnArgs<T>& a) {
 template <bool kNhwc, bool kBwd, class T>
 void bn_launch_partial(const BnArgs<T>& a) {
   constexpr int kCols = BnShape<kNhwc>::kCols, kRows = BnShape<kNhwc>::kRows;
-  launch(bn_partial_kernel<kNhwc, kBwd, T>, dim3(unsigned((a.C + kCols - 1) / kCols), unsigned(a.chunks)),
-         dim3(kCols, kRows), 0, current_stream(), a);
+  KILN_LAUNCH((bn_partial_kernel<kNhwc, kBwd, T>), dim3(unsigned((a.C + kCols - 1) / kCols), unsigned(a.chunks)),
+              dim3(kCols, kRows), 0, current_stream(), a);
 }
 
 template <bool kNhwc, class T>
@@ -240,9 +256,9 @@ void bn_launch_fwd(BnArgs<T> a) {
   Scratch part(a.training ? size_t(a.chunks * a.C * 2) * sizeof(double) : 0, current_stream());
   a.part = part.as<double>();
   if (a.training) bn_launch_partial<kNhwc, false>(a);
-  launch(bn_finish_fwd_kernel<kNhwc, T>, dim3(unsigned(grid_for(a.C))), dim3(kThreads), 0, current_stream(), a);
-  launch(bn_apply_kernel<kNhwc, T>, dim3(unsigned(grid_for(a.N * a.C * a.S))), dim3(kThreads), 0, current_stream(),
-         a);
+  KILN_LAUNCH((bn_finish_fwd_kernel<kNhwc, T>), dim3(unsigned(grid_for(a.C))), dim3(kThreads), 0, current_stream(), a);
+  KILN_LAUNCH((bn_apply_kernel<kNhwc, T>), dim3(unsigned(grid_for(a.N * a.C * a.S))), dim3(kThreads), 0,
+              current_stream(), a);
 }
 
 template <bool kNhwc, class T>
@@ -254,10 +270,10 @@ void bn_launch_bwd(BnArgs<T> a) {
   a.part = part.as<double>();
   a.coef = coef.as<double>();
   if (a.sums) bn_launch_partial<kNhwc, true>(a);
-  launch(bn_finish_bwd_kernel<T>, dim3(unsigned(grid_for(a.C))), dim3(kThreads), 0, current_stream(), a);
+  KILN_LAUNCH(bn_finish_bwd_kernel<T>, dim3(unsigned(grid_for(a.C))), dim3(kThreads), 0, current_stream(), a);
   if (a.diff_src)
-    launch(bn_bwd_apply_kernel<kNhwc, T>, dim3(unsigned(grid_for(a.N * a.C * a.S))), dim3(kThreads), 0,
-           current_stream(), a);
+    KILN_LAUNCH((bn_bwd_apply_kernel<kNhwc, T>), dim3(unsigned(grid_for(a.N * a.C * a.S))), dim3(kThreads), 0,
+                current_stream(), a);
 }
 
 // ---------------------------------------------------------------- dropout
@@ -442,8 +458,9 @@ void dropout_fwd(const DropoutDesc& d, const void* src, void* dst, uint8_t* mask
   const uint32_t thr = uint32_t(std::ceil(d.p * 16777216.0));
   visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(dropout_fwd_kernel<T>, dim3(unsigned(grid_for((d.n + 3) / 4))), dim3(kThreads), 0, current_stream(), d.n,
-           d.seed, d.offset, thr, typename Acc<T>::type(d.scale()), static_cast<const T*>(src), static_cast<T*>(dst), mask);
+    KILN_LAUNCH(dropout_fwd_kernel<T>, dim3(unsigned(grid_for((d.n + 3) / 4))), dim3(kThreads), 0, current_stream(),
+                d.n, d.seed, d.offset, thr, typename Acc<T>::type(d.scale()), static_cast<const T*>(src),
+                static_cast<T*>(dst), mask);
   });
 }
 
@@ -451,8 +468,8 @@ void dropout_bwd(const DropoutDesc& d, const void* diff_dst, const uint8_t* mask
   if (d.n == 0) return;
   visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(dropout_bwd_kernel<T>, dim3(unsigned(grid_for(d.n))), dim3(kThreads), 0, current_stream(), d.n,
-           typename Acc<T>::type(d.scale()), static_cast<const T*>(diff_dst), mask, static_cast<T*>(diff_src));
+    KILN_LAUNCH(dropout_bwd_kernel<T>, dim3(unsigned(grid_for(d.n))), dim3(kThreads), 0, current_stream(), d.n,
+                typename Acc<T>::type(d.scale()), static_cast<const T*>(diff_dst), mask, static_cast<T*>(diff_src));
   });
 }
 
@@ -465,11 +482,11 @@ void softmax_fwd(const SoftmaxDesc& d, const void* src, void* dst) {
     const T* x = static_cast<const T*>(src);
     T* y = static_cast<T*>(dst);
     if (d.inner == 1)
-      launch(softmax_fwd_rows_kernel<T>, dim3(unsigned(grid_for(d.outer, kThreads / kWarp))), dim3(kThreads), 0,
-             current_stream(), d.outer, d.dim, d.log, x, y);
+      KILN_LAUNCH(softmax_fwd_rows_kernel<T>, dim3(unsigned(grid_for(d.outer, kThreads / kWarp))), dim3(kThreads), 0,
+                  current_stream(), d.outer, d.dim, d.log, x, y);
     else
-      launch(softmax_fwd_cols_kernel<T>, dim3(unsigned(grid_for(d.outer * d.inner))), dim3(kThreads), 0,
-             current_stream(), d.outer, d.dim, d.inner, d.log, x, y);
+      KILN_LAUNCH(softmax_fwd_cols_kernel<T>, dim3(unsigned(grid_for(d.outer * d.inner))), dim3(kThreads), 0,
+                  current_stream(), d.outer, d.dim, d.inner, d.log, x, y);
   });
 }
 
@@ -481,11 +498,11 @@ void softmax_bwd(const SoftmaxDesc& d, const void* dst, const void* diff_dst, vo
     const T* g = static_cast<const T*>(diff_dst);
     T* dx = static_cast<T*>(diff_src);
     if (d.inner == 1)
-      launch(softmax_bwd_rows_kernel<T>, dim3(unsigned(grid_for(d.outer, kThreads / kWarp))), dim3(kThreads), 0,
-             current_stream(), d.outer, d.dim, d.log, y, g, dx);
+      KILN_LAUNCH(softmax_bwd_rows_kernel<T>, dim3(unsigned(grid_for(d.outer, kThreads / kWarp))), dim3(kThreads), 0,
+                  current_stream(), d.outer, d.dim, d.log, y, g, dx);
     else
-      launch(softmax_bwd_cols_kernel<T>, dim3(unsigned(grid_for(d.outer * d.inner))), dim3(kThreads), 0,
-             current_stream(), d.outer, d.dim, d.inner, d.log, y, g, dx);
+      KILN_LAUNCH(softmax_bwd_cols_kernel<T>, dim3(unsigned(grid_for(d.outer * d.inner))), dim3(kThreads), 0,
+                  current_stream(), d.outer, d.dim, d.inner, d.log, y, g, dx);
   });
 }
 

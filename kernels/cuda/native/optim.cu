@@ -221,8 +221,8 @@ void sgd_step(const SGDStepDesc& d, void* param, const void* grad, void* momentu
   if (d.n == 0) return;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(sgd_kernel<T>, dim3(unsigned(stride_grid_for(d.n))), dim3(kThreads), 0, current_stream(), sgd_k<T>(d), d.n,
-           static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(momentum_buffer));
+    KILN_LAUNCH(sgd_kernel<T>, dim3(unsigned(stride_grid_for(d.n))), dim3(kThreads), 0, current_stream(), sgd_k<T>(d),
+                d.n, static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(momentum_buffer));
   });
 }
 
@@ -230,8 +230,9 @@ void adam_step(const AdamStepDesc& d, void* param, const void* grad, void* exp_a
   if (d.n == 0) return;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(adam_kernel<T>, dim3(unsigned(stride_grid_for(d.n))), dim3(kThreads), 0, current_stream(), adam_k<T>(d), d.n,
-           static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg), static_cast<T*>(exp_avg_sq));
+    KILN_LAUNCH(adam_kernel<T>, dim3(unsigned(stride_grid_for(d.n))), dim3(kThreads), 0, current_stream(), adam_k<T>(d),
+                d.n, static_cast<T*>(param), static_cast<const T*>(grad), static_cast<T*>(exp_avg),
+                static_cast<T*>(exp_avg_sq));
   });
 }
 
@@ -239,9 +240,9 @@ void lars_step(const LarsStepDesc& d, void* param, const void* grad, void* momen
   if (d.n == 0) return;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(lars_kernel<T>, dim3(unsigned(stride_grid_for(d.n))), dim3(kThreads), 0, current_stream(), lars_k<T>(d),
-           T(d.lr * d.local_lr), d.n, static_cast<T*>(param), static_cast<const T*>(grad),
-           static_cast<T*>(momentum_buffer));
+    KILN_LAUNCH(lars_kernel<T>, dim3(unsigned(stride_grid_for(d.n))), dim3(kThreads), 0, current_stream(), lars_k<T>(d),
+                T(d.lr * d.local_lr), d.n, static_cast<T*>(param), static_cast<const T*>(grad),
+                static_cast<T*>(momentum_buffer));
   });
 }
 
@@ -252,19 +253,19 @@ void sum_squares(const VecDesc& d, const void* x, double* out) {
   Scratch partial(size_t(g) * sizeof(double), current_stream());
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(sum_squares_partial_kernel<T>, dim3(unsigned(g)), dim3(kSumThreads), 0, current_stream(), d.n,
-           static_cast<const T*>(x), partial.as<double>());
+    KILN_LAUNCH(sum_squares_partial_kernel<T>, dim3(unsigned(g)), dim3(kSumThreads), 0, current_stream(), d.n,
+                static_cast<const T*>(x), partial.as<double>());
   });
-  launch(sum_partials_kernel, dim3(1), dim3(kSumThreads), 0, current_stream(), g,
-         static_cast<const double*>(partial.as<double>()), out);
+  KILN_LAUNCH(sum_partials_kernel, dim3(1), dim3(kSumThreads), 0, current_stream(), g,
+              static_cast<const double*>(partial.as<double>()), out);
 }
 
 void scale(const VecDesc& d, void* x) {
   if (d.n == 0) return;
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(scale_kernel<T>, dim3(unsigned(stride_grid_for(d.n))), dim3(kThreads), 0, current_stream(), d.n, T(d.scale),
-           static_cast<T*>(x));
+    KILN_LAUNCH(scale_kernel<T>, dim3(unsigned(stride_grid_for(d.n))), dim3(kThreads), 0, current_stream(), d.n,
+                T(d.scale), static_cast<T*>(x));
   });
 }
 
@@ -275,8 +276,8 @@ void multi_tensor_step(const MultiTensorDesc& d, const TensorListEntry* entries)
   KILN_CHECK(d.count > 0 && entries, "cuda multi_tensor_step: ", d.total_chunks, " chunks but no entries (", d.str(), ")");
   visit_float(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(multi_tensor_kernel<T>, dim3(unsigned(d.total_chunks)), dim3(kChunkThreads), 0, current_stream(), d.op,
-           d.count, d.chunk, entries, sgd_k<T>(d.sgd), adam_k<T>(d.adam), lars_k<T>(d.lars));
+    KILN_LAUNCH(multi_tensor_kernel<T>, dim3(unsigned(d.total_chunks)), dim3(kChunkThreads), 0, current_stream(), d.op,
+                d.count, d.chunk, entries, sgd_k<T>(d.sgd), adam_k<T>(d.adam), lars_k<T>(d.lars));
   });
 }
 
@@ -290,11 +291,11 @@ void multi_tensor_sum_squares(const MultiTensorDesc& d, const TensorListEntry* e
   if (d.total_chunks > 0)
     visit_float(d.dtype, [&](auto tag) {
       using T = decltype(tag);
-      launch(multi_sum_squares_partial_kernel<T>, dim3(unsigned(d.total_chunks)), dim3(kSumThreads), 0,
-             current_stream(), d.count, d.chunk, entries, of_grad, partial.as<double>());
+      KILN_LAUNCH(multi_sum_squares_partial_kernel<T>, dim3(unsigned(d.total_chunks)), dim3(kSumThreads), 0,
+                  current_stream(), d.count, d.chunk, entries, of_grad, partial.as<double>());
     });
-  launch(multi_sum_squares_finish_kernel, dim3(unsigned(grid_for(d.count))), dim3(kThreads), 0, current_stream(),
-         d.count, d.chunk, entries, static_cast<const double*>(partial.as<double>()), out);
+  KILN_LAUNCH(multi_sum_squares_finish_kernel, dim3(unsigned(grid_for(d.count))), dim3(kThreads), 0, current_stream(),
+              d.count, d.chunk, entries, static_cast<const double*>(partial.as<double>()), out);
 }
 
 KILN_CUDA_NAMESPACE_END

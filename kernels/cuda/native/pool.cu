@@ -256,8 +256,8 @@ void pool_fwd(const PoolDesc& d, const void* src, void* dst, int64_t* index) {
   if (total == 0) return;
   visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(pool_fwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
-           static_cast<const T*>(src), static_cast<T*>(dst), index);
+    KILN_LAUNCH(pool_fwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
+                static_cast<const T*>(src), static_cast<T*>(dst), index);
   });
 }
 
@@ -267,8 +267,8 @@ void pool_bwd(const PoolDesc& d, const void* diff_dst, const int64_t* index, voi
   KILN_CHECK(d.alg != PoolAlg::max || index, "cuda pool_bwd: max pooling needs the forward's indices (" + d.str() + ")");
   visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(pool_bwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
-           static_cast<const T*>(diff_dst), index, static_cast<T*>(diff_src));
+    KILN_LAUNCH(pool_bwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
+                static_cast<const T*>(diff_dst), index, static_cast<T*>(diff_src));
   });
 }
 
@@ -277,8 +277,8 @@ void adaptive_pool_fwd(const AdaptivePoolDesc& d, const void* src, void* dst, in
   if (total == 0) return;
   visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(adaptive_fwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
-           static_cast<const T*>(src), static_cast<T*>(dst), index);
+    KILN_LAUNCH(adaptive_fwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
+                static_cast<const T*>(src), static_cast<T*>(dst), index);
   });
 }
 
@@ -288,8 +288,8 @@ void adaptive_pool_bwd(const AdaptivePoolDesc& d, const void* diff_dst, const in
   KILN_CHECK(d.alg != PoolAlg::max || index, "cuda adaptive_pool_bwd: max pooling needs the forward's indices (" + d.str() + ")");
   visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(adaptive_bwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
-           static_cast<const T*>(diff_dst), index, static_cast<T*>(diff_src));
+    KILN_LAUNCH(adaptive_bwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
+                static_cast<const T*>(diff_dst), index, static_cast<T*>(diff_src));
   });
 }
 
@@ -298,8 +298,8 @@ void lrn_fwd(const LrnDesc& d, const void* src, void* dst, void* scale) {
   if (total == 0) return;
   visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(lrn_fwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
-           static_cast<const T*>(src), static_cast<T*>(dst), static_cast<T*>(scale));
+    KILN_LAUNCH(lrn_fwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
+                static_cast<const T*>(src), static_cast<T*>(dst), static_cast<T*>(scale));
   });
 }
 
@@ -309,9 +309,9 @@ void lrn_bwd(const LrnDesc& d, const void* src, const void* dst, const void* sca
   if (total == 0) return;
   visit_storage(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    launch(lrn_bwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
-           static_cast<const T*>(src), static_cast<const T*>(dst), static_cast<const T*>(scale),
-           static_cast<const T*>(diff_dst), static_cast<T*>(diff_src));
+    KILN_LAUNCH(lrn_bwd_kernel<T>, dim3(unsigned(grid_for(total))), dim3(kThreads), 0, current_stream(), d,
+                static_cast<const T*>(src), static_cast<const T*>(dst), static_cast<const T*>(scale),
+                static_cast<const T*>(diff_dst), static_cast<T*>(diff_src));
   });
 }
 

@@ -209,8 +209,8 @@ void pad_fwd(const PadDesc& d, const void* src, void* dst) {
   if (n == 0) return;
   with_float(d.dtype, [&](auto t) {
     using T = decltype(t);
-    launch(pad_fwd_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), pad_args(d), T(d.value),
-           static_cast<const T*>(src), static_cast<T*>(dst));
+    KILN_LAUNCH(pad_fwd_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), pad_args(d), T(d.value),
+                static_cast<const T*>(src), static_cast<T*>(dst));
   });
 }
 
@@ -220,8 +220,8 @@ void pad_bwd(const PadDesc& d, const void* diff_dst, void* diff_src) {
   if (n == 0) return;
   with_float(d.dtype, [&](auto t) {
     using T = decltype(t);
-    launch(pad_bwd_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), pad_args(d),
-           static_cast<const T*>(diff_dst), static_cast<T*>(diff_src));
+    KILN_LAUNCH(pad_bwd_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), pad_args(d),
+                static_cast<const T*>(diff_dst), static_cast<T*>(diff_src));
   });
 }
 
@@ -231,8 +231,8 @@ void upsample_fwd(const UpsampleDesc& d, const void* src, void* dst) {
   if (n == 0) return;
   with_float(d.dtype, [&](auto t) {
     using T = decltype(t);
-    launch(upsample_fwd_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), up_args(d),
-           static_cast<const T*>(src), static_cast<T*>(dst));
+    KILN_LAUNCH(upsample_fwd_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), up_args(d),
+                static_cast<const T*>(src), static_cast<T*>(dst));
   });
 }
 
@@ -242,8 +242,8 @@ void upsample_bwd(const UpsampleDesc& d, const void* diff_dst, void* diff_src) {
   if (n == 0) return;
   with_float(d.dtype, [&](auto t) {
     using T = decltype(t);
-    launch(upsample_bwd_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), up_args(d),
-           static_cast<const T*>(diff_dst), static_cast<T*>(diff_src));
+    KILN_LAUNCH(upsample_bwd_kernel<T>, dim3(blocks_for(n)), dim3(kThreads), 0, current_stream(), up_args(d),
+                static_cast<const T*>(diff_dst), static_cast<T*>(diff_src));
   });
 }
 
