@@ -18,6 +18,7 @@
 #include "engine/cuda_copy.h"
 #include "engine/cuda_runtime.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/linalg.h"
 #include "engine/tensor.h"
 #include "kernels/cuda/emu/device.h"
 
@@ -259,4 +260,18 @@ TEST_CASE("planted (c): sm_70 refuses an opt-in past 96 KiB, as a V100 does") {
   Tensor x = filled(0.0f, 32);
   KILN_LAUNCH(planted_shared, dim3(1), dim3(32), 96 * 1024, cuda::current_stream(), static_cast<float*>(x.data_ptr()));
   CHECK(x.to(Device()).to_vector()[5] == 5.0);
+}
+
+TEST_CASE("planted (b): a GEMM reading another stream's write is caught (its pointers travel in a struct)") {
+  cuda::CudaStream s1, s2;
+  Tensor a = full({64, 64}, 1.0, TensorOptions(DType::float32).with_device(kCuda0));
+  Tensor b = full({64, 64}, 1.0, TensorOptions(DType::float32).with_device(kCuda0));
+  cuda::synchronize();
+  {
+    cuda::StreamGuard g(s1);
+    a.copy_(ops::mul(a, 3.0));  // writes a on s1
+  }
+  cuda::StreamGuard g(s2);
+  CHECK_THROWS_WITH(ops::matmul(a, b), doctest::Contains("stream sanitizer"));
+  cuda::synchronize();
 }

@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,10 @@ inline void check_net(const nets::NetInfo& info) {
   gpu->to(kGpu);
   const Tensor x = test::make_input(xs, 17, DType::float32, 0, 1);
 
+  // The CPU side runs kiln's own CPU kernels: measured against float64 (ref), they and the CUDA
+  // kernels agree to 1e-6 on overfeat's first-conv gradient, while the oneDNN path (auto) is
+  // 0.7% off it there (found when the emulated device first ran this test).
+  std::optional<BackendGuard> cpu_backend(std::in_place, "native", false);
   cpu->eval();
   gpu->eval();
   Tensor yc;
@@ -130,6 +135,7 @@ inline void check_net(const nets::NetInfo& info) {
     return l.item();
   }();
   const double noise = rel_diff(first_conv_weight_grad(*cpu), gc);
+  cpu_backend.reset();
   // The loss's own sensitivity likewise (batch norm over 2 samples of a 1x1 map at the reduced sides).
   const double loss_tol = std::max(kLossTol, 5 * std::abs(lp - lc.item()) / std::max(1.0, std::abs(lc.item())));
   const double grad_tol = std::max(kGradTol, 5 * noise);
