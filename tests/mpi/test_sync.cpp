@@ -25,6 +25,7 @@
 #include "layers/norm.h"
 #include "train/trainer.h"
 #include "tests/mpi/mpi_testing.h"
+#include "tests/mpi/trainer_testing.h"
 
 using namespace kiln;
 
@@ -247,55 +248,26 @@ TEST_CASE("sync: a model that differs across ranks is an error on every rank, na
         std::string::npos);
 }
 
-namespace {
-// A learnable synthetic data set shared by the Trainer tests.
-Splits synthetic() { return open_dataset_dir("synthetic:1x6x6:3:96:learnable"); }
-
-train::TrainConfig trainer_config(int64_t batch) {
-  train::TrainConfig c;
-  c.model_name = "test";
-  c.epochs = 1;
-  c.batch_size = batch;
-  c.optimizer = {"sgd", 0.05, 0.9};
-  c.workers = 0;
-  c.augment = false;
-  c.progress = false;
-  c.epoch_lines = false;
-  c.histograms = false;
-  return c;
-}
-
-ModulePtr small_cnn() {
-  manual_seed(21);
-  auto s = std::make_shared<Sequential>();
-  s->add(std::make_shared<Conv2d>(1, 4, 3, 1, 1));
-  s->add(std::make_shared<BatchNorm2d>(4));
-  s->add(std::make_shared<ReLU>());
-  s->add(std::make_shared<Flatten>());
-  s->add(std::make_shared<Linear>(4 * 6 * 6, 3));
-  return s;
-}
-}  // namespace
 
 TEST_CASE("sync: the Trainer on N ranks (sharded loader, sync-bn) equals one Trainer of batch N*b") {
   auto comm_ptr = world();
   std::shared_ptr<dist::Communicator> comm(std::move(comm_ptr));
   const int n = comm->size();
   const int64_t b = 4;
-  Splits data = synthetic();
+  Splits data = test::sync_synthetic();
   // 96 samples: the first 24·n... keep every rank's shard whole: n·b divides the limit.
   const int64_t limit = 4 * n * b;
-  train::TrainConfig c = trainer_config(b);
+  train::TrainConfig c = test::sync_trainer_config(b);
   c.limit_train = limit;
   c.dist.strategy = dist::StrategyKind::sync;
   c.dist.sync_bn = true;
-  ModulePtr net = small_cnn();
+  ModulePtr net = test::sync_small_cnn();
   train::Trainer t(net, data, c, comm);
   t.fit();
 
-  train::TrainConfig one = trainer_config(b * n);
+  train::TrainConfig one = test::sync_trainer_config(b * n);
   one.limit_train = limit;
-  ModulePtr ref = small_cnn();
+  ModulePtr ref = test::sync_small_cnn();
   train::Trainer t1(ref, data, one);
   t1.fit();
   CHECK(t.step() == t1.step());
