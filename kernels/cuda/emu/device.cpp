@@ -117,9 +117,14 @@ size_t page_size() {
 }
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-long env_int(const char* name, long def, long lo, long hi) {
+// The value of an environment variable, or nullptr when unset or empty.
+const char* env(const char* name) {
   const char* v = std::getenv(name);
-  if (!v || !*v) return def;
+  return v && *v ? v : nullptr;
+}
+
+long parse_int(const char* name, const char* v, long def, long lo, long hi) {
+  if (!v) return def;
   char* end = nullptr;
   const long r = std::strtol(v, &end, 10);
   KILN_CHECK(end && *end == '\0' && r >= lo && r <= hi, name, "='", v, "': expected an integer in [", lo, ", ", hi,
@@ -127,9 +132,8 @@ long env_int(const char* name, long def, long lo, long hi) {
   return r;
 }
 
-size_t env_bytes(const char* name, size_t def) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return def;
+size_t parse_bytes(const char* name, const char* v, size_t def) {
+  if (!v) return def;
   char* end = nullptr;
   const unsigned long long r = std::strtoull(v, &end, 10);
   size_t mult = 1;
@@ -169,7 +173,7 @@ void install_fault_handler() {
 namespace {
 
 State::State() {
-  if (const char* a = std::getenv("KILN_EMU_ARCH"); a && *a) {
+  if (const char* a = env("KILN_EMU_ARCH")) {
     const ArchRow* row = nullptr;
     for (const ArchRow& r : kArchs)
       if (std::strcmp(r.name, a) == 0) row = &r;
@@ -181,8 +185,9 @@ State::State() {
     arch.max_shared_optin = row->optin_kib * 1024;
     arch_name = row->name;
   }
-  const int n = int(env_int("KILN_EMU_DEVICES", 2, 0, kMaxDevices));
-  const size_t capacity = round_up(env_bytes("KILN_EMU_DEVICE_MEMORY", size_t(4) << 30), page_size());
+  const int n = int(parse_int("KILN_EMU_DEVICES", env("KILN_EMU_DEVICES"), 2, 0, kMaxDevices));
+  const size_t capacity = round_up(
+      parse_bytes("KILN_EMU_DEVICE_MEMORY", env("KILN_EMU_DEVICE_MEMORY"), size_t(4) << 30), page_size());
   devices.resize(size_t(n));
   for (int d = 0; d < n; ++d) {
     DeviceMem& m = devices[size_t(d)];
