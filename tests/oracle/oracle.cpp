@@ -254,6 +254,16 @@ TEST_CASE("oracle: every case is an op of engine/op_list.inc") {
 #include "engine/op_list.inc"
 #undef KILN_OP_DECL
 
+void* placed_entries(Scratch& s) {
+  if (s.device != DeviceType::cuda || s.entries.empty()) return s.entries.data();
+  const size_t n = s.entries.size() * sizeof(TensorListEntry);
+  Tensor host = empty({int64_t(n)}, TensorOptions(DType::uint8));
+  std::memcpy(host.data_ptr(), s.entries.data(), n);
+  auto dev_copy = std::make_shared<Tensor>(host.to(Device(DeviceType::cuda, 0)));
+  s.keep = dev_copy;
+  return dev_copy->data_ptr();
+}
+
 }  // namespace kiln::oracle
 
 // ---- helpers of the problem tables (tests/oracle/problems.h) ---------------------------------

@@ -74,11 +74,17 @@ Arg out(std::string name, DType t, int64_t n);
 Arg inout(std::string name, DType t, int64_t n, Gen g = nullptr);
 Arg none(std::string name);  // a null pointer
 
-// Storage the pointer arrays of some kernels live in (concat's srcs, the multi-tensor list).
+// Storage the pointer arrays of some kernels live in (concat's srcs, the multi-tensor list), for
+// a candidate on `device`.
 struct Scratch {
+  DeviceType device = DeviceType::cpu;
   std::vector<const void*> ptrs;
   std::vector<TensorListEntry> entries;
+  std::shared_ptr<void> keep;  // a device copy of entries
 };
+// `s.entries` where the kernel reads them: the host vector on the CPU; on CUDA a device copy,
+// as the engine passes them (engine/ops/optim.cpp place_entries).
+void* placed_entries(Scratch& s);
 
 template <class D>
 struct Problem {
@@ -245,6 +251,7 @@ std::vector<Values> execute(const Case<Op>& cs, const Cand<Op>& c, const typenam
     ptrs[i] = bufs[i].ptr;
   }
   Scratch scratch;
+  scratch.device = dev;
   const std::vector<void*> kargs = cs.kernel_args ? cs.kernel_args(d, variant, ptrs, scratch) : ptrs;
   Invoke<typename Op::Table>::run(c, d, payload, kargs);
   sync(dev);

@@ -114,8 +114,9 @@ MultiTensorDesc list_desc(MultiTensorOp op, DType t) {
   return d;
 }
 
-// Entries over buffers laid out as [param, grad, state0, state1] per tensor.
-TensorListEntry* entries(const std::vector<void*>& bufs, Scratch& s, int per) {
+// Entries over buffers laid out as [param, grad, state0, state1] per tensor, where the
+// candidate reads them.
+void* entries(const std::vector<void*>& bufs, Scratch& s, int per) {
   s.entries.resize(3);
   for (size_t i = 0; i < 3; ++i) {
     TensorListEntry& e = s.entries[i];
@@ -127,7 +128,7 @@ TensorListEntry* entries(const std::vector<void*>& bufs, Scratch& s, int per) {
     e.local_lr = kLocalLr[i];
   }
   plan_tensor_list(s.entries.data(), 3, kChunk);
-  return s.entries.data();
+  return placed_entries(s);
 }
 
 Case<op::multi_tensor_step> multi_step_case() {
