@@ -250,31 +250,13 @@ TEST_CASE("sync: a model that differs across ranks is an error on every rank, na
 
 
 TEST_CASE("sync: the Trainer on N ranks (sharded loader, sync-bn) equals one Trainer of batch N*b") {
-  auto comm_ptr = world();
-  std::shared_ptr<dist::Communicator> comm(std::move(comm_ptr));
-  const int n = comm->size();
-  const int64_t b = 4;
-  Splits data = test::sync_synthetic();
-  // 96 samples: the first 24·n... keep every rank's shard whole: n·b divides the limit.
-  const int64_t limit = 4 * n * b;
-  train::TrainConfig c = test::sync_trainer_config(b);
-  c.limit_train = limit;
-  c.dist.strategy = dist::StrategyKind::sync;
-  c.dist.sync_bn = true;
-  ModulePtr net = test::sync_small_cnn();
-  train::Trainer t(net, data, c, comm);
-  t.fit();
-
-  train::TrainConfig one = test::sync_trainer_config(b * n);
-  one.limit_train = limit;
-  ModulePtr ref = test::sync_small_cnn();
-  train::Trainer t1(ref, data, one);
-  t1.fit();
-  CHECK(t.step() == t1.step());
-  CHECK(test::max_state_diff(*net, *ref) < 1e-4);
+  std::shared_ptr<dist::Communicator> comm(world());
+  test::SyncPair p = test::fit_sync_pair(comm, 4);
+  CHECK(p.dp->step() == p.one->step());
+  CHECK(test::max_state_diff(*p.net, *p.ref) < 1e-4);
   // Evaluation is sharded and summed: every rank reports the whole test split.
-  auto r = t.evaluate(*data.test);
-  auto r1 = t1.evaluate(*data.test);
+  auto r = p.dp->evaluate(*p.data.test);
+  auto r1 = p.one->evaluate(*p.data.test);
   CHECK(r.samples == r1.samples);
   CHECK(r.top1 == doctest::Approx(r1.top1));
 }

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "dist/comm.h"
 #include "engine/random.h"
 #include "io/data/datasets.h"
 #include "layers/activation.h"
@@ -41,6 +42,37 @@ inline ModulePtr sync_small_cnn() {
   s->add(std::make_shared<Flatten>());
   s->add(std::make_shared<Linear>(4 * 6 * 6, 3));
   return s;
+}
+
+// N ranks of batch b (the sharded loader, synchronised batch norm) on `device`, and one process
+// of batch N*b on `one_device`, over the same 4*N*b samples: both trainers, fitted. Their
+// parameters must end equal (tests/mpi/test_sync.cpp on the CPU,
+// tests/emu_device/mpi/test_sync_cuda.cpp on emulated CUDA devices).
+struct SyncPair {
+  Splits data;
+  ModulePtr net, ref;
+  std::unique_ptr<train::Trainer> dp, one;
+};
+
+inline SyncPair fit_sync_pair(const std::shared_ptr<dist::Communicator>& comm, int64_t b, Device device = Device(),
+                              Device one_device = Device()) {
+  SyncPair p;
+  const int n = comm->size();
+  p.data = sync_synthetic();
+  const int64_t limit = 4 * n * b;  // every rank's shard whole: n*b divides the limit
+  train::TrainConfig c = sync_trainer_config(b, device);
+  c.limit_train = limit;
+  c.dist.strategy = dist::StrategyKind::sync;
+  c.dist.sync_bn = true;
+  p.net = sync_small_cnn();
+  p.dp = std::make_unique<train::Trainer>(p.net, p.data, c, comm);
+  p.dp->fit();
+  train::TrainConfig one = sync_trainer_config(b * n, one_device);
+  one.limit_train = limit;
+  p.ref = sync_small_cnn();
+  p.one = std::make_unique<train::Trainer>(p.ref, p.data, one);
+  p.one->fit();
+  return p;
 }
 
 }  // namespace kiln::test

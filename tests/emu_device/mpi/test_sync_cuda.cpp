@@ -15,7 +15,6 @@
 
 using namespace kiln;
 
-
 TEST_CASE("sync on emulated CUDA devices: N ranks of batch b end as one process of batch N*b") {
   std::shared_ptr<dist::Communicator> comm(test::world_comm());
   const int n = comm->size();
@@ -23,25 +22,10 @@ TEST_CASE("sync on emulated CUDA devices: N ranks of batch b end as one process 
   const int device = cuda::select_device_by_local_rank();
   CHECK(device == comm->rank());  // one emulated device per local rank
   const Device mine("cuda:" + std::to_string(device));
-  Splits data = test::sync_synthetic();
-  const int64_t b = 4, limit = 4 * n * b;
-
-  train::TrainConfig c = test::sync_trainer_config(b, mine);
-  c.limit_train = limit;
-  c.dist.strategy = dist::StrategyKind::sync;
-  c.dist.sync_bn = true;
-  ModulePtr net = test::sync_small_cnn();
-  train::Trainer t(net, data, c, comm);
-  t.fit();
-  CHECK(net->named_parameters().front().second.device() == mine);
-
-  train::TrainConfig one = test::sync_trainer_config(b * n, Device("cuda:0"));
-  one.limit_train = limit;
-  ModulePtr ref = test::sync_small_cnn();
-  train::Trainer t1(ref, data, one);
-  t1.fit();
-  CHECK(t.step() == t1.step());
-  net->to(Device());
-  ref->to(Device());
-  CHECK(test::max_state_diff(*net, *ref) < 1e-4);
+  test::SyncPair p = test::fit_sync_pair(comm, 4, mine, Device("cuda:0"));
+  CHECK(p.net->named_parameters().front().second.device() == mine);
+  CHECK(p.dp->step() == p.one->step());
+  p.net->to(Device());
+  p.ref->to(Device());
+  CHECK(test::max_state_diff(*p.net, *p.ref) < 1e-4);
 }
