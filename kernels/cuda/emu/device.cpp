@@ -59,7 +59,8 @@ struct Access {
   uint32_t stream = 0;
   uint64_t seq = 0;
   int device = -1;
-  const char* what = nullptr;  // the kernel's name, or the runtime call
+  const char* what = nullptr;  // the kernel's name (a literal, from KILN_LAUNCH), or the runtime call
+  bool kernel = false;
 };
 
 // A tracked piece of device memory: a cudaMalloc region, or a block of the caching allocator.
@@ -76,7 +77,6 @@ struct Region {
 struct DeviceMem {
   char* base = nullptr;
   size_t capacity = 0;  // bytes the device reports and serves
-  size_t high = 0;      // end of the highest allocation ever made (the range mprotect covers)
   std::map<size_t, size_t> free_ranges;  // offset -> length
   std::unique_ptr<CUstream_st> legacy;
   std::vector<CUstream_st*> streams;  // every live stream of the device, the legacy one included
@@ -330,7 +330,6 @@ char* arena_alloc(State& s, int dev, size_t bytes) {
     m.free_ranges.erase(it);
     if (off > start) m.free_ranges[start] = off - start;
     if (start + len > off + n) m.free_ranges[off + n] = start + len - (off + n);
-    m.high = std::max(m.high, off + n);
     char* p = m.base + off;
     // Uninitialised device memory reads as NaN. The pages are flipped alone (an Open covers the
     // allocated span as it was when it began).
@@ -388,7 +387,8 @@ std::string stream_name(const State& s, uint32_t id, int device) {
 }
 
 std::string describe(const State& s, const Access& a) {
-  return std::string(a.what ? a.what : "?") + " on " + stream_name(s, a.stream, a.device);
+  const std::string name = a.what ? a.what : "?";
+  return (a.kernel ? "kernel '" + name + "'" : name) + " on " + stream_name(s, a.stream, a.device);
 }
 
 std::string describe(const Region& r) {
@@ -556,17 +556,18 @@ cudaError_t malloc_on(void** ptr, size_t bytes, cudaStream_t stream, const char*
   return cudaSuccess;
 }
 
-cudaError_t free_raw(void* ptr, const char* call) {
+// cudaFree synchronises the device first; cudaFreeAsync is stream-ordered (the driver's pool makes
+// a reuse wait for the freeing stream), so the region simply goes.
+cudaError_t free_raw(void* ptr, bool synchronise) {
   State& s = state();
   std::lock_guard<std::recursive_mutex> lock(s.mu);
   if (!ptr) return cudaSuccess;
   auto it = s.raw.find(static_cast<char*>(ptr));
   if (it == s.raw.end()) return fail(cudaErrorInvalidDevicePointer);
-  all_sync(s);  // cudaFree synchronises the device
+  if (synchronise) all_sync(s);
   drop_blocks(s, it->second.begin, it->second.size);
   arena_free(s, it->second.device, it->second.begin, it->second.size);
   s.raw.erase(it);
-  (void)call;
   return cudaSuccess;
 }
 
@@ -582,13 +583,8 @@ void launch(const char* name, Stream stream, const Args& args, void (*run)(void*
   CUstream_st* st = resolve(s, stream, t_device);
   KILN_CHECK(st->device == t_device, "launch of kernel '", kernel, "' on a stream of cuda:", st->device, " while cuda:",
              t_device, " is current (cudaErrorInvalidResourceHandle on a GPU)");
-  std::string what = std::string("kernel '") + kernel + "'";
-  // The stamp's name must outlive the launch (accesses keep it): kernel names are literals, and
-  // the decorated ones are interned here.
-  static std::map<std::string, std::unique_ptr<std::string>> names;
-  auto& slot = names[what];
-  if (!slot) slot = std::make_unique<std::string>(what);
-  const Access me = begin_op(s, st, slot->c_str());
+  Access me = begin_op(s, st, kernel);
+  me.kernel = true;
   // One access per region: a kernel that reads and writes a block writes it.
   std::vector<std::pair<Region*, const void*>> regions;
   std::vector<bool> writes;
@@ -845,23 +841,13 @@ const char* cudaGetErrorString(cudaError_t e) {
 }
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes) { return malloc_on(ptr, bytes, nullptr, "cudaMalloc"); }
-cudaError_t cudaFree(void* ptr) { return free_raw(ptr, "cudaFree"); }
+cudaError_t cudaFree(void* ptr) { return free_raw(ptr, true); }
 cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
   // Stream-ordered: the pool makes a reuse wait for the free's stream, so the new region starts
   // with an allocation on `stream` and no history.
   return malloc_on(ptr, bytes, stream ? stream : resolve(state(), nullptr, t_device), "cudaMallocAsync");
 }
-cudaError_t cudaFreeAsync(void* ptr, cudaStream_t) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!ptr) return cudaSuccess;
-  auto it = s.raw.find(static_cast<char*>(ptr));
-  if (it == s.raw.end()) return fail(cudaErrorInvalidDevicePointer);
-  drop_blocks(s, it->second.begin, it->second.size);
-  arena_free(s, it->second.device, it->second.begin, it->second.size);
-  s.raw.erase(it);
-  return cudaSuccess;
-}
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t) { return free_raw(ptr, false); }
 
 cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned) {
   State& s = state();
