@@ -110,6 +110,13 @@ TEST_CASE("emu kernels: empty shapes, and what the kernels decline or refuse") {
   r.op = ReduceOp::max;
   r.want_index = true;
   CHECK(cuda::supports_reduce(r));  // max and min, with the index (argmax, the backward pass)
+  {
+    ReduceDesc empty = r;  // max over an empty axis has no answer
+    empty.reduce = 0;
+    float src = 0, dst = 0;
+    int64_t idx = 0;
+    CHECK_THROWS_WITH(cuda::reduce(empty, &src, &dst, &idx), doctest::Contains("max/min over an empty axis"));
+  }
   r.op = ReduceOp::sum;
   CHECK_FALSE(cuda::supports_reduce(r));  // sums have no index
   r.want_index = false;
