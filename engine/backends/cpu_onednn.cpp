@@ -20,6 +20,15 @@ namespace {
 
 namespace k = onednn;
 
+// Every figure below was measured on x86-64, where oneDNN runs its JIT kernels. On POWER its
+// float32 primitives are reference code, and on ARM64 they are unmeasured: there oneDNN ranks
+// after native everywhere, and kiln's own kernels are the `auto` choice.
+#if defined(__x86_64__)
+constexpr int kPreferred = priority::preferred;
+#else
+constexpr int kPreferred = priority::secondary;
+#endif
+
 // Channels-last backward-weights has no reorders on oneDNN and beats the native GEMM rows
 // (mnist-cnn conv2 23.7 vs 37.9 ms per step at batch 128; ResNet-50 train 1.88 vs 2.15 s at batch
 // 16). NCHW depthwise on small planes too: native's direct kernel sums rows of 7-14 elements,
@@ -29,7 +38,7 @@ namespace k = onednn;
 // on oneDNN (AlexNet 1.1-1.6x faster): native first.
 int conv_bwd_weights_priority(const ConvDesc& d) {
   const bool small_depthwise = d.groups > 1 && d.groups == d.C && d.P * d.Q < 28 * 28;
-  return d.nhwc || small_depthwise ? priority::preferred : priority::secondary;
+  return d.nhwc || small_depthwise ? kPreferred : priority::secondary;
 }
 
 }  // namespace
@@ -41,20 +50,20 @@ void register_cpu_onednn(BackendRegistrar& r) {
   using FwdP = op::conv2d_fwd::PayloadKernel;
   using DataP = op::conv2d_bwd_data::PayloadKernel;
   using WeiP = op::conv2d_bwd_weights::PayloadKernel;
-  r.add<op::conv2d_fwd>(k::supports_conv_fwd, FwdP(k::conv2d_fwd), priority::preferred);
-  r.add<op::conv2d_bwd_data>(k::supports_conv_bwd_data, DataP(k::conv2d_bwd_data), priority::preferred);
+  r.add<op::conv2d_fwd>(k::supports_conv_fwd, FwdP(k::conv2d_fwd), kPreferred);
+  r.add<op::conv2d_bwd_data>(k::supports_conv_bwd_data, DataP(k::conv2d_bwd_data), kPreferred);
   r.add<op::conv2d_bwd_weights>(k::supports_conv_bwd_weights, WeiP(k::conv2d_bwd_weights), conv_bwd_weights_priority);
 
   // Average pooling 1.4-2.4x native; oneDNN says no to max pooling (PyTorch's indices), which
   // stays native. LRN: oneDNN ~0.95x native forward, 0.06x backward.
-  r.add<op::pool_fwd>(k::supports_pool_fwd, k::pool_fwd, priority::preferred);
-  r.add<op::pool_bwd>(k::supports_pool_bwd, k::pool_bwd, priority::preferred);
+  r.add<op::pool_fwd>(k::supports_pool_fwd, k::pool_fwd, kPreferred);
+  r.add<op::pool_bwd>(k::supports_pool_bwd, k::pool_bwd, kPreferred);
   r.add<op::lrn_fwd>(k::supports_lrn, k::lrn_fwd);
   r.add<op::lrn_bwd>(k::supports_lrn, k::lrn_bwd);
 
   // Softmax forward 4.5-5.7x native over 1000-21841 classes; backward 0.6-0.95x. Batch norm
   // 0.3-0.67x native on plain NCHW.
-  r.add<op::softmax_fwd>(k::supports_softmax, k::softmax_fwd, priority::preferred);
+  r.add<op::softmax_fwd>(k::supports_softmax, k::softmax_fwd, kPreferred);
   r.add<op::softmax_bwd>(k::supports_softmax, k::softmax_bwd);
   r.add<op::batch_norm_fwd>(k::supports_batch_norm, k::batch_norm_fwd);
   r.add<op::batch_norm_bwd>(k::supports_batch_norm, k::batch_norm_bwd);

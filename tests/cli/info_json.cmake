@@ -20,11 +20,12 @@ endif()
 set(paths
     "kiln version" "kiln compiler" "kiln cxx_standard" "kiln build_type" "kiln build_options"
     "host" "threads" "backend_preference"
-    "cpu model" "cpu hardware_threads" "cpu kernels"
+    "cpu model" "cpu hardware_threads" "cpu kernels" "cpu arch" "cpu sve_bits" "cpu isa_cap"
+    "cpu paths gemm" "cpu paths conv" "cpu paths conv_depthwise" "cpu paths bf16" "cpu paths elementwise"
     "libraries onednn built" "libraries mpi built" "libraries openmp built"
     "libraries cuda built" "libraries cublas built" "libraries cudnn built" "libraries nccl built"
     "gpus count" "gpus reason" "gpus devices" "ops" "backends" "models")
-set(isa fma avx2 avx512f avx512bw avx512vl avx512dq avx512_bf16 amx_tile amx_bf16 amx_int8 vsx)
+set(isa fma avx2 avx512f avx512bw avx512vl avx512dq avx512_bf16 amx_tile amx_bf16 amx_int8 vsx asimd sve)
 foreach(f ${isa})
   list(APPEND paths "cpu isa ${f}")
 endforeach()

@@ -1,7 +1,8 @@
 // The native direct depthwise convolution (kernels/cpu/native/conv_depthwise.cpp): forward,
 // backward-data and backward-weights (+ bias) in float32 against ref in float64, NCHW and NHWC,
 // over multipliers 1 and 2, strides, dilations, paddings (an asymmetric bottom/right one),
-// kernels 3 and 5 and odd sizes; the same bits at 1 and 2 threads; that the native entry points
+// kernels 3 and 5 and odd sizes, for every build of the loops this CPU runs (avx512, avx2, sve,
+// baseline); the same bits at 1 and 2 threads; that the native entry points
 // route depthwise there; and the conv2d op keeping a channels-last depthwise layer channels-last.
 //   ctest --test-dir build -R test_conv_depthwise
 #include "tests/support/testing.h"
@@ -65,48 +66,56 @@ TEST_CASE("native depthwise conv vs ref, NCHW and NHWC, and thread-count indepen
   ConvDesc asym = dw(2, 4, 9, 9, 1, 3, 2, 1, 1, true);  // bottom/right padding unlike the top/left
   asym.P = 4, asym.Q = 5;
   ds.push_back(asym);
-  for (const ConvDesc& base : ds)
-    for (bool nhwc : {false, true}) {
-      ConvDesc d = base;
-      d.nhwc = nhwc;
-      CAPTURE(d.str());
-      REQUIRE(native::is_depthwise(d));
-      REQUIRE(native::supports_conv(d));
-      ConvDesc dd = d;
-      dd.dtype = DType::float64;
-      auto x = rand_vec(d.src_elems(), 4), w = rand_vec(d.wei_elems(), 5), b = rand_vec(d.K, 6),
-           gy = rand_vec(d.dst_elems(), 7);
-      std::vector<double> y(size_t(d.dst_elems())), gx(size_t(d.src_elems())), gw(size_t(d.wei_elems())),
-          gb(size_t(d.K));
-      ref::conv2d_fwd<double>(dd, x.data(), w.data(), d.has_bias ? b.data() : nullptr, y.data());
-      ref::conv2d_bwd_data<double>(dd, gy.data(), w.data(), gx.data());
-      ref::conv2d_bwd_weights<double>(dd, x.data(), gy.data(), gw.data(), gb.data());
-      std::vector<float> xf(x.begin(), x.end()), wf(w.begin(), w.end()), bf(b.begin(), b.end()),
-          gyf(gy.begin(), gy.end());
-      const int nt = num_threads();
-      set_num_threads(1);
-      const Out one = run_native(d, xf, wf, bf, gyf);
-      set_num_threads(2);
-      const Out two = run_native(d, xf, wf, bf, gyf);
-      set_num_threads(nt);
-      const double tol = 1e-5 * std::max(1.0, std::sqrt(double(d.N * d.P * d.Q)));
-      auto close = [tol](const std::vector<float>& a, const std::vector<double>& e, const char* what) {
-        for (size_t i = 0; i < a.size(); ++i)
-          if (!(std::abs(a[i] - e[i]) <= tol * (1 + std::abs(e[i])))) {
-            FAIL_CHECK(what << " differs at " << i << ": " << a[i] << " vs " << e[i]);
-            return;
-          }
-      };
-      close(two.y, y, "dst");
-      close(two.gx, gx, "diff_src");
-      close(two.gw, gw, "diff_wei");
-      close(two.gw_only, gw, "diff_wei without bias");
-      if (d.has_bias) close(two.gb, gb, "diff_bias");
-      CHECK(one.y == two.y);
-      CHECK(one.gx == two.gx);
-      CHECK(one.gw == two.gw);
-      CHECK(one.gb == two.gb);
-    }
+  struct Restore {
+    ~Restore() { native::set_conv_depthwise_path("auto"); }
+  } restore;
+  for (const char* path : {"avx512", "avx2", "sve", "baseline"}) {
+    if (!native::conv_depthwise_path_available(path)) continue;
+    native::set_conv_depthwise_path(path);
+    CAPTURE(std::string(path));
+    for (const ConvDesc& base : ds)
+      for (bool nhwc : {false, true}) {
+        ConvDesc d = base;
+        d.nhwc = nhwc;
+        CAPTURE(d.str());
+        REQUIRE(native::is_depthwise(d));
+        REQUIRE(native::supports_conv(d));
+        ConvDesc dd = d;
+        dd.dtype = DType::float64;
+        auto x = rand_vec(d.src_elems(), 4), w = rand_vec(d.wei_elems(), 5), b = rand_vec(d.K, 6),
+             gy = rand_vec(d.dst_elems(), 7);
+        std::vector<double> y(size_t(d.dst_elems())), gx(size_t(d.src_elems())), gw(size_t(d.wei_elems())),
+            gb(size_t(d.K));
+        ref::conv2d_fwd<double>(dd, x.data(), w.data(), d.has_bias ? b.data() : nullptr, y.data());
+        ref::conv2d_bwd_data<double>(dd, gy.data(), w.data(), gx.data());
+        ref::conv2d_bwd_weights<double>(dd, x.data(), gy.data(), gw.data(), gb.data());
+        std::vector<float> xf(x.begin(), x.end()), wf(w.begin(), w.end()), bf(b.begin(), b.end()),
+            gyf(gy.begin(), gy.end());
+        const int nt = num_threads();
+        set_num_threads(1);
+        const Out one = run_native(d, xf, wf, bf, gyf);
+        set_num_threads(2);
+        const Out two = run_native(d, xf, wf, bf, gyf);
+        set_num_threads(nt);
+        const double tol = 1e-5 * std::max(1.0, std::sqrt(double(d.N * d.P * d.Q)));
+        auto close = [tol](const std::vector<float>& a, const std::vector<double>& e, const char* what) {
+          for (size_t i = 0; i < a.size(); ++i)
+            if (!(std::abs(a[i] - e[i]) <= tol * (1 + std::abs(e[i])))) {
+              FAIL_CHECK(what << " differs at " << i << ": " << a[i] << " vs " << e[i]);
+              return;
+            }
+        };
+        close(two.y, y, "dst");
+        close(two.gx, gx, "diff_src");
+        close(two.gw, gw, "diff_wei");
+        close(two.gw_only, gw, "diff_wei without bias");
+        if (d.has_bias) close(two.gb, gb, "diff_bias");
+        CHECK(one.y == two.y);
+        CHECK(one.gx == two.gx);
+        CHECK(one.gw == two.gw);
+        CHECK(one.gb == two.gb);
+      }
+  }
 }
 
 TEST_CASE("grouped but not depthwise stays on the im2col path; depthwise needs groups == C") {

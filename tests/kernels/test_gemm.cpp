@@ -1,5 +1,5 @@
 // GEMM kernels and the matmul/linear op wrappers: every native float32 path this CPU has
-// (avx512, avx2, eigen; forced one at a time) against the reference kernel in double, over tiny,
+// (avx512, avx2, vsx, neon, sve, eigen; forced one at a time) against the reference kernel in double, over tiny,
 // odd and block-crossing shapes, all transposes, padded leading dims, alpha/beta, beta = 0 over
 // NaN, batches; hand-computed values; errors that name the op and shapes.
 //   ctest --test-dir build -R kernels.test_gemm
@@ -30,7 +30,8 @@ namespace {
 
 std::vector<GemmPath> paths_here() {
   std::vector<GemmPath> out;
-  for (GemmPath p : {GemmPath::avx512, GemmPath::avx2, GemmPath::eigen, GemmPath::ref})
+  for (GemmPath p : {GemmPath::avx512, GemmPath::avx2, GemmPath::vsx, GemmPath::neon, GemmPath::sve, GemmPath::eigen,
+                     GemmPath::ref})
     if (native::gemm_path_available(p)) out.push_back(p);
   return out;
 }
@@ -144,8 +145,14 @@ std::vector<Case> transposes(Case c) {
 TEST_CASE("gemm paths available here") {
   MESSAGE("CPU features: " << native::cpu_features_str() << "; default GEMM path: "
                            << std::string(native::gemm_path_name(native::gemm_path())));
-  CHECK(native::gemm_path_available(GemmPath::avx512) == native::has_avx512_core());
+  const native::CpuIsa& isa = native::cpu_isa();
+  const native::CpuArch arch = native::build_arch();
+  CHECK(native::gemm_path_available(GemmPath::avx512) == native::has_avx512f());
   CHECK(native::gemm_path_available(GemmPath::avx2) == native::has_avx2());
+  CHECK(native::gemm_path_available(GemmPath::vsx) == (arch == native::CpuArch::ppc64le && isa.vsx));
+  CHECK(native::gemm_path_available(GemmPath::neon) == (arch == native::CpuArch::aarch64 && isa.asimd));
+  CHECK(native::gemm_path_available(GemmPath::sve) ==
+        (arch == native::CpuArch::aarch64 && isa.sve && (isa.sve_bits == 256 || isa.sve_bits == 512)));
   CHECK(native::gemm_path_available(GemmPath::ref));
 #ifdef KILN_HAVE_EIGEN
   CHECK(native::gemm_path_available(GemmPath::eigen));
@@ -207,9 +214,9 @@ TEST_CASE("every native path matches the reference on odd and block-crossing sha
   }
 }
 
-TEST_CASE("avx paths give the same bits for any thread count") {
+TEST_CASE("register-tiled paths give the same bits for any thread count") {
   PathGuard guard;
-  for (GemmPath p : {GemmPath::avx512, GemmPath::avx2}) {
+  for (GemmPath p : {GemmPath::avx512, GemmPath::avx2, GemmPath::vsx, GemmPath::neon, GemmPath::sve}) {
     if (!native::gemm_path_available(p)) continue;
     CAPTURE(native::gemm_path_name(p));
     native::set_gemm_path(p);

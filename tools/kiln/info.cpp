@@ -214,10 +214,13 @@ json gpus() {
 }
 
 json cpu() {
-  const native::CpuIsa& i = native::cpu_isa();
+  const native::CpuIsa& i = native::cpu_isa_detected();
   const bench::MachineInfo m = bench::machine_info();
+  // The kernel each native op family takes, after KILN_CPU_ISA (cpu_features.h kernel_paths).
+  const native::KernelPaths p = native::kernel_paths(native::cpu_isa());
   return {{"model", m.cpu},
           {"hardware_threads", m.cores},
+          {"arch", native::cpu_arch_name(native::build_arch())},
           {"isa",
            {{"fma", i.fma},
             {"avx2", i.avx2},
@@ -229,8 +232,18 @@ json cpu() {
             {"amx_tile", i.amx_tile},
             {"amx_bf16", i.amx_bf16},
             {"amx_int8", i.amx_int8},
-            {"vsx", i.vsx}}},
-          {"kernels", native::cpu_features_str()}};
+            {"vsx", i.vsx},
+            {"asimd", i.asimd},
+            {"sve", i.sve}}},
+          {"sve_bits", i.sve_bits},
+          {"isa_cap", native::cpu_isa_cap()},
+          {"kernels", native::cpu_features_str()},
+          {"paths",
+           {{"gemm", p.gemm},
+            {"conv", std::string("im2col + gemm ") + p.gemm},
+            {"conv_depthwise", p.conv_depthwise},
+            {"bf16", p.bf16},
+            {"elementwise", p.elementwise}}}};
 }
 
 json report() {
@@ -301,8 +314,15 @@ void print_text(const json& j) {
   std::string isa;
   for (const auto& [name, on] : c["isa"].items())
     if (on.get<bool>()) isa += " " + name;
-  std::printf("isa:%s (kernels: %s)\n", isa.empty() ? " none of those kiln looks for" : isa.c_str(),
-              c["kernels"].get<std::string>().c_str());
+  if (c["sve_bits"].get<int>() > 0) isa += " (" + std::to_string(c["sve_bits"].get<int>()) + "-bit SVE)";
+  std::printf("isa (%s):%s; kiln uses: %s\n", c["arch"].get<std::string>().c_str(),
+              isa.empty() ? " none of those kiln looks for" : isa.c_str(), c["kernels"].get<std::string>().c_str());
+  const json& p = c["paths"];
+  std::printf("native kernels (KILN_CPU_ISA=%s): gemm %s, conv %s, conv depthwise %s, bfloat16 %s, "
+              "elementwise/norm/pool/optimizers %s\n",
+              c["isa_cap"].get<std::string>().c_str(), p["gemm"].get<std::string>().c_str(),
+              p["conv"].get<std::string>().c_str(), p["conv_depthwise"].get<std::string>().c_str(),
+              p["bf16"].get<std::string>().c_str(), p["elementwise"].get<std::string>().c_str());
   std::printf("threads: %d\n", j["threads"].get<int>());
   std::printf("backend preference: %s\n", j["backend_preference"].get<std::string>().c_str());
   const json& l = j["libraries"];

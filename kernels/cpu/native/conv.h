@@ -10,6 +10,8 @@
 //   Test: ctest --test-dir build -R conv      Bench: build/bench/bench_conv
 #pragma once
 
+#include <string>
+
 #include "kernels/common/conv.h"
 
 namespace kiln::native {
@@ -36,5 +38,11 @@ void conv2d_fwd_depthwise(const ConvDesc& d, const float* src, const float* wei,
 void conv2d_bwd_data_depthwise(const ConvDesc& d, const float* diff_dst, const float* wei, float* diff_src);
 void conv2d_bwd_weights_depthwise(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei,
                                   float* diff_bias);
+// The build of the depthwise loops in use: avx512, avx2, sve or baseline (kernel_paths() picks;
+// "auto" restores that). Available: the CPU has the ISA and this build targets its architecture.
+// Process-wide, for tests; throws kiln::Error on an unavailable or unknown name.
+const char* conv_depthwise_path();
+bool conv_depthwise_path_available(const std::string& name);
+void set_conv_depthwise_path(const std::string& name);
 
 }  // namespace kiln::native

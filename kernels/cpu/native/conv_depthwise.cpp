@@ -11,11 +11,14 @@
 // Backward-weights (and the bias gradient) sums over the batch in a fixed order: NCHW by output
 // channel; NHWC in kParts fixed slices of the (image, row) pairs reduced in slice order. Results
 // do not depend on the thread count. The loops live in conv_depthwise_kernels.inc, compiled here
-// for the baseline ISA and in conv_depthwise_avx512.cpp for AVX-512 (picked by CPUID).
+// for the baseline ISA and in conv_depthwise_<isa>.cpp for AVX-512F, AVX2 and SVE (picked by
+// kernel_paths(cpu_isa()).conv_depthwise).
 //   Test: ctest --test-dir build -R "test_conv_depthwise|conv"    Bench: build/bench/bench_conv
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/common/error.h"
@@ -61,12 +64,67 @@ struct Plan {
   }
 };
 
-bool use_avx512() {
-  static const bool v = has_avx512_core();
-  return v;
+// One build of the kernel set.
+struct DwKernels {
+  const char* name;
+  decltype(&dw_base::fwd_nchw) fwd_nchw;
+  decltype(&dw_base::bwd_data_nchw) bwd_data_nchw;
+  decltype(&dw_base::bwd_weights_nchw) bwd_weights_nchw;
+  decltype(&dw_base::fwd_nhwc) fwd_nhwc;
+  decltype(&dw_base::bwd_data_nhwc) bwd_data_nhwc;
+  decltype(&dw_base::bwd_weights_nhwc) bwd_weights_nhwc;
+};
+#define KILN_DW_SET(name, ns)                                                                               \
+  DwKernels {                                                                                               \
+    name, ns::fwd_nchw, ns::bwd_data_nchw, ns::bwd_weights_nchw, ns::fwd_nhwc, ns::bwd_data_nhwc,           \
+        ns::bwd_weights_nhwc                                                                                \
+  }
+const DwKernels kSets[] = {KILN_DW_SET("avx512", dw_avx512), KILN_DW_SET("avx2", dw_avx2), KILN_DW_SET("sve", dw_sve),
+                           KILN_DW_SET("baseline", dw_base)};
+#undef KILN_DW_SET
+
+const DwKernels* find_set(const std::string& name) {
+  for (const DwKernels& k : kSets)
+    if (name == k.name) return &k;
+  return nullptr;
+}
+
+std::atomic<const DwKernels*> g_set{nullptr};
+
+const DwKernels& kernels() {
+  const DwKernels* k = g_set.load(std::memory_order_acquire);
+  if (!k) {
+    k = find_set(kernel_paths(cpu_isa()).conv_depthwise);
+    if (!k || !conv_depthwise_path_available(k->name)) k = find_set("baseline");
+    g_set.store(k, std::memory_order_release);
+  }
+  return *k;
 }
 
 }  // namespace
+
+const char* conv_depthwise_path() { return kernels().name; }
+
+bool conv_depthwise_path_available(const std::string& name) {
+  const CpuArch arch = build_arch();
+  if (name == "baseline") return true;
+  if (name == "avx512") return arch == CpuArch::x86_64 && has_avx512f();
+  if (name == "avx2") return arch == CpuArch::x86_64 && has_avx2();
+  if (name == "sve") return arch == CpuArch::aarch64 && cpu_isa().sve;
+  return false;
+}
+
+void set_conv_depthwise_path(const std::string& name) {
+  if (name == "auto") {
+    g_set.store(nullptr, std::memory_order_release);
+    return;
+  }
+  const DwKernels* k = find_set(name);
+  KILN_CHECK(k, "set_conv_depthwise_path: unknown path '", name, "' (avx512, avx2, sve, baseline or auto)");
+  KILN_CHECK(conv_depthwise_path_available(name), "set_conv_depthwise_path: ", name,
+             " is not available here (CPU features: ", cpu_features_str(), ")");
+  g_set.store(k, std::memory_order_release);
+}
 
 bool is_depthwise(const ConvDesc& d) {
   // KILN_CONV_DEPTHWISE=0 sends depthwise layers down the im2col path (to compare the two).
@@ -81,16 +139,16 @@ void conv2d_fwd_depthwise(const ConvDesc& d, const float* src, const float* wei,
   KILN_CHECK(is_depthwise(d), "conv2d_fwd (native depthwise): not depthwise: ", d.str());
   if (d.N * d.K * d.P * d.Q == 0) return;
   const Plan p(d, wei, d.nhwc);
-  if (d.nhwc) (use_avx512() ? dw_avx512::fwd_nhwc : dw_base::fwd_nhwc)(d, p.pl, src, bias, dst);
-  else (use_avx512() ? dw_avx512::fwd_nchw : dw_base::fwd_nchw)(d, p.pl, src, wei, bias, dst);
+  if (d.nhwc) kernels().fwd_nhwc(d, p.pl, src, bias, dst);
+  else kernels().fwd_nchw(d, p.pl, src, wei, bias, dst);
 }
 
 void conv2d_bwd_data_depthwise(const ConvDesc& d, const float* diff_dst, const float* wei, float* diff_src) {
   KILN_CHECK(is_depthwise(d), "conv2d_bwd_data (native depthwise): not depthwise: ", d.str());
   if (d.N * d.C * d.H * d.W == 0) return;
   const Plan p(d, wei, d.nhwc);
-  if (d.nhwc) (use_avx512() ? dw_avx512::bwd_data_nhwc : dw_base::bwd_data_nhwc)(d, p.pl, diff_dst, diff_src);
-  else (use_avx512() ? dw_avx512::bwd_data_nchw : dw_base::bwd_data_nchw)(d, p.pl, diff_dst, wei, diff_src);
+  if (d.nhwc) kernels().bwd_data_nhwc(d, p.pl, diff_dst, diff_src);
+  else kernels().bwd_data_nchw(d, p.pl, diff_dst, wei, diff_src);
 }
 
 void conv2d_bwd_weights_depthwise(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei,
@@ -103,14 +161,13 @@ void conv2d_bwd_weights_depthwise(const ConvDesc& d, const float* src, const flo
     p.acc.resize(size_t(K * RS));
     p.part.resize(size_t(K * RS * d.Q));
     p.pl.acc = p.acc.data(), p.pl.part = p.part.data();
-    (use_avx512() ? dw_avx512::bwd_weights_nchw : dw_base::bwd_weights_nchw)(d, p.pl, src, diff_dst, diff_wei,
-                                                                             diff_bias);
+    kernels().bwd_weights_nchw(d, p.pl, src, diff_dst, diff_wei, diff_bias);
     return;
   }
   const int64_t parts = std::max<int64_t>(1, std::min(kParts, d.N * d.P));
   p.partial.assign(size_t(parts * (RS + 1) * K), 0.f);
   p.pl.partial = p.partial.data(), p.pl.parts = parts;
-  (use_avx512() ? dw_avx512::bwd_weights_nhwc : dw_base::bwd_weights_nhwc)(d, p.pl, src, diff_dst);
+  kernels().bwd_weights_nhwc(d, p.pl, src, diff_dst);
   // Slices added in order: the same bits for any thread count.
   float* total = p.partial.data();
   for (int64_t part = 1; part < parts; ++part) {

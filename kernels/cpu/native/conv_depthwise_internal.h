@@ -1,9 +1,11 @@
 // Internal to the native depthwise convolution: the per-call plan the kernel set needs (tap
-// ranges, transposed weights, reduction buffers, all owned by the caller) and the two builds of
-// the kernel set, conv_depthwise_kernels.inc compiled once for the baseline ISA (dw_base, in
-// conv_depthwise.cpp) and once for AVX-512 (dw_avx512, conv_depthwise_avx512.cpp), picked at run
-// time by CPUID. The .inc uses no standard-library templates: an inline template instantiated in
-// the AVX-512 file could be the copy the linker keeps for the baseline one too.
+// ranges, transposed weights, reduction buffers, all owned by the caller) and the builds of the
+// kernel set, conv_depthwise_kernels.inc compiled for the baseline ISA (dw_base, in
+// conv_depthwise.cpp), for AVX-512F (dw_avx512), AVX2 (dw_avx2) and SVE (dw_sve), each in its
+// conv_depthwise_<isa>.cpp and picked at run time by kernel_paths() (cpu_features.h). Outside its
+// architecture an ISA build is the baseline code again, never called. The .inc uses no
+// standard-library templates: an inline template instantiated in an ISA file could be the copy
+// the linker keeps for the baseline one too.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,8 @@ struct DwPlan {
   }
 KILN_DW_DECLARE(dw_base)
 KILN_DW_DECLARE(dw_avx512)
+KILN_DW_DECLARE(dw_avx2)
+KILN_DW_DECLARE(dw_sve)
 #undef KILN_DW_DECLARE
 
 }  // namespace kiln::native

@@ -1,6 +1,7 @@
-// The GEMM driver shared by every path: descriptor checks, path selection (CPUID, KILN_GEMM),
-// splitting C into one rectangle per thread, batching, and the per-thread packing buffers. The
-// blocked, packed compute lives in gemm_avx512.cpp / gemm_avx2.cpp / gemm_eigen.cpp.
+// The GEMM driver shared by every path: descriptor checks, path selection (the CPU's features,
+// KILN_CPU_ISA, KILN_GEMM), splitting C into one rectangle per thread, batching, and the
+// per-thread packing buffers. The blocked, packed compute lives in gemm_avx512.cpp,
+// gemm_avx2.cpp, gemm_vsx.cpp, gemm_neon.cpp, gemm_sve.cpp and gemm_eigen.cpp.
 //   ctest --test-dir build -R test_gemm         ./build/bench/bench_gemm
 #include "kernels/cpu/native/gemm.h"
 
@@ -28,21 +29,36 @@ namespace {
 // Below this many flops per thread the OpenMP fork/join (a few microseconds) is not worth it.
 constexpr double kMinFlopsPerThread = 1.5e6;
 
+// Each ISA file's path is built only where the CPU can run it: those files are compiled for their
+// ISA, so even their setup code may use its instructions.
 const GemmPathImpl& path_impl(GemmPath p) {
-  static const GemmPathImpl avx512 = gemm_detail::avx512_path();
-  static const GemmPathImpl avx2 = gemm_detail::avx2_path();
-  static const GemmPathImpl eigen = gemm_detail::eigen_path();
   static const GemmPathImpl none{};
+  static const GemmPathImpl avx512 = has_avx512f() ? gemm_detail::avx512_path() : none;
+  static const GemmPathImpl avx2 = has_avx2() ? gemm_detail::avx2_path() : none;
+  static const GemmPathImpl vsx = cpu_isa().vsx ? gemm_detail::vsx_path() : none;
+  static const GemmPathImpl neon = cpu_isa().asimd ? gemm_detail::neon_path() : none;
+  static const GemmPathImpl sve = cpu_isa().sve ? gemm_detail::sve_path(cpu_isa().sve_bits) : none;
+  static const GemmPathImpl eigen = gemm_detail::eigen_path();
   switch (p) {
     case GemmPath::avx512: return avx512;
     case GemmPath::avx2: return avx2;
+    case GemmPath::vsx: return vsx;
+    case GemmPath::neon: return neon;
+    case GemmPath::sve: return sve;
     case GemmPath::eigen: return eigen;
     default: return none;
   }
 }
 
+constexpr GemmPath kAllPaths[] = {GemmPath::best, GemmPath::avx512, GemmPath::avx2, GemmPath::vsx,
+                                  GemmPath::neon, GemmPath::sve,    GemmPath::eigen, GemmPath::ref};
+
+// The path kernel_paths() names for this CPU (cpu_features.cpp), else the next one this build has.
 GemmPath best_path() {
-  for (GemmPath p : {GemmPath::avx512, GemmPath::avx2, GemmPath::eigen})
+  const std::string want = kernel_paths(cpu_isa()).gemm;
+  for (GemmPath p : kAllPaths)
+    if (p != GemmPath::best && want == gemm_path_name(p) && gemm_path_available(p)) return p;
+  for (GemmPath p : {GemmPath::neon, GemmPath::eigen})
     if (gemm_path_available(p)) return p;
   return GemmPath::ref;
 }
@@ -51,14 +67,14 @@ GemmPath path_from_env() {
   const char* v = std::getenv("KILN_GEMM");
   if (!v || !*v) return best_path();
   const std::string s(v);
-  for (GemmPath p : {GemmPath::best, GemmPath::avx512, GemmPath::avx2, GemmPath::eigen, GemmPath::ref}) {
+  for (GemmPath p : kAllPaths) {
     if (s != gemm_path_name(p)) continue;
     if (p == GemmPath::best) return best_path();
     KILN_CHECK(gemm_path_available(p), "KILN_GEMM=", s, ": this ", p == GemmPath::eigen ? "build" : "CPU or build",
                " lacks it (CPU features: ", cpu_features_str(), ")");
     return p;
   }
-  KILN_THROW("KILN_GEMM=", s, ": unknown GEMM path (avx512, avx2, eigen, ref or auto)");
+  KILN_THROW("KILN_GEMM=", s, ": unknown GEMM path (avx512, avx2, vsx, neon, sve, eigen, ref or auto)");
 }
 
 std::atomic<int> g_path{-1};  // -1: not resolved yet
@@ -233,6 +249,9 @@ const char* gemm_path_name(GemmPath p) {
     case GemmPath::best: return "auto";
     case GemmPath::avx512: return "avx512";
     case GemmPath::avx2: return "avx2";
+    case GemmPath::vsx: return "vsx";
+    case GemmPath::neon: return "neon";
+    case GemmPath::sve: return "sve";
     case GemmPath::eigen: return "eigen";
     case GemmPath::ref: return "ref";
   }
@@ -242,8 +261,7 @@ const char* gemm_path_name(GemmPath p) {
 bool gemm_path_available(GemmPath p) {
   switch (p) {
     case GemmPath::best: case GemmPath::ref: return true;
-    case GemmPath::avx512: return has_avx512_core() && path_impl(p).tile;
-    case GemmPath::avx2: return has_avx2() && path_impl(p).tile;
+    case GemmPath::avx512: case GemmPath::avx2: case GemmPath::vsx: case GemmPath::neon: case GemmPath::sve:
     case GemmPath::eigen: return path_impl(p).tile != nullptr;
   }
   return false;

@@ -4,11 +4,11 @@
 // own). Loop order per thread rectangle: for each kc x nc block of B (packed once, kept in L2),
 // for each 12-row panel of A (packed just before use, kept in L1), sweep the 32-column panels of
 // B. Narrow C (<= 128 columns) reads A in place with long k blocks instead of packing it.
-// Compiled with -mavx512f/bw/dq/vl; gemm.cpp calls it only where has_avx512_core() says so.
+// Compiled with -mavx512f alone (it runs on Knights Landing); gemm.cpp calls it where has_avx512f().
 //   KILN_GEMM=avx512 ./build/bench/bench_gemm        ctest --test-dir build -R test_gemm
 #include "kernels/cpu/native/gemm_internal.h"
 
-#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#if defined(__AVX512F__)
 // GCC 12's own intrinsics use _mm512_undefined_ps() and trip its -Wmaybe-uninitialized (GCC bug
 // 105593, fixed in 13).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -2,7 +2,7 @@
 // to the common driver in gemm.cpp (threading, batching, buffers). Each ISA file fills a GemmPathImpl
 // with its register tile (mr x nr), cache blocking (mc, kc, nc) and a single-threaded `tile`
 // function that computes one rectangle of C. Kept free of templates and std:: containers so the
-// ISA files (compiled with -mavx512f / -mavx2) share no inline code with the rest of the build.
+// ISA files (compiled with -mavx512f, -mavx2, +sve) share no inline code with the rest of the build.
 //   ctest --test-dir build -R test_gemm         ./build/bench/bench_gemm
 #pragma once
 
@@ -52,6 +52,9 @@ struct GemmPathImpl {
 
 GemmPathImpl avx512_path();  // gemm_avx512.cpp
 GemmPathImpl avx2_path();    // gemm_avx2.cpp
+GemmPathImpl vsx_path();     // gemm_vsx.cpp (POWER8 and later)
+GemmPathImpl neon_path();    // gemm_neon.cpp (ARM64)
+GemmPathImpl sve_path(int vector_bits);  // gemm_sve.cpp: absent unless a tile fits that length
 GemmPathImpl eigen_path();   // gemm_eigen.cpp (ignores the pack buffers)
 
 // Eigen in double for the float64 native path; false when Eigen is not in the build.

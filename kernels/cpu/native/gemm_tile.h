@@ -1,6 +1,7 @@
 // The cache-blocking loop shared by the ISA paths of the native GEMM (gemm_avx512.cpp,
-// gemm_avx2.cpp): each path brings its register tile, micro-kernels and packing routines; this
-// loop walks the blocks. Included only by those files, each compiled for its own ISA. The
+// gemm_avx2.cpp, gemm_vsx.cpp, gemm_neon.cpp, gemm_sve.cpp): each path brings its register tile
+// and micro-kernels, and packing routines of its own or the plain ones below; this loop walks the
+// blocks. Included only by those files, each compiled for its own ISA. The
 // template sits in an anonymous namespace so every file gets its own copy with internal linkage,
 // and the linker can never hand one ISA's instantiation to the other's callers.
 //   ctest --test-dir build -R test_gemm         ./build/bench/bench_gemm
@@ -49,6 +50,63 @@ void tile_loop(const SgemmArgs& g, const Blocking& blk, int64_t m0, int64_t m1, 
             kernel(kc, a, g.lda, pb + jr * kc, c + jr, g.ldc, min64(NR, nc - jr), g.alpha, beta);
         }
       }
+    }
+  }
+}
+
+// Plain packing loops, vectorised by the compiler for the including file's ISA, for the paths
+// with no hand-written transposes (VSX, NEON, SVE). The layouts are gemm_avx512.cpp's: op(A) in
+// micro-panels of MR rows, k-major inside a panel, rows past mc zero; op(B) in micro-panels of NR
+// columns, columns past nc zero.
+template <int64_t MR>
+void pack_a_plain(const SgemmArgs& g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
+  if (g.trans_a) {  // A is K x M: one pass over each row of A, across all the panels
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = g.a + (p0 + p) * g.lda + i0;
+      for (int64_t ir = 0; ir < mc; ir += MR) {
+        float* out = dst + ir * kc + p * MR;
+        const int64_t mr = mc - ir < MR ? mc - ir : MR;
+        for (int64_t r = 0; r < MR; ++r) out[r] = r < mr ? src[ir + r] : 0.f;
+      }
+    }
+    return;
+  }
+  for (int64_t ir = 0; ir < mc; ir += MR, dst += MR * kc) {  // A is M x K
+    const int64_t mr = mc - ir < MR ? mc - ir : MR;
+    for (int64_t r = 0; r < MR; ++r) {
+      if (r >= mr) {
+        for (int64_t p = 0; p < kc; ++p) dst[p * MR + r] = 0.f;
+        continue;
+      }
+      const float* src = g.a + (i0 + ir + r) * g.lda + p0;
+      for (int64_t p = 0; p < kc; ++p) dst[p * MR + r] = src[p];
+    }
+  }
+}
+
+template <int64_t NR>
+void pack_b_plain(const SgemmArgs& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+  for (int64_t jr = 0; jr < nc; jr += NR, dst += NR * kc) {
+    const int64_t nr = nc - jr < NR ? nc - jr : NR;
+    if (!g.trans_b) {  // B is K x N: NR contiguous values per k step
+      for (int64_t p = 0; p < kc; ++p) {
+        const float* src = g.b + (p0 + p) * g.ldb + j0 + jr;
+        float* out = dst + p * NR;
+        if (nr == NR) {
+          for (int64_t j = 0; j < NR; ++j) out[j] = src[j];
+        } else {
+          for (int64_t j = 0; j < NR; ++j) out[j] = j < nr ? src[j] : 0.f;
+        }
+      }
+      continue;
+    }
+    for (int64_t j = 0; j < NR; ++j) {  // B is N x K: column j of the panel is row j0 + jr + j of B
+      if (j >= nr) {
+        for (int64_t p = 0; p < kc; ++p) dst[p * NR + j] = 0.f;
+        continue;
+      }
+      const float* src = g.b + (j0 + jr + j) * g.ldb + p0;
+      for (int64_t p = 0; p < kc; ++p) dst[p * NR + j] = src[p];
     }
   }
 }

@@ -14,7 +14,9 @@
 
 #include <oneapi/dnnl/dnnl_debug.h>
 
+#include "kernels/common/error.h"
 #include "kernels/common/parallel.h"
+#include "kernels/cpu/native/cpu_features.h"
 
 namespace kiln::onednn {
 namespace {
@@ -39,8 +41,23 @@ struct ScratchSlot {
 
 }  // namespace
 
+// KILN_CPU_ISA caps oneDNN's JIT kernels too, so that a capped run is one ISA end to end
+// (ONEDNN_MAX_CPU_ISA, where set, is oneDNN's own and wins). Must precede any primitive.
+void cap_isa() {
+  const std::string cap = native::cpu_isa_cap();
+  native::cpu_isa();  // a KILN_CPU_ISA that names no level here is an error before oneDNN runs
+  if (native::build_arch() != native::CpuArch::x86_64 || cap == "auto" || cap == "avx512") return;
+  if (std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MAX_CPU_ISA")) return;
+  const dnnl::status st = dnnl::set_max_cpu_isa(cap == "avx2" ? dnnl::cpu_isa::avx2 : dnnl::cpu_isa::sse41);
+  KILN_CHECK(st == dnnl::status::success, "KILN_CPU_ISA=", cap, ": oneDNN refused the cap (status ", int(st),
+             "); ONEDNN_MAX_CPU_ISA does the same for oneDNN alone");
+}
+
 dnnl::engine& engine() {
-  static dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine* e = [] {
+    cap_isa();
+    return new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return *e;
 }
 
