@@ -4,7 +4,8 @@
 # not save, as kiln's CPUID code does).
 #   cmake -DKILN=build/tools/kiln -P tests/cli/info_json.cmake   (ctest -R cli.info_json)
 cmake_minimum_required(VERSION 3.25)
-execute_process(COMMAND "${KILN}" info --json RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+# EMULATOR: qemu-user and its arguments in a cross build (tests/CMakeLists.txt KILN_TEST_EMULATOR).
+execute_process(COMMAND ${EMULATOR} "${KILN}" info --json RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "kiln info --json: exit code ${rc}\n${err}")
 endif()
@@ -83,8 +84,9 @@ if(ngpus GREATER 0)
   endforeach()
 endif()
 
-# The ISA flags against /proc/cpuinfo (x86 only: there Linux names them as kiln does).
-if(EXISTS /proc/cpuinfo)
+# The ISA flags against /proc/cpuinfo (x86 only: there Linux names them as kiln does). Under an
+# emulator /proc/cpuinfo is the host's, not the emulated CPU's.
+if(EXISTS /proc/cpuinfo AND NOT EMULATOR)
   file(STRINGS /proc/cpuinfo flags_lines REGEX "^flags[ \t]*:" LIMIT_COUNT 1)
   if(flags_lines)
     string(REGEX REPLACE "^flags[ \t]*:[ \t]*" "" flags "${flags_lines}")

@@ -55,13 +55,19 @@ TEST_CASE("docs/backends/ops.md says what this build registers") {
   const std::vector<std::string> header = cells(got[0]);
   size_t checked = 0;
   for (size_t r = 2; r < got.size(); ++r) {
-    const std::vector<std::string> g = cells(got[r]), w = cells(want[r]);
+    const std::vector<std::string> g = cells(got[r]);
+    std::vector<std::string> w = cells(want[r]);
     REQUIRE(g.size() == header.size());
     REQUIRE(w.size() == header.size());
     CAPTURE(got[r]);
     CHECK(g[0] == w[0]);
     for (size_t c = 1; c < g.size(); ++c) {
       if (g[c] == "(not built)") continue;
+#if !defined(__x86_64__)
+      // The table is the x86-64 build's: elsewhere every oneDNN candidate ranks second
+      // (engine/backends/cpu_onednn.cpp; its figures were measured on x86-64's JIT kernels).
+      if (header[c] == "onednn/cpu" && w[c] == "first") w[c] = "second";
+#endif
       INFO("column ", header[c], ": docs/backends/ops.md says '", w[c], "', the build registers '", g[c],
            "' (regenerate with kiln info --backends-markdown)");
       CHECK(g[c] == w[c]);

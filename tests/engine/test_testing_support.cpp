@@ -229,7 +229,7 @@ namespace {
 // Runs this executable's case `name` (skipped ones included) with CI=`ci` ("": unset).
 std::string run_drill(const std::string& name, const std::string& ci, int* rc) {
   const std::string env = ci.empty() ? "env -u CI " : "env CI=" + ci + " ";
-  return test::run_capture(env + "/proc/" + std::to_string(::getpid()) + "/exe --no-skip --no-intro " +
+  return test::run_capture(env + test::self_command() + " --no-skip --no-intro " +
                                test::shell_quote("--test-case=" + name) + " 2>&1",
                            rc);
 }

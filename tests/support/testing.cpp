@@ -115,6 +115,17 @@ std::string run_capture(const std::string& cmd, int* rc) {
   return out;
 }
 
+// The emulator's command line, each word shell-quoted, with a trailing space (tests/CMakeLists.txt);
+// empty in a native build and in the executables that compile this file without it.
+#ifndef KILN_TEST_EMULATOR_SH
+#define KILN_TEST_EMULATOR_SH ""
+#endif
+
+std::string self_command() {
+  // Under qemu-user, reading the link /proc/self/exe gives the emulated program, not qemu.
+  return std::string(KILN_TEST_EMULATOR_SH) + shell_quote(std::filesystem::read_symlink("/proc/self/exe").string());
+}
+
 // ---- Comparisons -------------------------------------------------------------------------------
 
 bool near(double got, double want, double tol) {

@@ -72,6 +72,10 @@ bool need_path(const std::string& path, const std::string& what, const std::stri
 std::string run_capture(const std::string& cmd, int* rc);
 // 'text' for the shell (single quotes, embedded ones escaped).
 std::string shell_quote(const std::string& text);
+// This test executable as the start of a shell command, to run it again with other arguments: its
+// path, behind the emulator in a cross build (qemu-user; tests/CMakeLists.txt KILN_TEST_EMULATOR),
+// where /proc/<pid>/exe is the emulator itself.
+std::string self_command();
 
 // ---- Comparisons that see NaN -----------------------------------------------------------------
 // |got - want| <= tol, where a NaN matches only a NaN and an infinity only the same infinity: a
