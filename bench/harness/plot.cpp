@@ -1,13 +1,18 @@
 // Charts of result files through gnuplot; see plot.h.
 #include "bench/harness/plot.h"
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -16,29 +21,14 @@
 
 #include "engine/error.h"
 
+extern char** environ;
+
 namespace kiln::bench {
 namespace {
 
 bool executable(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
-}
-
-// A double-quoted gnuplot string.
-std::string quoted(const std::string& s) {
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') q += '\\';
-    q += c;
-  }
-  return q + "\"";
-}
-
-// For the shell: single quotes, with embedded ones closed and escaped.
-std::string shell_quoted(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
 }
 
 std::string basename_of(const std::string& path) {
@@ -90,6 +80,48 @@ std::vector<Series> collect_series(const std::vector<NamedResults>& inputs) {
   return out;
 }
 
+// A label as one tab-separated field of a data file. gnuplot reads a '"' there as the start of a
+// quoted field and cuts the label at it, so it becomes "'"; it reads backslash escapes, so a
+// backslash is doubled; tabs, newlines and other control characters become spaces. The text is
+// data either way, never read as commands.
+std::string data_field(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"') out += '\'';
+    else if (c == '\\') out += "\\\\";
+    else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  KILN_CHECK(out.good(), "plot: cannot write ", path);
+}
+
+// Runs argv (argv[0] a path) with stdin from /dev/null and stdout and stderr into `log`; returns
+// the wait status.
+int run_gnuplot(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  KILN_CHECK(rc == 0, "plot: cannot run ", args[0], ": ", std::strerror(rc));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    KILN_CHECK(errno == EINTR, "plot: waiting for ", args[0], " failed: ", std::strerror(errno));
+  return status;
+}
+
 }  // namespace
 
 std::string find_gnuplot() {
@@ -102,8 +134,9 @@ std::string find_gnuplot() {
   return "";
 }
 
-std::string gnuplot_script(const std::vector<NamedResults>& inputs, const std::string& png, const std::string& svg,
-                           const std::string& title) {
+std::string data_file_name(size_t i) { return "s" + std::to_string(i) + ".tsv"; }
+
+GnuplotFiles gnuplot_files(const std::vector<NamedResults>& inputs) {
   const std::vector<Series> series = collect_series(inputs);
   KILN_CHECK(!series.empty(), "plot: the result files hold no runs");
   double lo = 0, hi = 0;
@@ -112,14 +145,20 @@ std::string gnuplot_script(const std::vector<NamedResults>& inputs, const std::s
       lo = lo == 0 ? ips : std::min(lo, ips);
       hi = std::max(hi, ips);
     }
-  std::ostringstream g;
-  g << "# written by kiln plot\n";
-  for (size_t i = 0; i < series.size(); ++i) {
-    g << "$d" << i << " << EOD\n";
-    for (const auto& [batch, ips] : series[i].points) g << batch << " " << ips << "\n";
-    g << "EOD\n";
+  GnuplotFiles out;
+  for (const Series& s : series) {
+    std::ostringstream d;
+    d.precision(17);
+    d << "batch\t" << data_field(s.label) << "\n";
+    for (const auto& [batch, ips] : s.points) d << batch << "\t" << ips << "\n";
+    out.data.push_back(d.str());
   }
-  g << "set title " << quoted(title.empty() ? "images/s against batch size" : title) << " noenhanced\n"
+  // The script is built from numbers and fixed words only; the title, the data folder and the
+  // output paths arrive as ARG1..ARG4 (gnuplot -c), string values gnuplot never parses as commands.
+  std::ostringstream g;
+  g << "# written by kiln plot: gnuplot -c plot.gp TITLE DATA_DIR PNG SVG\n"
+    << "set datafile separator \"\\t\"\n"
+    << "set title ARG1 noenhanced\n"
     << "set xlabel \"batch size\"\nset ylabel \"images/s\"\n"
     << "set logscale x 2\nset grid xtics ytics mxtics mytics\n"
     // Many lines: the legend goes under the chart in columns so the plot keeps its width.
@@ -136,8 +175,9 @@ std::string gnuplot_script(const std::vector<NamedResults>& inputs, const std::s
     const Series& s = series[i];
     // gnuplot cycles 8 colours; past them the point shape tells the lines apart.
     const int c = colour[s.model + "\n" + s.backend];
-    plot << (i ? ", \\\n     " : "") << "$d" << i << " using 1:2 with linespoints lw 2 pt " << (7 + 2 * ((c - 1) / 8) % 8)
-         << " ps 0.9 lc " << c << " dt " << (s.mode == "train" ? 2 : 1) << " title " << quoted(s.label);
+    plot << (i ? ", \\\n     " : "") << "ARG2.\"/" << data_file_name(i) << "\" using 1:2 with linespoints lw 2 pt "
+         << (7 + 2 * ((c - 1) / 8) % 8) << " ps 0.9 lc " << c << " dt " << (s.mode == "train" ? 2 : 1)
+         << " title columnheader(2)";
   }
   // Room under the chart for a legend below it (about three entries per row).
   const int height = series.size() > 12 ? 700 + 18 * int((series.size() + 2) / 3) : 700;
@@ -146,13 +186,14 @@ std::string gnuplot_script(const std::vector<NamedResults>& inputs, const std::s
     << "} else {\n"
     << "  set terminal png size 1200," << height << " noenhanced\n"
     << "}\n"
-    << "set output " << quoted(png) << "\n"
+    << "set output ARG3\n"
     << plot.str() << "\n"
     << "set terminal svg size 1200," << height << " dynamic noenhanced\n"
-    << "set output " << quoted(svg) << "\n"
+    << "set output ARG4\n"
     << "replot\n"
     << "unset output\n";
-  return g.str();
+  out.script = g.str();
+  return out;
 }
 
 std::vector<std::string> plot_results(const std::vector<NamedResults>& inputs, std::string out_stem,
@@ -167,32 +208,37 @@ std::vector<std::string> plot_results(const std::vector<NamedResults>& inputs, s
              "kiln plot needs gnuplot, which is not installed (apt-get install gnuplot-nox, or "
              "tools/install-deps.sh --all; KILN_GNUPLOT names another executable)");
   const std::string png = out_stem + ".png", svg = out_stem + ".svg";
-  const std::string script = gnuplot_script(inputs, png, svg, title);
+  const GnuplotFiles files = gnuplot_files(inputs);
 
   const char* tmpdir = std::getenv("TMPDIR");
   std::string tmpl = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/kiln-plot-XXXXXX";
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');
-  const int fd = mkstemp(name.data());
-  KILN_CHECK(fd >= 0, "plot: cannot create a temporary script file in ", tmpl);
-  const std::string script_path = name.data();
-  {
-    std::FILE* f = fdopen(fd, "w");
-    KILN_CHECK(f, "plot: cannot write ", script_path);
-    std::fwrite(script.data(), 1, script.size(), f);
-    std::fclose(f);
-  }
-  const std::string cmd = shell_quoted(gnuplot) + " " + shell_quoted(script_path) + " 2>&1";
-  std::FILE* p = popen(cmd.c_str(), "r");
+  KILN_CHECK(mkdtemp(name.data()) != nullptr, "plot: cannot create a temporary folder in ", tmpl, ": ",
+             std::strerror(errno));
+  const std::string dir = name.data();
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  write_text(dir + "/plot.gp", files.script);
+  for (size_t i = 0; i < files.data.size(); ++i) write_text(dir + "/" + data_file_name(i), files.data[i]);
+  const std::string log = dir + "/messages.txt";
+  // No shell: gnuplot's path and every argument reach it as they are.
+  const int status = run_gnuplot({gnuplot, "-c", dir + "/plot.gp",
+                                  title.empty() ? "images/s against batch size" : title, dir, png, svg},
+                                 log);
   std::string messages;
-  int status = -1;
-  if (p) {
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) messages += buf;
-    status = pclose(p);
+  {
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    messages = ss.str();
   }
-  std::remove(script_path.c_str());
-  KILN_CHECK(p && WIFEXITED(status) && WEXITSTATUS(status) == 0, "plot: gnuplot failed (", gnuplot, "): ", messages);
+  KILN_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "plot: gnuplot failed (", gnuplot, "): ", messages);
   for (const std::string& f : {png, svg}) {
     struct stat st;
     KILN_CHECK(stat(f.c_str(), &st) == 0 && st.st_size > 0, "plot: gnuplot wrote no ", f, " (", messages, ")");

@@ -309,14 +309,18 @@ TEST_CASE("compare: ratio b/a on rows in both files; loose matching across backe
   CHECK_THROWS_KILN(results_from_json("{\"runs\": [{\"model\": \"x\"}]}", "f.json"), "f.json: run 0: no 'batch'");
 }
 
-TEST_CASE("plot: the gnuplot script has a titled line per model, backend and mode") {
+TEST_CASE("plot: a data file with a titled line per model, backend and mode") {
   Results res;
   res.runs = {synthetic("mnist-cnn", 16, false, "native", 1000), synthetic("mnist-cnn", 64, false, "native", 1500),
               synthetic("mnist-cnn", 16, true, "native", 300), synthetic("mnist-cnn", 64, true, "pytorch", 400)};
-  const std::string script = gnuplot_script({{"r.json", res}}, "o.png", "o.svg", "");
-  CHECK(script.find("title \"mnist-cnn kiln-native forward\"") != std::string::npos);
-  CHECK(script.find("title \"mnist-cnn pytorch train\"") != std::string::npos);
-  CHECK(script.find("dt 2") != std::string::npos);  // train lines dashed
+  const GnuplotFiles f = gnuplot_files({{"r.json", res}});
+  REQUIRE(f.data.size() == 3);
+  CHECK(f.data[0] == "batch\tmnist-cnn kiln-native forward\n16\t1000\n64\t1500\n");
+  CHECK(f.data[1].rfind("batch\tmnist-cnn kiln-native train\n", 0) == 0);
+  CHECK(f.data[2].rfind("batch\tmnist-cnn pytorch train\n", 0) == 0);
+  CHECK(f.script.find("title columnheader(2)") != std::string::npos);
+  CHECK(f.script.find("dt 2") != std::string::npos);  // train lines dashed
+  CHECK(f.script.find("mnist-cnn") == std::string::npos);  // names are data, not script text
 }
 
 TEST_CASE("what this build cannot time fails up front with a clear message") {

@@ -39,3 +39,40 @@ TEST_CASE("plot writes a PNG and an SVG through gnuplot") {
   CHECK(ss.str().find("mnist-cnn kiln-native forward") != std::string::npos);
   CHECK(ss.str().find("mnist-cnn pytorch train") != std::string::npos);
 }
+
+// Issue 18: model and backend names, the title and the output path are data. Backquotes, $(...),
+// newlines, quotes, gnuplot macros (@) and script words reach gnuplot, which must run none of
+// them (a marker file must not appear) and still show each label in the SVG.
+TEST_CASE("plot runs nothing a result file or a title holds") {
+  if (find_gnuplot().empty()) {
+    test::skip_missing("gnuplot", "gnuplot not found (apt-get install gnuplot-nox, or tools/install-deps.sh --all)");
+    return;
+  }
+  test::TempDir dir("bench_plot_hostile");
+  const std::string marker = dir / "pwned";
+  const std::string touch = "touch " + marker;
+  Results res;
+  res.runs = {synthetic("m`" + touch + "`", 16, false, "native", 1000),
+              synthetic("m$(" + touch + ")", 16, false, "native", 900),
+              synthetic("m\"; system(\"" + touch + "\"); \"", 16, false, "native", 800),
+              synthetic("m\nsystem \"" + touch + "\"\n", 16, false, "native", 700),
+              synthetic("m @ARG1 \\", 16, false, "b`" + touch + "`", 600)};
+  // The output name too (its folder must exist, so no '/' in it).
+  const std::string out = dir / "chart`id` $(id) \"q\"";
+  const std::vector<std::string> files = plot_results({{"r.json", res}}, out, "t`" + touch + "` \"x\n@ARG2");
+  REQUIRE(files.size() == 2);
+  CHECK(files[1] == out + ".svg");
+  CHECK_FALSE(std::ifstream(marker).good());
+  std::ifstream svg(files[1]);
+  std::stringstream ss;
+  ss << svg.rdbuf();
+  const std::string text = ss.str();
+  for (const std::string& label :
+       {"m`" + touch + "` kiln-native forward", "m$(" + touch + ") kiln-native forward",
+        "m'; system('" + touch + "'); ' kiln-native forward", "m system '" + touch + "'  kiln-native forward",
+        "m @ARG1 \\ kiln-b`" + touch + "` forward"}) {
+    const std::string shown = "label: " + label;
+    MESSAGE(shown);
+    CHECK(text.find(label) != std::string::npos);
+  }
+}
