@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <chrono>
 #include <csignal>
 #include <cmath>
@@ -514,35 +517,126 @@ void Trainer::prune_checkpoints() {
   }
 }
 
+namespace {
+
+// Reads of a training checkpoint's state, each checked where it enters: a missing key, a wrong
+// type or a value out of range is a kiln::Error naming the checkpoint, the key and the value
+// (never a bare "stoull" or nlohmann type_error), so a damaged or edited sidecar cannot resume
+// with step -1, a learning rate of 1e308 or a NaN loss sum.
+class StateReader {
+ public:
+  StateReader(const json& j, const std::string& path) : j_(j), path_(path) {}
+
+  const json& at(const json& obj, const std::string& key) const {
+    KILN_CHECK(obj.is_object() && obj.contains(key), "checkpoint ", path_, ": the state has no \"", key, "\"");
+    return obj[key];
+  }
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi) const { return integer(j_, key, key, lo, hi); }
+  int64_t integer(const json& obj, const std::string& key, const std::string& shown, int64_t lo, int64_t hi) const {
+    const json& v = at(obj, key);
+    KILN_CHECK(v.is_number_integer(), "checkpoint ", path_, ": \"", shown, "\" is ", v.dump(), ", not an integer");
+    const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v.get<int64_t>();
+    KILN_CHECK(x >= lo && x <= hi, "checkpoint ", path_, ": \"", shown, "\" is ", v.dump(), ", outside [", lo, ", ",
+               hi, "]");
+    return x;
+  }
+  double number(const json& obj, const std::string& key, const std::string& shown, double lo, double hi) const {
+    const json& v = at(obj, key);
+    KILN_CHECK(v.is_number(), "checkpoint ", path_, ": \"", shown, "\" is ", v.dump(), ", not a number");
+    const double x = v.get<double>();
+    KILN_CHECK(std::isfinite(x) && x >= lo && x <= hi, "checkpoint ", path_, ": \"", shown, "\" is ", v.dump(),
+               ", outside [", lo, ", ", hi, "]");
+    return x;
+  }
+  // Doubles and 64-bit integers the trainer writes as text (exact round trip): the whole string
+  // must parse.
+  double double_text(const json& v, const std::string& shown, double lo, double hi) const {
+    KILN_CHECK(v.is_string(), "checkpoint ", path_, ": \"", shown, "\" is ", v.dump(), ", not a number as text");
+    const std::string t = v.get<std::string>();
+    char* end = nullptr;
+    errno = 0;
+    const double x = t.empty() ? 0 : std::strtod(t.c_str(), &end);
+    KILN_CHECK(!t.empty() && end == t.c_str() + t.size() && errno == 0 && std::isfinite(x) && x >= lo && x <= hi,
+               "checkpoint ", path_, ": \"", shown, "\" is ", v.dump(), ", not a finite number in [", lo, ", ", hi, "]");
+    return x;
+  }
+  uint64_t u64_text(const json& v, const std::string& shown) const {
+    KILN_CHECK(v.is_string(), "checkpoint ", path_, ": \"", shown, "\" is ", v.dump(), ", not an integer as text");
+    const std::string t = v.get<std::string>();
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long x = std::strtoull(t.c_str(), &end, 10);
+    KILN_CHECK(!t.empty() && t[0] != '-' && t[0] != '+' && end == t.c_str() + t.size() && errno == 0, "checkpoint ",
+               path_, ": \"", shown, "\" is ", v.dump(), ", not an unsigned 64-bit integer");
+    return uint64_t(x);
+  }
+
+ private:
+  const json& j_;
+  const std::string& path_;
+};
+
+// Larger counts than any run reaches, small enough that arithmetic on them cannot overflow.
+constexpr int64_t kMaxCount = int64_t(1) << 52;
+
+}  // namespace
+
 void Trainer::load_checkpoint(const std::string& path) {
   Checkpoint c = kiln::load_checkpoint(path);
-  json j;
-  try {
-    j = json::parse(c.state_json);
-  } catch (const std::exception& e) {
-    KILN_THROW("checkpoint ", path, ": the sidecar's state is not JSON (", e.what(), ")");
-  }
-  KILN_CHECK(j.value("format", "") == "kiln-train/1", "checkpoint ", path, ": not a kiln training checkpoint (format '",
-             j.value("format", ""), "')");
-  std::string model = j.value("model", "");
+  json j = json::parse(c.state_json, nullptr, false);  // re-serialised by load_checkpoint: valid JSON
+  KILN_CHECK(j.is_object(), "checkpoint ", path, ": the sidecar's state is not a JSON object");
+  auto text = [&](const char* key) {
+    if (!j.contains(key)) return std::string();
+    KILN_CHECK(j[key].is_string(), "checkpoint ", path, ": \"", key, "\" is ", j[key].dump(), ", not a string");
+    return j[key].get<std::string>();
+  };
+  KILN_CHECK(text("format") == "kiln-train/1", "checkpoint ", path, ": not a kiln training checkpoint (format '",
+             text("format"), "')");
+  const std::string model = text("model");
   KILN_CHECK(cfg_.model_name.empty() || model.empty() || model == cfg_.model_name, "checkpoint ", path, " is of model '",
              model, "', this run trains '", cfg_.model_name, "'");
-  try {
-    model_->load_state_dict(c.weights, true);
-    optimizer_->load_state(j.at("optimizer").dump(), c.optimizer);
-    if (scaler_ && j.contains("grad_scaler")) scaler_->load_state(j.at("grad_scaler").dump());
-    step_ = j.at("step").get<int64_t>();
-    epoch_ = j.at("epoch").get<int64_t>();
-    batch_in_epoch_ = j.at("batch_in_epoch").get<int64_t>();
-    const auto& sums = j.at("epoch_sums");
-    loss_sum_ = std::stod(sums.at(0).get<std::string>());
-    correct_sum_ = std::stod(sums.at(1).get<std::string>());
-    seen_sum_ = std::stod(sums.at(2).get<std::string>());
-    default_generator().set_state(std::stoull(j.at("rng").at("seed").get<std::string>()),
-                                  std::stoull(j.at("rng").at("offset").get<std::string>()));
-  } catch (const json::exception& e) {
-    KILN_THROW("checkpoint ", path, ": the sidecar lacks or garbles a field (", e.what(), ")");
+  const StateReader r(j, path);
+  const int64_t step = r.integer("step", 0, kMaxCount);
+  const int64_t epoch = r.integer("epoch", 0, kMaxCount);
+  const int64_t batch_in_epoch = r.integer("batch_in_epoch", 0, kMaxCount);
+  if (j.contains("epochs")) r.integer("epochs", 1, kMaxCount);
+  if (j.contains("batch_size")) r.integer("batch_size", 1, kMaxCount);
+  if (j.contains("seed")) r.integer("seed", 0, INT64_MAX);
+  if (j.contains("base_lr")) r.number(j, "base_lr", "base_lr", 0, 1e6);
+  // The optimizer's own state: its learning rate and step count are checked here (the optimizer
+  // checks its hyper-parameters and tensors).
+  const json& opt = r.at(j, "optimizer");
+  r.number(opt, "lr", "optimizer.lr", 0, 1e6);
+  r.integer(opt, "steps", "optimizer.steps", 0, kMaxCount);
+  if (opt.contains("hyper")) {
+    KILN_CHECK(opt["hyper"].is_object(), "checkpoint ", path, ": \"optimizer.hyper\" is ", opt["hyper"].dump(),
+               ", not an object");
+    for (const auto& [k, v] : opt["hyper"].items()) r.number(opt["hyper"], k, "optimizer.hyper." + k, -1e6, 1e6);
   }
+  const json& sums = r.at(j, "epoch_sums");
+  KILN_CHECK(sums.is_array() && sums.size() == 3, "checkpoint ", path, ": \"epoch_sums\" is ", sums.dump(),
+             ", not [loss, correct, seen]");
+  const double loss_sum = r.double_text(sums[0], "epoch_sums[0]", 0, 1e300);
+  const double seen_sum = r.double_text(sums[2], "epoch_sums[2]", 0, 1e18);
+  const double correct_sum = r.double_text(sums[1], "epoch_sums[1]", 0, seen_sum);
+  const json& rng = r.at(j, "rng");
+  const uint64_t rng_seed = r.u64_text(r.at(rng, "seed"), "rng.seed");
+  const uint64_t rng_offset = r.u64_text(r.at(rng, "offset"), "rng.offset");
+
+  model_->load_state_dict(c.weights, true);
+  try {
+    optimizer_->load_state(opt.dump(), c.optimizer);
+    if (scaler_ && j.contains("grad_scaler")) scaler_->load_state(j["grad_scaler"].dump());
+  } catch (const Error& e) {
+    KILN_THROW("checkpoint ", path, ": ", e.message().empty() ? std::string(e.what()) : e.message());
+  }
+  step_ = step;
+  epoch_ = epoch;
+  batch_in_epoch_ = batch_in_epoch;
+  loss_sum_ = loss_sum;
+  correct_sum_ = correct_sum;
+  seen_sum_ = seen_sum;
+  default_generator().set_state(rng_seed, rng_offset);
   last_checkpoint_ = path;
 }
 

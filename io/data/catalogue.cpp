@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -16,11 +17,15 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "io/data/tar_members.h"
 #include "io/formats/digest.h"
+#include "io/formats/file_bytes.h"
+#include "io/formats/json_limits.h"
 
 extern char** environ;
 
@@ -78,10 +83,38 @@ const char* kBuiltin = R"json({"datasets": [
 
 constexpr int64_t kHashLimit = int64_t(4) << 30;  // larger files: size only unless asked
 
+// A name that is one path component of plain characters: a data set's folder under the data
+// root, or a file in it. Nothing a catalogue holds may reach outside that folder.
+bool safe_component(const std::string& s) {
+  if (s.empty() || s.size() > 255 || s == "." || s == ".." || s[0] == '-') return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || c == '+')) return false;
+  return true;
+}
+
+// A relative path of safe components ("a/b"): no "..", not absolute.
+bool safe_relative(const std::string& s) {
+  if (s.empty()) return false;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, '/'))
+    if (!safe_component(part)) return false;
+  return s.back() != '/';
+}
+
+bool is_hex(const std::string& s, size_t n) {
+  if (s.size() != n) return false;
+  for (char c : s)
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
 DatasetInfo parse_entry(const Json& e, const std::string& where) {
   KILN_CHECK(e.is_object() && e.contains("name") && e["name"].is_string(), where, ": an entry has no \"name\"");
   DatasetInfo d;
   d.name = e["name"].get<std::string>();
+  KILN_CHECK(safe_component(d.name), where, ": data set name '", d.name,
+             "' must be one folder name of letters, digits and . _ - + (no '/', no '..')");
   auto str = [&](const Json& o, const char* k) {
     if (!o.contains(k) || o[k].is_null()) return std::string();
     KILN_CHECK(o[k].is_string(), where, ": data set '", d.name, "': \"", k, "\" must be a string");
@@ -92,7 +125,11 @@ DatasetInfo parse_entry(const Json& e, const std::string& where) {
   d.licence = str(e, "licence");
   d.citation = str(e, "citation");
   d.homepage = str(e, "homepage");
-  d.manual = e.value("manual", false);
+  if (e.contains("manual")) {
+    KILN_CHECK(e["manual"].is_boolean(), where, ": data set '", d.name, "': \"manual\" is ", e["manual"].dump(),
+               ", not true or false");
+    d.manual = e["manual"].get<bool>();
+  }
   d.manual_note = str(e, "manual_note");
   d.extract = str(e, "extract");
   d.data_subdir = str(e, "data_subdir");
@@ -101,23 +138,45 @@ DatasetInfo parse_entry(const Json& e, const std::string& where) {
     KILN_CHECK(f.is_object(), where, ": data set '", d.name, "': each file must be an object");
     DataFile df;
     df.name = str(f, "name");
-    KILN_CHECK(!df.name.empty() && df.name.find('/') == std::string::npos && df.name != "." && df.name != "..",
-               where, ": data set '", d.name, "': bad file name '", df.name, "'");
+    KILN_CHECK(safe_component(df.name), where, ": data set '", d.name, "': bad file name '", df.name,
+               "' (one name of letters, digits and . _ - +; no '/', no '..')");
     df.url = str(f, "url");
+    // curl fetches it: http(s) only (no file://, no argument curl would read as an option).
+    KILN_CHECK(df.url.empty() || df.url.rfind("http://", 0) == 0 || df.url.rfind("https://", 0) == 0, where,
+               ": data set '", d.name, "': '", df.name, "': \"url\" '", df.url, "' is not http:// or https://");
     if (f.contains("bytes")) {
-      KILN_CHECK(f["bytes"].is_number_integer(), where, ": '", df.name, "': \"bytes\" must be an integer");
+      KILN_CHECK(f["bytes"].is_number_integer() && f["bytes"].get<int64_t>() >= 0, where, ": '", df.name,
+                 "': \"bytes\" is ", f["bytes"].dump(), ", not an integer >= 0");
       df.bytes = f["bytes"].get<int64_t>();
     }
     df.md5 = str(f, "md5");
     df.sha256 = str(f, "sha256");
     df.content_md5 = str(f, "content_md5");
     df.content_sha256 = str(f, "content_sha256");
+    for (const auto& [key, sum, len] : {std::tuple<const char*, std::string, size_t>{"md5", df.md5, 32},
+                                        {"sha256", df.sha256, 64},
+                                        {"content_md5", df.content_md5, 32},
+                                        {"content_sha256", df.content_sha256, 64}})
+      KILN_CHECK(sum.empty() || is_hex(sum, len), where, ": '", df.name, "': \"", key, "\" '", sum, "' is not ", len,
+                 " hex digits");
+    for (const DataFile& other : d.files)
+      KILN_CHECK(other.name != df.name, where, ": data set '", d.name, "' lists '", df.name, "' twice");
     d.files.push_back(df);
   }
+  // The archive to unpack must be one of the entry's own files, fetched and verified with them.
+  if (!d.extract.empty()) {
+    bool listed = false;
+    for (const DataFile& f : d.files) listed |= f.name == d.extract;
+    KILN_CHECK(listed, where, ": data set '", d.name, "': \"extract\" '", d.extract,
+               "' is not one of its files");
+  }
+  KILN_CHECK(d.data_subdir.empty() || safe_relative(d.data_subdir), where, ": data set '", d.name,
+             "': \"data_subdir\" '", d.data_subdir, "' must be a relative path inside the data set (no '..')");
   return d;
 }
 
 std::vector<DatasetInfo> parse_catalogue(const std::string& text, const std::string& where) {
+  io::check_json_depth(text, where);
   Json j = Json::parse(text, nullptr, false);
   KILN_CHECK(!j.is_discarded(), where, ": not valid JSON");
   KILN_CHECK(j.is_object() && j.contains("datasets") && j["datasets"].is_array(), where,
@@ -147,12 +206,11 @@ int run_program(const std::vector<std::string>& args) {
 
 // Appends source[from_offset..] to `part` (created if missing).
 void copy_rest(const std::string& source, const std::string& part, int64_t from_offset) {
-  int in = ::open(source.c_str(), O_RDONLY | O_CLOEXEC);
-  KILN_CHECK(in >= 0, "cannot open '", source, "': ", std::strerror(errno));
-  int out = ::open(part.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const io::RegularFile src(source);  // a FIFO or device is refused, naming it, instead of blocking
+  const int in = src.fd();
+  int out = ::open(part.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (out < 0) {
     int e = errno;
-    ::close(in);
     KILN_THROW("cannot open '", part, "': ", std::strerror(e));
   }
   std::string error;
@@ -171,7 +229,6 @@ void copy_rest(const std::string& source, const std::string& part, int64_t from_
     }
   }
   if (error.empty() && ::fsync(out) != 0) error = "fsync of '" + part + "' failed: " + std::strerror(errno);
-  ::close(in);
   ::close(out);
   KILN_CHECK(error.empty(), error);
 }
@@ -225,11 +282,13 @@ std::vector<DatasetInfo> catalogue() {
   std::vector<DatasetInfo> all = parse_catalogue(kBuiltin, "the built-in catalogue");
   const char* user = std::getenv("KILN_CATALOGUE");
   if (user && *user) {
-    std::ifstream in(user);
-    KILN_CHECK(in, "KILN_CATALOGUE '", user, "': cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    for (auto& d : parse_catalogue(ss.str(), std::string("KILN_CATALOGUE '") + user + "'")) {
+    std::string text;
+    try {
+      text = io::read_text_file(user, "catalogue", uint64_t(16) << 20);
+    } catch (const Error& e) {
+      KILN_THROW("KILN_CATALOGUE '", user, "': cannot open: ", e.message().empty() ? std::string(e.what()) : e.message());
+    }
+    for (auto& d : parse_catalogue(text, std::string("KILN_CATALOGUE '") + user + "'")) {
       bool replaced = false;
       for (auto& b : all)
         if (b.name == d.name) b = d, replaced = true;
@@ -286,50 +345,96 @@ FileCheck check_file(const DataFile& f, const std::string& path, bool full) {
                          : "size ok (" + std::to_string(n) + " bytes; --full hashes it)";
     return c;
   }
-  // The sums decide; a listed size that differs is only worth mentioning.
-  std::string why;
+  // Every sum the catalogue lists must match (a matching md5 does not excuse a wrong sha256). A
+  // .gz copy a distribution recompressed passes instead when every decompressed sum listed matches.
+  std::string why, passed;
+  bool raw_ok = !f.md5.empty() || !f.sha256.empty();
   for (const auto& [algo, want] : {std::pair<std::string, std::string>{"sha256", f.sha256}, {"md5", f.md5}}) {
     if (want.empty()) continue;
     const std::string got = io::file_digest_hex(algo, path);
     if (got == want) {
-      c.ok = true;
-      c.detail = algo + " ok";
-      return c;
+      passed += (passed.empty() ? "" : " and ") + algo;
+    } else {
+      raw_ok = false;
+      why += (why.empty() ? "" : "; ") + algo + " " + got + ", expected " + want;
     }
-    why += (why.empty() ? "" : "; ") + algo + " " + got + ", expected " + want;
+  }
+  if (raw_ok) {
+    c.ok = true;
+    c.detail = passed + " ok";
+    return c;
   }
   if ((!f.content_md5.empty() || !f.content_sha256.empty()) && ends_with(f.name, ".gz")) {
-    const std::string algo = f.content_sha256.empty() ? "md5" : "sha256";
-    const std::string want = f.content_sha256.empty() ? f.content_md5 : f.content_sha256;
-    std::string got;
-    try {
-      got = io::gunzip_digest_hex(algo, path);
-    } catch (const Error& e) {
-      got = "(" + std::string(e.what()) + ")";
+    bool content_ok = true;
+    std::string content_passed;
+    for (const auto& [algo, want] :
+         {std::pair<std::string, std::string>{"sha256", f.content_sha256}, {"md5", f.content_md5}}) {
+      if (want.empty()) continue;
+      std::string got;
+      try {
+        got = io::gunzip_digest_hex(algo, path);
+      } catch (const Error& e) {
+        got = "(" + std::string(e.what()) + ")";
+      }
+      if (got == want) {
+        content_passed += (content_passed.empty() ? "" : " and ") + algo;
+      } else {
+        content_ok = false;
+        why += (why.empty() ? "" : "; ") + std::string("decompressed ") + algo + " " + got + ", expected " + want;
+      }
     }
-    if (got == want) {
+    if (content_ok) {
       c.ok = true;
-      c.detail = "decompressed " + algo + " ok (recompressed copy)";
+      c.detail = "decompressed " + content_passed + " ok (recompressed copy)";
       return c;
     }
-    why += (why.empty() ? "" : "; ") + std::string("decompressed ") + algo + " " + got + ", expected " + want;
   }
   c.detail = "checksum mismatch: " + why;
   return c;
+}
+
+// The data set's folder under the data root, refused when it resolves (through symlinks or
+// "..") to somewhere outside it.
+std::string dataset_dir(const std::string& name) {
+  const fs::path root = fs::path(data_root());
+  const fs::path dir = root / name;
+  std::error_code ec;
+  const fs::path real_root = fs::weakly_canonical(root, ec);
+  KILN_CHECK(!ec, "KILN_DATA '", root.string(), "': ", ec.message());
+  const fs::path real_dir = fs::weakly_canonical(dir, ec);
+  KILN_CHECK(!ec, "'", dir.string(), "': ", ec.message());
+  const std::string r = real_root.string(), d = real_dir.string();
+  KILN_CHECK(d.size() > r.size() && d.compare(0, r.size(), r) == 0 && (r.back() == '/' || d[r.size()] == '/'),
+             "data set '", name, "': its folder '", dir.string(), "' resolves to '", d,
+             "', outside the data directory '", r, "' (KILN_DATA)");
+  return dir.string();
+}
+
+// A leftover <file>.part that is not a plain file (a symlink planted there would have the copy
+// or curl write through it) is removed before anything is written to that name.
+void clear_odd_part(const std::string& part) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(part, ec);
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st)) {
+    fs::remove(part, ec);
+    KILN_CHECK(!ec, "'", part, "' is not a regular file and cannot be removed: ", ec.message());
+  }
 }
 
 std::string fetch_dataset(const std::string& name, const FetchOptions& opt) {
   const DatasetInfo d = catalogue_entry(name);
   KILN_CHECK(!(d.manual && opt.from.empty()), "data set '", name, "' cannot be downloaded automatically: ",
              d.manual_note);
-  const std::string dir = opt.dir.empty() ? (fs::path(data_root()) / name).string() : opt.dir;
+  // --dir is the user's own choice; the default folder must stay inside the data root.
+  const std::string dir = opt.dir.empty() ? dataset_dir(name) : opt.dir;
   std::error_code ec;
   fs::create_directories(dir, ec);
   KILN_CHECK(!ec, "cannot create '", dir, "': ", ec.message());
   for (const DataFile& f : d.files) {
     const std::string dest = (fs::path(dir) / f.name).string();
     if (fs::exists(dest)) {
-      FileCheck c = check_file(f, dest, false);
+      // The archive is hashed whatever its size: it is unpacked next.
+      FileCheck c = check_file(f, dest, f.name == d.extract);
       if (c.ok) {
         say(opt, f.name + ": present, " + c.detail);
         continue;
@@ -338,14 +443,19 @@ std::string fetch_dataset(const std::string& name, const FetchOptions& opt) {
     }
     const std::string src = source_of(d, f, opt.from);
     const std::string part = dest + ".part";
+    clear_odd_part(part);
     int64_t have = size_or(part, 0);
     if (is_url(src)) {
       say(opt, f.name + ": downloading " + src + (have > 0 ? " (resuming at " + std::to_string(have) + " bytes)" : ""));
-      int rc = run_program({"curl", "--fail", "--location", "--retry", "3", "--continue-at", "-", "--output", part, src});
+      // http(s) only, redirects included: a redirect to file:// or another scheme is refused by curl.
+      int rc = run_program({"curl", "--fail", "--location", "--proto", "=http,https", "--proto-redir", "=http,https",
+                            "--retry", "3", "--continue-at", "-", "--output", part, "--url", src});
       KILN_CHECK(rc == 0, "download of '", src, "' failed (curl exit code ", rc, "); '", part,
                  "' is kept, and the next fetch resumes it");
     } else {
       const int64_t total = size_or(src, -1);
+      KILN_CHECK(total >= 0 || !fs::exists(src), "'", f.name, "' of data set '", name, "': source '", src,
+                 "' is not a regular file");
       KILN_CHECK(total >= 0, "'", f.name, "' of data set '", name, "': source '", src, "' does not exist");
       if (have > total) {  // not a prefix of this source: start again
         fs::remove(part);
@@ -365,9 +475,13 @@ std::string fetch_dataset(const std::string& name, const FetchOptions& opt) {
     say(opt, f.name + ": " + c.detail);
   }
   if (!d.extract.empty() && !d.data_subdir.empty() && !fs::is_directory(fs::path(dir) / d.data_subdir)) {
+    const std::string archive = (fs::path(dir) / d.extract).string();
+    // Every member is checked before tar runs: nothing lands outside `dir` (no absolute names,
+    // "..", links out, devices or FIFOs).
+    check_tar_members(tar_members(archive), archive);
     say(opt, "unpacking " + d.extract);
-    int rc = run_program({"tar", "-xf", (fs::path(dir) / d.extract).string(), "-C", dir});
-    KILN_CHECK(rc == 0, "unpacking '", (fs::path(dir) / d.extract).string(), "' failed (tar exit code ", rc, ")");
+    int rc = run_program({"tar", "--no-same-owner", "--no-same-permissions", "-xf", archive, "-C", dir});
+    KILN_CHECK(rc == 0, "unpacking '", archive, "' failed (tar exit code ", rc, ")");
   }
   return dir;
 }

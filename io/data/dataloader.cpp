@@ -108,10 +108,21 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> data, DataLoaderOptions op
   if (opts_.prefetch < 1) opts_.prefetch = 1;
   KILN_CHECK(batches_per_epoch() > 0, "DataLoader: drop_last leaves no batch: ", samples_per_epoch(),
              " samples per rank, batch_size ", opts_.batch_size);
-  for (int i = 0; i < opts_.workers; ++i) shared_->threads.emplace_back([this] { worker_loop(); });
+  KILN_CHECK(opts_.workers <= kMaxWorkers, "DataLoader: workers ", opts_.workers, " is more than ", kMaxWorkers);
+  // A thread that cannot start (EAGAIN: out of memory or over a thread limit) throws from the
+  // std::thread constructor; the ones already running are stopped and joined first, since a
+  // joinable std::thread destroyed while unwinding ends the process.
+  try {
+    for (int i = 0; i < opts_.workers; ++i) shared_->threads.emplace_back([this] { worker_loop(); });
+  } catch (const std::exception& e) {
+    const size_t started = shared_->threads.size();
+    stop_workers();
+    KILN_THROW("DataLoader: cannot start data-loader thread ", started + 1, " of ", opts_.workers, " (", e.what(),
+               "); use fewer workers (--workers)");
+  }
 }
 
-DataLoader::~DataLoader() {
+void DataLoader::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(shared_->m);
     shared_->stop = true;
@@ -120,6 +131,8 @@ DataLoader::~DataLoader() {
   for (std::thread& t : shared_->threads)
     if (t.joinable()) t.join();
 }
+
+DataLoader::~DataLoader() { stop_workers(); }
 
 int64_t DataLoader::samples_per_epoch() const { return (data_->size() + opts_.world_size - 1) / opts_.world_size; }
 

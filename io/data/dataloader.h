@@ -25,11 +25,14 @@ struct Batch {
   std::vector<int64_t> indices;  // data set index of each row
 };
 
+// More loader threads than this is a mistake (a thread per sample, a typo), not a setting.
+constexpr int kMaxWorkers = 1024;
+
 struct DataLoaderOptions {
   int64_t batch_size = 32;
   bool shuffle = true;
   bool drop_last = false;
-  int workers = 2;   // 0: load in the calling thread
+  int workers = 2;   // 0: load in the calling thread; at most kMaxWorkers
   int prefetch = 4;  // batches in flight at most (>= 1)
   uint64_t seed = 0;
   int rank = 0;
@@ -74,6 +77,7 @@ class DataLoader {
   struct Shared;
   Batch load_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t b) const;
   void worker_loop();
+  void stop_workers();  // sets stop, wakes and joins every started worker
 
   std::shared_ptr<const Dataset> data_;
   DataLoaderOptions opts_;

@@ -5,14 +5,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
 #include "io/formats/digest.h"
+#include "io/formats/json_limits.h"
 #include "io/formats/safetensors.h"
 
 namespace kiln {
@@ -38,21 +38,39 @@ Json file_entry(const std::string& path) {
               {"sha256", io::file_digest_hex("sha256", path)}};
 }
 
+bool is_hex(const std::string& s, size_t n) {
+  if (s.size() != n) return false;
+  for (char c : s)
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+// The sidecar, checked where it enters: a regular file (a FIFO would block the reader), JSON
+// nested no deeper than io::kMaxJsonDepth (a deeper value overflows the stack when re-serialised),
+// and every field kiln uses of the right type and range. Errors name the file, the key and the value.
 Json read_sidecar(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in, "checkpoint '", path, "': cannot open the sidecar");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  Json j = Json::parse(ss.str(), nullptr, false);
+  std::string text;
+  try {
+    text = io::read_text_file(path, "checkpoint sidecar", uint64_t(16) << 20);
+  } catch (const Error& e) {
+    KILN_THROW("checkpoint '", path, "': cannot open the sidecar: ", e.message().empty() ? std::string(e.what()) : e.message());
+  }
+  io::check_json_depth(text, "checkpoint '" + path + "'");
+  Json j = Json::parse(text, nullptr, false);
   KILN_CHECK(!j.is_discarded() && j.is_object(), "checkpoint '", path, "': the sidecar is not valid JSON");
-  KILN_CHECK(j.value("format", "") == "kiln-checkpoint", "checkpoint '", path,
-             "': not a kiln checkpoint sidecar (no \"format\": \"kiln-checkpoint\")");
+  KILN_CHECK(j.contains("format") && j["format"].is_string() && j["format"].get<std::string>() == "kiln-checkpoint",
+             "checkpoint '", path, "': not a kiln checkpoint sidecar (no \"format\": \"kiln-checkpoint\")");
   for (const char* key : {"weights", "optimizer"}) {
     KILN_CHECK(j.contains(key) && j[key].is_object() && j[key].contains("file") && j[key]["file"].is_string() &&
                    j[key].contains("sha256") && j[key]["sha256"].is_string() && j[key].contains("bytes") &&
                    j[key]["bytes"].is_number_unsigned(),
                "checkpoint '", path, "': the sidecar's \"", key, "\" entry is missing or malformed");
+    KILN_CHECK(is_hex(j[key]["sha256"].get<std::string>(), 64), "checkpoint '", path, "': \"", key,
+               ".sha256\" is ", j[key]["sha256"].dump(), ", not 64 hex digits");
   }
+  if (j.contains("step"))
+    KILN_CHECK(j["step"].is_number_integer() && j["step"].get<int64_t>() >= 0, "checkpoint '", path,
+               "': \"step\" is ", j["step"].dump(), ", not an integer >= 0");
   KILN_CHECK(j.contains("state") && j["state"].is_object(), "checkpoint '", path,
              "': the sidecar has no \"state\" object");
   return j;
@@ -65,8 +83,11 @@ std::string verified_file(const std::string& sidecar, const Json& entry) {
              "' must not contain '/'");
   const std::string path = (fs::path(sidecar).parent_path() / name).string();
   std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  KILN_CHECK(fs::exists(st), "checkpoint '", sidecar, "': '", path, "' is missing");
+  KILN_CHECK(fs::is_regular_file(st), "checkpoint '", sidecar, "': '", path, "' is not a regular file");
   const auto bytes = fs::file_size(path, ec);
-  KILN_CHECK(!ec, "checkpoint '", sidecar, "': '", path, "' is missing: ", ec.message());
+  KILN_CHECK(!ec, "checkpoint '", sidecar, "': '", path, "' cannot be read: ", ec.message());
   KILN_CHECK(bytes == entry["bytes"].get<uint64_t>(), "checkpoint '", sidecar, "': '", path, "' has ", bytes,
              " bytes, the sidecar records ", entry["bytes"].get<uint64_t>(), " (truncated or replaced)");
   const std::string sha = io::file_digest_hex("sha256", path);
