@@ -149,6 +149,17 @@ TensorData decode_tensor(const pb::Field& field, const std::string& what) {
       t.elem_type = kFloat;
       break;
     case kInt64: if (raw) read_raw(*raw, t.i); break;
+    case kBool: {  // one byte each in raw_data, int32_data otherwise; read as int64 0 / 1
+      if (raw) {
+        std::vector<uint8_t> v;
+        read_raw(*raw, v);
+        t.i.assign(v.begin(), v.end());
+      } else {
+        t.i = i32;
+      }
+      t.elem_type = kInt64;
+      break;
+    }
     case kInt32: {
       if (raw) {
         std::vector<int32_t> v;
@@ -161,7 +172,8 @@ TensorData decode_tensor(const pb::Field& field, const std::string& what) {
       break;
     }
     default:
-      KILN_THROW("onnx: ", where, " has element type ", t.elem_type, "; kiln reads float, double, int32 and int64");
+      KILN_THROW("onnx: ", where, " has element type ", elem_type_name(t.elem_type),
+                 "; kiln reads float32, float64, int32, int64 and bool");
   }
   const size_t have = t.elem_type == kFloat ? t.f.size() : t.i.size();
   KILN_CHECK(int64_t(have) == t.numel(), "onnx: ", where, " has ", have, " values for dims of ", t.numel(),
@@ -247,6 +259,14 @@ Node decode_node(const pb::Field& field, const std::string& what) {
 }
 
 }  // namespace
+
+std::string elem_type_name(int32_t t) {
+  static const char* names[] = {"undefined", "float32", "uint8",  "int8",    "uint16",    "int16",    "int32",
+                                "int64",     "string",  "bool",   "float16", "float64",   "uint32",   "uint64",
+                                "complex64", "complex128", "bfloat16"};
+  if (t >= 0 && t < int32_t(sizeof names / sizeof names[0])) return names[t];
+  return std::to_string(t);
+}
 
 int64_t TensorData::numel() const {
   int64_t n = 1;

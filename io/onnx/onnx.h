@@ -17,9 +17,16 @@ namespace kiln::onnx {
 
 constexpr int64_t kOpset = 13;
 constexpr int64_t kIrVersion = 7;
+// The default-domain opsets the importer reads: each mapped op's meaning at every one of them
+// (onnx 1.23's schemas) is implemented or refused at import.
+constexpr int64_t kOldestOpset = 7;
+constexpr int64_t kNewestOpset = 28;
 
 // TensorProto.DataType values kiln uses.
-enum ElemType : int32_t { kFloat = 1, kInt32 = 6, kInt64 = 7, kDouble = 11 };
+enum ElemType : int32_t { kFloat = 1, kInt32 = 6, kInt64 = 7, kBool = 9, kDouble = 11 };
+
+// "float32", "int64", ... for a TensorProto.DataType value (its number if unknown).
+std::string elem_type_name(int32_t t);
 
 // A TensorProto (initializer or attribute value); floats in f, integers in i.
 struct TensorData {
@@ -107,8 +114,10 @@ Model export_module(Module& net, const Shape& input_shape, const ExportOptions& 
 // The graph's single input shape with `batch` in the symbolic (or first) dim.
 Shape input_shape(const Model& m, int64_t batch);
 // A Module that runs the graph with kiln ops: initializers become parameters (float ones; names
-// with '.' kept as state-dict keys) or constants. Throws kiln::Error naming the op type and node for
-// an op kiln does not map.
+// with '.' kept as state-dict keys) or constants. Every node is checked at import against its op's
+// schema at the model's opset (7 to kNewestOpset): an op, attribute, input or output kiln does not
+// implement exactly throws kiln::Error naming the node, the op, the attribute and the opset; the
+// graph then runs once at its declared input shape so shape-dependent refusals come at import too.
 ModulePtr import_model(const Model& m);
 // The op types import_model maps.
 const std::vector<std::string>& supported_ops();

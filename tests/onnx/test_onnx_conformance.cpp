@@ -1,0 +1,166 @@
+// The ONNX backend node tests for every op type kiln's importer maps, rebuilt by the onnx
+// package's own generators (tests/onnx/conformance.py, in the venv of tools/install-deps.sh
+// --test), plus the same ops at older opsets with onnxruntime's outputs (conformance.py's legacy
+// cases). Each case imports and matches the expected output within the case's tolerances
+// (onnx.backend.test.runner's rtol 1e-3, atol 1e-7 unless the case sets its own), or is refused
+// at import with a kiln::Error. A case that imports and then fails at run time or differs fails
+// the test. Prints per op: passed, refused (by cause), failed.
+// Skipped without the venv's onnx, numpy and onnxruntime; fails without them under CI=true.
+//   ctest --test-dir build -R onnx.test_onnx_conformance --output-on-failure
+//   KILN_ONNX_CASES=test_resize build/tests/kiln_tests_onnx -sf='*conformance*'   (cases whose name has it)
+#include "tests/support/testing.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "engine/autograd.h"
+#include "io/onnx/onnx.h"
+#include "tests/e2e/onnx_testing.h"
+
+using namespace kiln;
+
+namespace {
+
+struct Case {
+  std::string name, op;
+  int64_t opset = 0;
+  double rtol = 1e-3, atol = 1e-7;
+  std::string in_type, out_type;
+  Shape in_shape, out_shape;
+};
+
+Shape parse_dims(const std::string& s) {
+  Shape d;
+  if (s == "-") return d;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, ',')) d.push_back(std::stoll(part));
+  return d;
+}
+
+std::vector<Case> read_manifest(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<Case> cases;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    std::string part;
+    while (std::getline(ss, part, '\t')) f.push_back(part);
+    REQUIRE_MESSAGE(f.size() == 9, (std::string("manifest line: ") + line));
+    Case c;
+    c.name = f[0], c.op = f[1], c.opset = std::stoll(f[2]), c.rtol = std::stod(f[3]), c.atol = std::stod(f[4]);
+    c.in_type = f[5], c.in_shape = parse_dims(f[6]), c.out_type = f[7], c.out_shape = parse_dims(f[8]);
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+// The refusal's cause: the message without "onnx import: node 'x' (Op, opset N): " and the
+// source location, so that the same cause in several cases counts once.
+std::string cause_of(const std::string& msg, const std::string& case_dir) {
+  std::string m = msg;
+  for (size_t at; (at = m.find(case_dir)) != std::string::npos;) m.replace(at, case_dir.size(), "<case>");
+  const size_t at = m.find("): ");
+  if (m.rfind("onnx import: node", 0) == 0 && at != std::string::npos) m = m.substr(at + 3);
+  if (m.size() > 110) m = m.substr(0, 107) + "...";
+  return m;
+}
+
+struct Tally {
+  int pass = 0, fail = 0;
+  std::map<std::string, int> refused;
+  std::vector<std::string> failures;
+};
+
+}  // namespace
+
+TEST_CASE("onnx conformance: the backend node tests of every mapped op pass or are refused at import") {
+  if (!test::need_python("onnx, numpy, onnxruntime")) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  test::TempDir dir("onnx_conformance");
+  int rc = 0;
+  const std::string cmd = test::shell_quote(test::python()) + " '" KILN_SOURCE_DIR
+                          "/tests/onnx/conformance.py' generate " + test::shell_quote(dir.path.string()) + " 2>&1";
+  const std::string said = test::run_capture(cmd, &rc);
+  REQUIRE_MESSAGE(rc == 0, std::string(cmd + "\n" + said));
+  MESSAGE(said);
+  std::vector<Case> cases = read_manifest(dir / "manifest.tsv");
+  REQUIRE(cases.size() > 200);
+  const char* only = std::getenv("KILN_ONNX_CASES");
+  std::map<std::string, Tally> per_op;
+  for (const Case& c : cases) {
+    if (only && c.name.find(only) == std::string::npos) continue;
+    Tally& t = per_op[c.op];
+    const std::string cdir = dir / c.name;
+    ModulePtr net;
+    try {
+      net = onnx::import_model(onnx::load(cdir + "/model.onnx"));
+    } catch (const Error& e) {
+      ++t.refused[cause_of(e.message(), cdir)];
+      continue;
+    }
+    // Imported: it must run and match.
+    auto fail = [&](const std::string& why) {
+      ++t.fail;
+      t.failures.push_back(c.name + " (opset " + std::to_string(c.opset) + "): " + why);
+    };
+    if (c.in_type != "float32" || c.out_type != "float32") {
+      fail("imported although its input is " + c.in_type + " and its output " + c.out_type);
+      continue;
+    }
+    const std::vector<float> x = onnx_test::read_floats(cdir + "/input.bin");
+    const std::vector<float> want = onnx_test::read_floats(cdir + "/expected.bin");
+    std::vector<float> got;
+    Shape got_shape;
+    try {
+      net->eval();
+      NoGradGuard g;
+      const Tensor y = (*net)(from_vector(x, c.in_shape)).contiguous();
+      got_shape = y.sizes();
+      got = y.to_vector_of<float>();
+    } catch (const Error& e) {
+      fail("imported, then failed at run time: " + e.message());
+      continue;
+    }
+    if (got_shape != c.out_shape) {
+      fail("output shape " + shape_str(got_shape) + ", expected " + shape_str(c.out_shape));
+      continue;
+    }
+    const int64_t bad = test::first_mismatch(test::as_doubles(got), test::as_doubles(want), c.rtol, c.atol);
+    if (bad >= 0) {
+      std::ostringstream os;
+      os << "element " << bad << " is " << got[size_t(bad)] << ", expected " << want[size_t(bad)] << " (rtol "
+         << c.rtol << ", atol " << c.atol << ")";
+      fail(os.str());
+      continue;
+    }
+    ++t.pass;
+  }
+  // The table.
+  int pass = 0, refused = 0, failed = 0;
+  std::ostringstream table;
+  table << "op                  pass  refused  fail\n";
+  for (const auto& [op, t] : per_op) {
+    int r = 0;
+    for (const auto& [cause, n] : t.refused) r += n;
+    pass += t.pass, refused += r, failed += t.fail;
+    char line[128];
+    std::snprintf(line, sizeof line, "%-18s %5d %8d %5d\n", op.c_str(), t.pass, r, t.fail);
+    table << line;
+    for (const auto& [cause, n] : t.refused) table << "    refused " << n << ": " << cause << "\n";
+    for (const std::string& f : t.failures) table << "    FAILED: " << f << "\n";
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  table << "total: " << pass << " passed, " << refused << " refused, " << failed << " failed, of "
+        << (pass + refused + failed) << " cases (" << s << " s)\n";
+  std::printf("%s", table.str().c_str());
+  std::fflush(stdout);
+  CHECK_MESSAGE(failed == 0, std::string(std::to_string(failed) + " case(s) imported and gave a wrong result or failed; see above"));
+  if (!only) CHECK(pass > 150);
+}
