@@ -11,6 +11,12 @@ input shape, output element type, output shape (shapes as comma lists, "-" for a
 tensors are raw little-endian in their own element type (float32 for every case kiln can run).
 Cases whose name has "_expanded" test the op's function body (other op types) and are left out;
 the manifest's header counts them.
+
+The node tests build every case at the newest opset. The kiln_* cases (legacy.py) add the mapped
+ops at older opsets, where their meaning differs (Softmax's axis before 13, Slice, Pad, Reshape,
+Upsample and Resize attributes vs inputs, Dropout, pooling), and the forms exporters write
+(batched and broadcast MatMul, Gemm with alpha, beta, transposes and each broadcastable C), with
+onnxruntime's output as the expected one.
 """
 import importlib
 import os
@@ -98,13 +104,20 @@ def generate(out_dir, ops):
         if not any(n.op_type in ops for n in c.model.graph.node):
             continue
         lines.append(convert(c, out_dir))
+    node_cases = len(lines)
     import onnx
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import legacy
+
+    for c in legacy.cases(ops):
+        lines.append(convert(c, out_dir))
     with open(os.path.join(out_dir, "manifest.tsv"), "w") as f:
-        f.write(f"# onnx {onnx.__version__}, {len(lines)} cases, {expanded} _expanded cases left out\n")
+        f.write(f"# onnx {onnx.__version__}, {node_cases} node test cases ({expanded} _expanded left out), "
+                f"{len(lines) - node_cases} kiln cases\n")
         f.write("\n".join(lines) + "\n")
-    print(f"conformance.py: onnx {onnx.__version__}: {len(lines)} cases ({expanded} _expanded left out) "
-          f"in {time.time() - t0:.1f} s")
+    print(f"conformance.py: onnx {onnx.__version__}: {node_cases} node test cases ({expanded} _expanded left out), "
+          f"{len(lines) - node_cases} kiln cases (older opsets, exporters' forms) in {time.time() - t0:.1f} s")
 
 
 if __name__ == "__main__":
