@@ -74,8 +74,10 @@ void Optimizer::step() {
       for (size_t k = 0; k < slots.size(); ++k) s.slots.push_back(zeros(p.sizes(), TensorOptions(p.dtype()).with_device(p.device())));
     ++s.step;
     const int64_t key = group_key(p, s);
+    // A named reference: C++17 lambdas cannot capture a structured binding (clang refuses it).
+    const Tensor& param = p;
     auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& gr) {
-      return gr.device == p.device() && gr.dtype == p.dtype() && gr.key == key;
+      return gr.device == param.device() && gr.dtype == param.dtype() && gr.key == key;
     });
     if (it == groups.end()) it = groups.insert(groups.end(), Group{p.device(), p.dtype(), key, {}});
     it->items.push_back(Pending{&n, p, g, &s});

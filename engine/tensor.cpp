@@ -8,6 +8,7 @@
 
 #include "engine/allocator.h"
 #include "engine/autograd.h"
+#include "engine/checked_size.h"
 #include "engine/cuda_allocator.h"
 #include "engine/cuda_copy.h"
 #include "engine/cuda_runtime.h"
@@ -28,28 +29,28 @@ std::string shape_str(const Shape& s) {
   return out + "]";
 }
 
+// Strides skip zero sizes (a [0, 2^40, 2^40] tensor is empty), so their product is checked on its
+// own: an empty tensor's dims could still overflow it (found by fuzz/targets/npy.cpp).
 Shape contiguous_strides(const Shape& shape) {
   Shape st(shape.size());
-  int64_t s = 1;
+  uint64_t s = 1;
   for (size_t i = shape.size(); i-- > 0;) {
-    st[i] = s;
-    s *= std::max<int64_t>(shape[i], 1);
+    st[i] = int64_t(s);
+    if (i > 0 && (__builtin_mul_overflow(s, uint64_t(std::max<int64_t>(shape[i], 1)), &s) || s > kMaxSize))
+      KILN_THROW("strides of shape ", shape_str(shape), " overflow (the limit is 2^63 - 1)");
   }
   return st;
 }
 
 Shape channels_last_strides(const Shape& shape) {
   if (shape.size() != 4) return contiguous_strides(shape);
-  const int64_t C = std::max<int64_t>(shape[1], 1), H = std::max<int64_t>(shape[2], 1),
-                W = std::max<int64_t>(shape[3], 1);
-  return {H * W * C, 1, W * C, C};
+  const uint64_t C = uint64_t(std::max<int64_t>(shape[1], 1)), H = uint64_t(std::max<int64_t>(shape[2], 1)),
+                 W = uint64_t(std::max<int64_t>(shape[3], 1));
+  const uint64_t wc = checked_mul(W, C, "channels-last strides");
+  return {int64_t(checked_mul(H, wc, "channels-last strides")), 1, int64_t(wc), int64_t(C)};
 }
 
-int64_t shape_numel(const Shape& shape) {
-  int64_t n = 1;
-  for (auto s : shape) n *= s;
-  return n;
-}
+int64_t shape_numel(const Shape& shape) { return checked_numel(shape, "shape"); }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   KILN_CHECK(dim >= -ndim && dim < ndim, op, ": dim ", dim, " out of range for a tensor with ", ndim, " dims");
@@ -79,14 +80,18 @@ std::shared_ptr<StorageImpl> allocate_storage(size_t nbytes, Device device) {
 Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opts) {
   check_shape(shape, "empty");
   KILN_CHECK(shape.size() == strides.size(), "empty_strided: ", shape.size(), " sizes but ", strides.size(), " strides");
-  int64_t extent = 1;
-  bool any_zero = false;
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 0) any_zero = true;
-    extent += (shape[i] - 1) * strides[i];
+  // Sizes come from files and specs too: the element count and the byte extent are checked for
+  // overflow (engine/checked_size.h), so a shape that wraps 2^64 cannot yield a small buffer.
+  bool any_zero = checked_numel(shape, "empty") == 0;
+  uint64_t extent = 1;
+  for (size_t i = 0; i < shape.size() && !any_zero; ++i) {
+    uint64_t stride = uint64_t(strides[i] < 0 ? -strides[i] : strides[i]);
+    extent = checked_add(extent, checked_mul(uint64_t(shape[i] - 1), stride, "empty_strided: extent"),
+                         "empty_strided: extent");
   }
+  size_t nbytes = any_zero ? 0 : checked_mul(extent, element_size(opts.dtype), "empty_strided: bytes");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = allocate_storage(any_zero ? 0 : size_t(extent) * element_size(opts.dtype), opts.device);
+  impl->storage = allocate_storage(nbytes, opts.device);
   impl->sizes = shape;
   impl->strides = strides;
   impl->dtype = opts.dtype;

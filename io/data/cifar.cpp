@@ -12,11 +12,15 @@ constexpr int64_t kPixels = 3 * 32 * 32;
 }
 
 CifarBatch read_cifar_batch(const std::string& path, CifarKind kind) {
-  std::string name = io::base_name(path);
   std::vector<uint8_t> b = io::read_file_bytes(path);
+  return parse_cifar_batch(b.data(), b.size(), io::base_name(path), kind);
+}
+
+CifarBatch parse_cifar_batch(const uint8_t* data, size_t bytes, const std::string& name, CifarKind kind) {
   int64_t nlabels = kind == CifarKind::cifar10 ? 1 : 2;
   int64_t record = nlabels + kPixels;
-  int64_t size = int64_t(b.size());
+  // The record count comes from the size, so the tensors are exactly the file's bytes.
+  int64_t size = int64_t(bytes);
   KILN_CHECK(size > 0, name, ": empty file (expected records of ", record, " bytes)");
   int64_t n = size / record;
   KILN_CHECK(size % record == 0, name, ": truncated at offset ", n * record, " (record ", n, "): expected ",
@@ -29,7 +33,7 @@ CifarBatch read_cifar_batch(const std::string& path, CifarKind kind) {
   uint8_t* lab = out.labels.data<uint8_t>();
   const int limits[2] = {kind == CifarKind::cifar10 ? 10 : 20, 100};
   for (int64_t r = 0; r < n; ++r) {
-    const uint8_t* rec = b.data() + r * record;
+    const uint8_t* rec = data + r * record;
     for (int64_t j = 0; j < nlabels; ++j) {
       int limit = kind == CifarKind::cifar10 ? 10 : limits[j];
       KILN_CHECK(rec[j] < limit, name, ": label ", int(rec[j]), " out of range [0, ", limit, ") at offset ",

@@ -22,6 +22,8 @@ struct CifarBatch {
   Tensor labels;
 };
 CifarBatch read_cifar_batch(const std::string& path, CifarKind kind);
+// The same from the file's bytes in memory (already decompressed); `name` starts every message.
+CifarBatch parse_cifar_batch(const uint8_t* data, size_t size, const std::string& name, CifarKind kind);
 
 // Reads the train or test files of `dir` (CIFAR-10: data_batch_1..5.bin / test_batch.bin;
 // CIFAR-100: train.bin / test.bin). Inputs float32 [3, 32, 32] in [0, 1]; targets int64 scalars

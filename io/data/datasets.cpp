@@ -2,8 +2,10 @@
 #include "io/data/datasets.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 
+#include "engine/checked_size.h"
 #include "io/data/cifar.h"
 #include "io/data/idx.h"
 #include "io/data/image_folder.h"
@@ -32,9 +34,20 @@ std::string lower(std::string s) {
   return s;
 }
 
-int64_t label_count(const Tensor& labels) {
-  int64_t mx = -1;
-  for (int64_t v : labels.to(int64).contiguous().to_vector_of<int64_t>()) mx = std::max(mx, v);
+// The class count of a classification set is its largest label + 1, so the label is checked
+// first: a forged 2^62 would otherwise size the classifier layer.
+constexpr int64_t kMaxClasses = int64_t(1) << 20;
+
+int64_t label_count(const Tensor& labels, const std::string& path, const char* key) {
+  KILN_CHECK(!labels.is_floating_point(), io::base_name(path), ": '", key, "' holds ", dtype_name(labels.dtype()),
+             " values; class labels must be integers");
+  int64_t mx = -1, i = 0;
+  for (int64_t v : labels.to(int64).contiguous().to_vector_of<int64_t>()) {
+    KILN_CHECK(v >= 0 && v < kMaxClasses, io::base_name(path), ": label ", v, " of '", key, "' at index ", i,
+               " is out of range [0, ", kMaxClasses, ") (class labels are 0, 1, ...; at most 2^20 classes)");
+    mx = std::max(mx, v);
+    ++i;
+  }
   return mx + 1;
 }
 
@@ -53,29 +66,37 @@ Splits synthetic(const std::string& spec) {
   }
   if (parts.size() != 4 && !(parts.size() == 5 && parts[4] == "learnable")) bad();
   const bool learnable = parts.size() == 5;
+  // Whole decimal numbers only: "3x4a" or "1e9" is a bad spec, not 3x4 or 1.
+  auto number = [&](const std::string& t) -> int64_t {
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || ec != std::errc() || end != t.data() + t.size()) bad();
+    return v;
+  };
   Shape shape;
-  try {
+  {
     size_t s = 0;
     while (s <= parts[1].size()) {
       size_t x = parts[1].find('x', s);
-      shape.push_back(std::stoll(parts[1].substr(s, x == std::string::npos ? x : x - s)));
+      shape.push_back(number(parts[1].substr(s, x == std::string::npos ? x : x - s)));
       if (x == std::string::npos) break;
       s = x + 1;
     }
     Splits out;
-    out.classes = std::stoll(parts[2]);
-    int64_t n = std::stoll(parts[3]);
+    out.classes = number(parts[2]);
+    int64_t n = number(parts[3]);
     if (n <= 0 || out.classes <= 0) bad();
     for (int64_t d : shape) if (d <= 0) bad();
+    KILN_CHECK(out.classes <= kMaxClasses, "open_dataset_dir: synthetic spec '", spec, "': ", out.classes,
+               " classes, at most ", kMaxClasses);
+    // float32 samples: the element count and bytes of one sample must not wrap (engine/checked_size.h).
+    checked_nbytes(shape, 4, "open_dataset_dir: synthetic spec '" + spec + "': sample " + parts[1]);
     out.train = std::make_shared<SyntheticDataset>(shape, out.classes, n, 0, learnable);
     out.test = std::make_shared<SyntheticDataset>(shape, out.classes, std::max<int64_t>(1, n / 10), 1, learnable);
     out.name = "synthetic";
     out.sample_shape = shape;
     return out;
-  } catch (const std::logic_error&) {  // stoll: invalid_argument / out_of_range
-    bad();
   }
-  return {};
 }
 
 Splits npz(const std::string& path) {
@@ -91,7 +112,8 @@ Splits npz(const std::string& path) {
     out.train = std::make_shared<TensorDataset>(npz_inputs(get("x_train")), ytr);
     out.test = std::make_shared<TensorDataset>(npz_inputs(get("x_test")), yte);
     out.segmentation = ytr.dim() > 1;
-    out.classes = out.segmentation ? ytr.size(1) : std::max(label_count(ytr), label_count(yte));
+    out.classes = out.segmentation ? ytr.size(1) : label_count(ytr, path, "y_train");
+    if (!out.segmentation) out.classes = std::max(out.classes, label_count(yte, path, "y_test"));
   } else if (get("images").defined() && get("masks").defined()) {
     Tensor x = npz_inputs(get("images")), y = npz_targets(get("masks"));
     KILN_CHECK(x.size(0) == y.size(0), io::base_name(path), ": images ", shape_str(x.sizes()), " and masks ",
@@ -101,7 +123,7 @@ Splits npz(const std::string& path) {
     out.train = std::make_shared<TensorDataset>(x.narrow(0, 0, ntr), y.narrow(0, 0, ntr));
     out.test = std::make_shared<TensorDataset>(x.narrow(0, ntr, n - ntr), y.narrow(0, ntr, n - ntr));
     out.segmentation = y.dim() > 1;
-    out.classes = out.segmentation ? y.size(1) : label_count(y);
+    out.classes = out.segmentation ? y.size(1) : label_count(y, path, "masks");
   } else {
     std::string have;
     for (const auto& [k, t] : arrays) have += (have.empty() ? "" : ", ") + k;

@@ -14,6 +14,12 @@ namespace kiln {
 // byte offset on a bad magic, a zero or oversized dim, or a size that disagrees with the dims.
 Tensor read_idx(const std::string& path);
 
+// The same from the file's bytes in memory (plain or gzip); `name` starts every message. A gzip
+// stream is inflated straight into the tensor after its header: the element count the header
+// claims must fit io::gzip_bound(size) (file_bytes.h) before anything is allocated, and inflation
+// stops one byte past it, so a gzip bomb is refused at once whatever it expands to.
+Tensor parse_idx(const uint8_t* data, size_t size, const std::string& name);
+
 // dir/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]. Inputs float32 [1, rows, cols] in
 // [0, 1]; targets int64 scalars in [0, 10). Checks image and label counts agree and labels < 10.
 class MnistDataset : public Dataset {

@@ -20,8 +20,12 @@ namespace kiln {
 
 namespace {
 
-// A header claiming more values than this is treated as corrupt rather than allocated.
-constexpr int64_t kMaxPixels = int64_t(1) << 30;
+// The stated decode limit (image_folder.h): a header claiming more values is refused before
+// anything is decoded or allocated.
+constexpr int64_t kMaxPixels = kMaxImageValues;
+// Deflate packs at most about 1032 bytes into one, so a PNG's raw rows (with their filter bytes)
+// cannot exceed this many times the file: a tiny file claiming a huge image is corrupt.
+constexpr int64_t kMaxDeflateRatio = 1032;
 
 // ---- JPEG ----
 
@@ -67,16 +71,19 @@ bool jpeg_decode_c(const uint8_t* data, size_t size, Decoded* out, JpegError* e)
     return false;
   }
   cinfo.out_color_space = cinfo.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_start_decompress(&cinfo);
+  // Checked before jpeg_start_decompress, which allocates (a progressive file's whole coefficient
+  // buffer, 2 bytes per value).
+  jpeg_calc_output_dimensions(&cinfo);
   out->h = cinfo.output_height;
   out->w = cinfo.output_width;
   out->c = cinfo.output_components;
   if (out->h * out->w * out->c > kMaxPixels) {
-    std::snprintf(e->message, sizeof e->message, "%lldx%lld image is over the %lld-value limit", (long long)out->h,
-                  (long long)out->w, (long long)kMaxPixels);
+    std::snprintf(e->message, sizeof e->message, "%lldx%lldx%lld image is over the %lld-value limit",
+                  (long long)out->h, (long long)out->w, (long long)out->c, (long long)kMaxPixels);
     jpeg_destroy_decompress(&cinfo);
     return false;
   }
+  jpeg_start_decompress(&cinfo);
   out->pixels.resize(size_t(out->h * out->w * out->c));
   while (cinfo.output_scanline < cinfo.output_height) {
     JSAMPROW row = out->pixels.data() + size_t(cinfo.output_scanline) * out->w * out->c;
@@ -127,6 +134,16 @@ bool png_decode_c(PngState* s, Decoded* out, std::vector<png_bytep>* rows) {
   }
   png_set_read_fn(png, s, png_read_fn);
   png_read_info(png, info);
+  {
+    int64_t h = png_get_image_height(png, info), raw = h * (int64_t(png_get_rowbytes(png, info)) + 1);
+    if (raw > kMaxDeflateRatio * int64_t(s->size) + 4096) {
+      std::snprintf(s->message, sizeof s->message,
+                    "%lldx%lld image needs %lld bytes of rows, more than a %zu-byte file can hold", (long long)h,
+                    (long long)png_get_image_width(png, info), (long long)raw, s->size);
+      png_destroy_read_struct(&png, &info, nullptr);
+      return false;
+    }
+  }
   png_set_strip_16(png);
   png_set_packing(png);
   png_set_palette_to_rgb(png);
@@ -143,8 +160,8 @@ bool png_decode_c(PngState* s, Decoded* out, std::vector<png_bytep>* rows) {
   out->w = png_get_image_width(png, info);
   out->c = channels;
   if (out->h * out->w * out->c > kMaxPixels) {
-    std::snprintf(s->message, sizeof s->message, "%lldx%lld image is over the %lld-value limit", (long long)out->h,
-                  (long long)out->w, (long long)kMaxPixels);
+    std::snprintf(s->message, sizeof s->message, "%lldx%lldx%lld image is over the %lld-value limit",
+                  (long long)out->h, (long long)out->w, (long long)out->c, (long long)kMaxPixels);
     png_destroy_read_struct(&png, &info, nullptr);
     return false;
   }
@@ -216,12 +233,17 @@ Tensor decode_image(const std::string& path, int channels) {
   KILN_CHECK(channels == 0 || channels == 1 || channels == 3, "decode_image: channels ", channels,
              " must be 0, 1 or 3");
   std::vector<uint8_t> b = io::read_file_bytes(path);
-  std::string name = path;
+  return decode_image_bytes(b.data(), b.size(), path, channels);
+}
+
+Tensor decode_image_bytes(const uint8_t* b, size_t size, const std::string& name, int channels) {
+  KILN_CHECK(channels == 0 || channels == 1 || channels == 3, "decode_image: channels ", channels,
+             " must be 0, 1 or 3");
   Tensor t;
-  if (b.size() >= 8 && b[0] == 0x89 && b[1] == 'P' && b[2] == 'N' && b[3] == 'G') t = decode_png(b.data(), b.size(), name);
-  else if (b.size() >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) t = decode_jpeg(b.data(), b.size(), name);
+  if (size >= 8 && b[0] == 0x89 && b[1] == 'P' && b[2] == 'N' && b[3] == 'G') t = decode_png(b, size, name);
+  else if (size >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF) t = decode_jpeg(b, size, name);
   else
-    KILN_THROW(name, ": not a JPEG or PNG file (bad signature at offset 0, ", b.size(), " bytes)");
+    KILN_THROW(name, ": not a JPEG or PNG file (bad signature at offset 0, ", size, " bytes)");
   return convert_channels(t, channels, name);
 }
 

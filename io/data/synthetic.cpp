@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/checked_size.h"
 #include "kernels/common/philox.h"
 
 namespace kiln {
@@ -11,6 +12,8 @@ SyntheticDataset::SyntheticDataset(Shape sample, int64_t classes, int64_t size, 
     : sample_(std::move(sample)), classes_(classes), size_(size), seed_(seed), learnable_(learnable) {
   KILN_CHECK(classes > 0 && size > 0, "SyntheticDataset: classes ", classes, " and size ", size, " must be positive");
   for (int64_t d : sample_) KILN_CHECK(d > 0, "SyntheticDataset: bad sample shape ", shape_str(sample_));
+  // Each get() allocates one float32 sample: its size must not wrap (engine/checked_size.h).
+  checked_nbytes(sample_, sizeof(float), "SyntheticDataset: sample shape");
 }
 
 Example SyntheticDataset::get(int64_t index) const {

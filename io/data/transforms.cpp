@@ -2,13 +2,21 @@
 // in DataLoader worker threads, one sample at a time, so they do not use the op dispatcher.
 #include "io/data/transforms.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
 
+#include "io/data/image_folder.h"
+
 namespace kiln {
 
 namespace {
+
+// Resizes compute in float32: an output of at most 2^26 values (256 MiB; e.g. 256 x 87381 RGB, an
+// aspect ratio of 341:1 at resize_shorter(256)) is the bound, a quarter of the decode limit's
+// values (kMaxImageValues, image_folder.h) so it costs no more bytes than the largest decode.
+constexpr int64_t kMaxResizeValues = kMaxImageValues / 4;
 
 uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
   x += 0x9E3779B97F4A7C15ull;
@@ -202,6 +210,12 @@ class Resize : public Transform {
     int64_t h = h_, w = w_;
     if (shorter_ > 0) {
       int64_t H = src.size(1), W = src.size(2);
+      // In double, then bounded: the long side of an extreme aspect ratio must not wrap int64.
+      double longer = double(shorter_) * double(std::max(H, W)) / double(std::min(H, W));
+      KILN_CHECK(longer * double(shorter_) * double(src.size(0)) <= double(kMaxResizeValues), describe(), ": ", H,
+                 "x", W, " image would become ", H <= W ? shorter_ : int64_t(std::min(longer, 9e18)), "x",
+                 H <= W ? int64_t(std::min(longer, 9e18)) : shorter_, " (", src.size(0), " channels), over the ",
+                 kMaxResizeValues, "-value resize limit");
       if (H <= W) { h = shorter_; w = int64_t(double(shorter_) * W / H); }
       else { w = shorter_; h = int64_t(double(shorter_) * H / W); }
     }
@@ -302,6 +316,11 @@ Tensor resize_image(const Tensor& image, int64_t h, int64_t w) {
   KILN_CHECK(h > 0 && w > 0, "resize_image: bad size ", h, "x", w);
   int64_t C = src.size(0), H = src.size(1), W = src.size(2);
   KILN_CHECK(H > 0 && W > 0, "resize_image: empty image ", shape_str(src.sizes()));
+  // resize_shorter of an extreme aspect ratio (1 x 65000 to shorter side 256) would ask for tens
+  // of GB: the output is bounded (kMaxResizeValues).
+  KILN_CHECK(double(C) * double(h) * double(w) <= double(kMaxResizeValues), "resize_image: ", H, "x", W,
+             " image (", C, " channels) resized to ", h, "x", w, " is over the ", kMaxResizeValues,
+             "-value resize limit");
   if (H == h && W == w) return src;
   Taps ty = taps(H, h), tx = taps(W, w);
   Tensor f = src.dtype() == float32 ? src : src.to(float32).contiguous();

@@ -8,11 +8,13 @@
 #include <openssl/evp.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
 
 #include "engine/error.h"
+#include "io/formats/file_bytes.h"
 
 namespace kiln::io {
 
@@ -59,27 +61,24 @@ std::string digest_hex(const std::string& algorithm, const void* data, size_t n)
 
 std::string file_digest_hex(const std::string& algorithm, const std::string& path) {
   Digest d(algorithm);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  KILN_CHECK(fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
+  // A FIFO or device in place of the file is refused, never read until it ends (RegularFile).
+  RegularFile file(path);
   std::vector<char> buf(1 << 20);
-  for (;;) {
-    ssize_t r = ::read(fd, buf.data(), buf.size());
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      int e = errno;
-      ::close(fd);
-      KILN_THROW("read of '", path, "' failed: ", std::strerror(e));
-    }
-    if (r == 0) break;
-    d.update(buf.data(), size_t(r));
+  for (uint64_t at = 0; at < file.size(); at += buf.size()) {
+    size_t n = size_t(std::min<uint64_t>(buf.size(), file.size() - at));
+    file.read_at(at, buf.data(), n);
+    d.update(buf.data(), n);
   }
-  ::close(fd);
   return d.hex();
 }
 
 std::string gunzip_digest_hex(const std::string& algorithm, const std::string& path) {
   Digest d(algorithm);
-  gzFile gz = ::gzopen(path.c_str(), "rb");
+  RegularFile file(path);
+  int fd = ::dup(file.fd());
+  KILN_CHECK(fd >= 0, "cannot open '", path, "': ", std::strerror(errno));
+  gzFile gz = ::gzdopen(fd, "rb");
+  if (!gz) ::close(fd);
   KILN_CHECK(gz != nullptr, "cannot open '", path, "': ", std::strerror(errno));
   std::vector<char> buf(1 << 20);
   for (;;) {

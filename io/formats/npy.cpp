@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "engine/checked_size.h"
 #include "io/formats/file_bytes.h"
 
 namespace kiln {
@@ -37,7 +38,8 @@ size_t value_of(const std::string& h, const std::string& key) {
 Header parse_header(const std::string& h, const std::string& name, size_t off) {
   Header out;
   auto bad = [&](const std::string& why) {
-    KILN_THROW(name, ": malformed .npy header at offset ", off, ": ", why, " in ", h);
+    KILN_THROW(name, ": malformed .npy header at offset ", off, ": ", why, " in ",
+               h.size() > 200 ? h.substr(0, 200) + "..." : h);
   };
   size_t p = value_of(h, "descr");
   if (p == std::string::npos || p >= h.size() || (h[p] != '\'' && h[p] != '"')) bad("no 'descr' string");
@@ -118,12 +120,9 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
   KILN_CHECK(!h.fortran, name, ": Fortran-order array at offset ", hstart,
              " is not supported; save it with numpy.ascontiguousarray first");
 
-  uint64_t count = 1;
-  for (int64_t v : h.shape) {
-    count *= uint64_t(v);
-    KILN_CHECK(count <= (uint64_t(1) << 40), name, ": shape at offset ", hstart, " gives more than 2^40 elements");
-  }
-  uint64_t nbytes = count * element_size(dt);
+  // Each dim is below 2^40 but their product can wrap 2^64: checked as it is formed, then the
+  // bytes must be in the file before anything is allocated.
+  uint64_t nbytes = checked_nbytes(h.shape, element_size(dt), name + ": shape at offset " + std::to_string(hstart));
   size_t data_at = hstart + hlen;
   uint64_t have = b.size() - data_at;
   KILN_CHECK(have >= nbytes, name, ": truncated at offset ", data_at, " + ", have, ": expected ", nbytes,

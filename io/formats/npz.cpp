@@ -6,6 +6,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "io/formats/file_bytes.h"
@@ -18,8 +19,16 @@ namespace {
 constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEocdSig = 0x06054b50;
 constexpr uint32_t kEocd64Sig = 0x06064b50, kLocator64Sig = 0x07064b50;
 
+struct Bytes {
+  const uint8_t* p;
+  size_t n;
+  size_t size() const { return n; }
+  const uint8_t* data() const { return p; }
+  uint8_t operator[](size_t i) const { return p[i]; }
+};
+
 struct Reader {
-  const std::vector<uint8_t>& b;
+  Bytes b;
   const std::string& name;
   void need(uint64_t off, uint64_t n, const char* what) const {
     KILN_CHECK(off <= b.size() && n <= b.size() - off, name, ": truncated at offset ", off, ": ", what, " needs ", n,
@@ -110,6 +119,16 @@ std::vector<Member> central_directory(const Reader& r) {
     p += 46 + nlen + elen + clen;
   }
   KILN_CHECK(p <= cd_at + cd_size, r.name, ": central directory entries overrun its size at offset ", cd_at + cd_size);
+  // Overlapping members would let a small file inflate the same compressed bytes many times.
+  std::vector<const Member*> by_local;
+  for (const Member& m : out) by_local.push_back(&m);
+  std::sort(by_local.begin(), by_local.end(), [](const Member* a, const Member* c) { return a->local < c->local; });
+  for (size_t i = 1; i < by_local.size(); ++i) {
+    const Member& a = *by_local[i - 1];
+    const Member& c = *by_local[i];
+    KILN_CHECK(a.csize <= b.size() && c.local - a.local >= 30 + a.csize, r.name, ": members '", a.name, "' (offset ",
+               a.local, ", ", a.csize, " compressed bytes) and '", c.name, "' (offset ", c.local, ") overlap");
+  }
   return out;
 }
 
@@ -182,9 +201,12 @@ std::vector<uint8_t> member_bytes(const Reader& r, const Member& m) {
 }  // namespace
 
 std::vector<std::pair<std::string, Tensor>> read_npz(const std::string& path) {
-  std::string name = io::base_name(path);
-  std::vector<uint8_t> bytes = io::read_file_bytes(path);
-  Reader r{bytes, name};
+  std::vector<uint8_t> bytes = io::read_raw_bytes(path);
+  return parse_npz(bytes.data(), bytes.size(), io::base_name(path));
+}
+
+std::vector<std::pair<std::string, Tensor>> parse_npz(const uint8_t* data, size_t size, const std::string& name) {
+  Reader r{Bytes{data, size}, name};
   std::vector<std::pair<std::string, Tensor>> out;
   for (const Member& m : central_directory(r)) {
     std::vector<uint8_t> data = member_bytes(r, m);

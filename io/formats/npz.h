@@ -18,6 +18,10 @@ namespace kiln {
 // directory, truncation, an unsupported method or flag (encryption), corrupt deflate data, a CRC
 // mismatch, or a malformed member .npy.
 std::vector<std::pair<std::string, Tensor>> read_npz(const std::string& path);
+// The same from the file's bytes in memory; `name` starts every message. Members may not share
+// bytes (their [local header, data end) ranges by the directory's sizes are disjoint), so the
+// arrays together are at most deflate's 1032:1 of the input, however the directory is forged.
+std::vector<std::pair<std::string, Tensor>> parse_npz(const uint8_t* data, size_t size, const std::string& name);
 
 // Arrays as a data set sample: N rows; a [N, H, W] input becomes [N, 1, H, W]; NHWC with 1 or
 // 3 channels last (and not first) becomes NCHW. Integer 1-d targets become int64 labels; other

@@ -10,19 +10,22 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
+#include <memory>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "io/formats/file_bytes.h"
 
 namespace kiln {
 namespace {
 
 using Json = nlohmann::ordered_json;  // keeps tensors in the order they were written
+
+constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;
 
 // The data is copied byte for byte, so the host must store numbers as the file does.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
@@ -132,22 +135,28 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 }
 
 NamedTensors load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  KILN_CHECK(in, "load_safetensors '", path, "': cannot open: ", std::strerror(errno));
-  const uint64_t file_size = uint64_t(in.tellg());
-  in.seekg(0);
+  // A FIFO or device is refused at once (io/formats/file_bytes.h); the header is read whole, the
+  // data tensor by tensor, each size checked against the file's real size first.
+  std::unique_ptr<io::RegularFile> file;
+  try {
+    file = std::make_unique<io::RegularFile>(path);
+  } catch (const Error& e) {
+    KILN_THROW("load_safetensors '", path, "': cannot open: ", e.message());
+  }
+  const uint64_t file_size = file->size();
   KILN_CHECK(file_size >= 8, "load_safetensors '", path, "': file is ", file_size,
              " bytes, shorter than the 8-byte header length at byte 0");
   unsigned char len[8];
-  in.read(reinterpret_cast<char*>(len), 8);
-  KILN_CHECK(in, "load_safetensors '", path, "': read of the header length at byte 0 failed");
+  file->read_at(0, len, 8);
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(len[i]) << (8 * i);
   KILN_CHECK(n <= file_size - 8, "load_safetensors '", path, "': header length ", n,
              " (at byte 0) runs past the end of the file (", file_size, " bytes)");
+  // The reference implementation's limit: a parsed JSON header costs tens of times its text.
+  KILN_CHECK(n <= kMaxHeaderBytes, "load_safetensors '", path, "': header length ", n, " (at byte 0) is over the ",
+             kMaxHeaderBytes, "-byte limit");
   std::string text(n, '\0');
-  in.read(&text[0], std::streamsize(n));
-  KILN_CHECK(in, "load_safetensors '", path, "': read of the ", n, "-byte header at byte 8 failed");
+  if (n) file->read_at(8, &text[0], n);
   const uint64_t data_start = 8 + n, data_size = file_size - data_start;
 
   // nlohmann keeps the last of duplicate keys silently; the callback sees every top-level key.
@@ -178,7 +187,10 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
   };
   std::vector<Entry> entries;
   if (metadata) metadata->clear();
-  for (auto& [name, v] : header.items()) {
+  for (auto& item : header.items()) {
+    // Named references, not a structured binding: C++17 lambdas cannot capture one (clang refuses).
+    const std::string& name = item.key();
+    auto& v = item.value();
     auto fail = [&](const std::string& what) {
       KILN_THROW("load_safetensors '", path, "': tensor '", name, "': ", what);
     };
@@ -237,10 +249,7 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
   for (auto& e : entries) {
     Tensor t = empty(e.shape, TensorOptions(e.dtype));
     if (e.end > e.begin) {
-      in.seekg(std::streamoff(data_start + e.begin));
-      in.read(static_cast<char*>(t.data_ptr()), std::streamsize(e.end - e.begin));
-      KILN_CHECK(in, "load_safetensors '", path, "': tensor '", e.name, "': read of ", e.end - e.begin,
-                 " bytes at byte ", data_start + e.begin, " failed");
+      file->read_at(data_start + e.begin, t.data_ptr(), size_t(e.end - e.begin));
     }
     out.emplace_back(e.name, std::move(t));
   }
