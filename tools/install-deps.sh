@@ -23,6 +23,8 @@ optional=(libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin libbenchmark
 testing=(dataset-fashion-mnist python3-venv python3-pip slurm-wlm)
 # Deploying (issue 8): shellcheck lints the job templates of deploy/jobs, Lua runs the modulefile (ctest -R deploy).
 testing+=(shellcheck lua5.4)
+# Fuzzing (issue 18, tools/fuzz): clang with libFuzzer, whose runtime libclang-rt-dev carries.
+testing+=(clang libclang-rt-dev)
 
 baseline=(python3-torch libopenblas0-pthread)
 

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora fuzz/corpus/<target>/: tiny valid files of every format (bytes, not MB).
+Needs numpy and Pillow (the test venv: tools/install-deps.sh --test).
+    .venv/bin/python fuzz/tools/make_seeds.py"""
+import gzip, io, json, os, shutil, struct, zipfile
+
+import numpy as np
+from PIL import Image
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus")
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def put(target, name, data):
+    d = os.path.join(ROOT, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+
+
+def idx(arr):
+    a = np.asarray(arr, dtype=np.uint8)
+    return struct.pack(">I", 0x800 | a.ndim) + b"".join(struct.pack(">I", d) for d in a.shape) + a.tobytes()
+
+
+rng = np.random.default_rng(0)
+imgs = rng.integers(0, 256, (2, 4, 4))
+put("idx", "images-idx3", idx(imgs))
+put("idx", "labels-idx1", idx([3, 7, 1]))
+put("idx", "images-idx3.gz", gzip.compress(idx(imgs), mtime=0))
+put("idx", "labels-idx1.gz", gzip.compress(idx([0, 9]), mtime=0))
+
+put("cifar", "cifar10-1", bytes([3]) + rng.integers(0, 256, 3072, dtype=np.uint8).tobytes())
+put("cifar", "cifar100-1", bytes([4, 42]) + rng.integers(0, 256, 3072, dtype=np.uint8).tobytes())
+
+
+def npy(a, version=None):
+    b = io.BytesIO()
+    if version:
+        np.lib.format.write_array(b, a, version=version)
+    else:
+        np.save(b, a)
+    return b.getvalue()
+
+
+put("npy", "f4", npy(np.arange(6, dtype="<f4").reshape(2, 3)))
+put("npy", "u1", npy(np.arange(4, dtype=np.uint8)))
+put("npy", "i8-v2", npy(np.arange(3, dtype="<i8"), version=(2, 0)))
+put("npy", "bool-scalar", npy(np.array(True)))
+
+x = rng.integers(0, 256, (4, 2, 2), dtype=np.uint8)
+y = np.array([0, 1, 2, 1], dtype=np.int64)
+for name, fn in (("savez", np.savez), ("savez-compressed", np.savez_compressed)):
+    b = io.BytesIO()
+    fn(b, x_train=x, y_train=y, x_test=x[:2], y_test=y[:2])
+    put("npz", name, b.getvalue())
+b = io.BytesIO()
+np.savez_compressed(b, images=rng.random((10, 2, 2), dtype=np.float32), masks=(x[:1].repeat(10, 0) > 128))
+put("npz", "images-masks", b.getvalue())
+b = io.BytesIO()
+with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as z:  # ZIP64 records, as numpy writes big members
+    for k, a in (("x_train", x), ("y_train", y), ("x_test", x[:2]), ("y_test", y[:2])):
+        with z.open(k + ".npy", "w", force_zip64=True) as f:
+            f.write(npy(a))
+put("npz", "zip64", b.getvalue())
+
+
+def safetensors(tensors, meta=None):
+    header, data = {}, b""
+    for k, a in tensors.items():
+        tag = {"float32": "F32", "int64": "I64", "uint8": "U8", "float16": "F16"}[str(a.dtype)]
+        header[k] = {"dtype": tag, "shape": list(a.shape), "data_offsets": [len(data), len(data) + a.nbytes]}
+        data += a.tobytes()
+    if meta:
+        header["__metadata__"] = meta
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+put("safetensors", "two", safetensors({"w": np.ones((2, 2), np.float32), "b": np.arange(2, dtype=np.int64)},
+                                      {"format": "pt"}))
+put("safetensors", "half-empty", safetensors({"h": np.zeros(3, np.float16), "e": np.zeros((0, 4), np.uint8)}))
+
+
+def pil(img, fmt, **kw):
+    b = io.BytesIO()
+    img.save(b, fmt, **kw)
+    return b.getvalue()
+
+
+rgb = Image.fromarray(rng.integers(0, 256, (8, 12, 3), dtype=np.uint8), "RGB")
+put("jpeg", "rgb", pil(rgb, "JPEG", quality=50))
+put("jpeg", "progressive", pil(rgb, "JPEG", quality=50, progressive=True))
+put("jpeg", "gray", pil(rgb.convert("L"), "JPEG", quality=50))
+put("jpeg", "subsampled", pil(rgb, "JPEG", quality=30, subsampling=2))
+put("png", "rgb", pil(rgb, "PNG"))
+put("png", "gray", pil(rgb.convert("L"), "PNG"))
+put("png", "palette", pil(rgb.convert("P"), "PNG"))
+put("png", "rgba-interlaced", pil(rgb.convert("RGBA"), "PNG", interlace=1))
+put("png", "gray16", pil(Image.fromarray(rng.integers(0, 65535, (5, 7), dtype=np.uint16)), "PNG"))
+put("png", "bilevel", pil(rgb.convert("1"), "PNG"))
+
+os.makedirs(os.path.join(ROOT, "onnx"), exist_ok=True)
+shutil.copy(os.path.join(REPO, "tests", "fixtures", "torch_cnn.onnx"), os.path.join(ROOT, "onnx", "torch_cnn.onnx"))
+
+put("catalogue", "one", json.dumps({"datasets": [{
+    "name": "tiny", "description": "a test set", "size": "1 KB", "licence": "CC0", "homepage": "https://example.org",
+    "files": [{"name": "a.gz", "url": "https://example.org/a.gz", "bytes": 10, "md5": "0" * 32,
+               "sha256": "1" * 64, "content_md5": "2" * 32}]}]}))
+put("catalogue", "manual", json.dumps({"datasets": [{
+    "name": "big", "description": "manual", "manual": True, "manual_note": "register first",
+    "extract": "big.tar", "data_subdir": "big", "files": [{"name": "big.tar", "url": "", "bytes": 100}]}]}))
+
+put("dataset_spec", "cifar", "3x32x32:10:100")
+put("dataset_spec", "mnist-learnable", "1x28x28:10:50:learnable")
+put("dataset_spec", "flat", "16:2:4")
+
+# checkpoint: sidecars naming the fixed tensor files fuzz/targets/checkpoint.cpp writes.
+import hashlib
+h = b'{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+h += b" " * ((8 - len(h) % 8) % 8)
+tensor = struct.pack("<Q", len(h)) + h + struct.pack("<2f", 1.0, 2.0)
+entry = {"file": "a.safetensors", "bytes": len(tensor), "sha256": hashlib.sha256(tensor).hexdigest()}
+put("checkpoint", "ckpt.json", json.dumps({
+    "format": "kiln-checkpoint", "version": 1, "step": 100, "weights": entry,
+    "optimizer": dict(entry, file="b.safetensors"),
+    "state": {"step": 100, "model": "mlp", "optimizer": {"name": "sgd", "lr": 0.1}}}, indent=2) + "\n")
+put("checkpoint", "no-step.json", json.dumps({
+    "format": "kiln-checkpoint", "version": 1, "weights": entry, "optimizer": entry, "state": {}}))
