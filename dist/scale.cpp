@@ -4,6 +4,8 @@
 #include "dist/scale.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -11,6 +13,7 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "io/formats/json_limits.h"
 
 namespace kiln::dist {
 
@@ -60,17 +63,29 @@ double number(const nlohmann::json& j, const char* key, const std::string& where
   return d;
 }
 
+// A regular file only (a FIFO would block), bounded in size; the error names the path.
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in.good(), "cannot open '", path, "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  try {
+    return io::read_text_file(path, "scaling file");
+  } catch (const Error& e) {
+    KILN_THROW("cannot open '", path, "': ", e.message().empty() ? std::string(e.what()) : e.message());
+  }
+}
+
+// A whole decimal integer in [lo, hi]; the error names the line, the column and the text.
+int64_t whole_number(const std::string& text, const std::string& where, const char* column, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = text.empty() ? 0 : std::strtoll(text.c_str(), &end, 10);
+  KILN_CHECK(!text.empty() && end == text.c_str() + text.size() && errno == 0 && v >= lo && v <= hi, where, ": ",
+             column, " '", text, "' is not a whole number in [", lo, ", ", hi, "]");
+  return v;
 }
 
 }  // namespace
 
 DeviceProfile profile_from_json(const std::string& text, const std::string& origin) {
+  io::check_json_depth(text, origin);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -82,8 +97,10 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   DeviceProfile p;
   p.model = j.value("model", "");
   p.device = j.value("device", "");
-  p.batch = int64_t(number(j, "batch", origin));
-  KILN_CHECK(p.batch > 0, origin, ": \"batch\" must be positive");
+  const double batch = number(j, "batch", origin);
+  KILN_CHECK(batch >= 1 && batch <= double(int64_t(1) << 30) && batch == std::floor(batch), origin,
+             ": \"batch\" is ", j["batch"].dump(), ", not a whole number in [1, 2^30]");
+  p.batch = int64_t(batch);
   p.other_ms = number(j, "other_ms", origin);
   p.optimizer_ms = number(j, "optimizer_ms", origin);
   KILN_CHECK(j.contains("layers") && j["layers"].is_array() && !j["layers"].empty(), origin,
@@ -96,7 +113,10 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
     lp.name = l["name"].get<std::string>();
     lp.forward_ms = number(l, "forward_ms", where);
     lp.backward_ms = number(l, "backward_ms", where);
-    lp.grad_bytes = int64_t(number(l, "grad_bytes", where));
+    const double grad_bytes = number(l, "grad_bytes", where);
+    KILN_CHECK(grad_bytes <= double(int64_t(1) << 50), where, ": \"grad_bytes\" is ", l["grad_bytes"].dump(),
+               ", more than 2^50");
+    lp.grad_bytes = int64_t(grad_bytes);
     p.layers.push_back(lp);
   }
   return p;
@@ -248,8 +268,10 @@ double ps_ms(double bytes, int gpus, int nodes, int per_node, const Network& net
 }  // namespace
 
 double allreduce_ms(int64_t bytes, int gpus, int nodes, const Network& net, const ScaleOptions& o) {
-  KILN_CHECK(gpus >= 1 && nodes >= 1 && nodes <= gpus, "scale: ", gpus, " GPUs on ", nodes,
-             " nodes (need 1 <= nodes <= GPUs)");
+  KILN_CHECK(gpus >= 1 && gpus <= kMaxGpus && nodes >= 1 && nodes <= gpus, "scale: ", gpus, " GPUs on ", nodes,
+             " nodes (need 1 <= nodes <= GPUs <= ", kMaxGpus, ")");
+  KILN_CHECK(o.ps_servers >= 0 && o.ps_servers <= gpus, "scale: ", o.ps_servers,
+             " parameter servers for ", gpus, " GPUs (need 0 <= servers <= GPUs)");
   if (gpus == 1 || bytes == 0) return 0;
   const int per_node = (gpus + nodes - 1) / nodes;
   const double b = double(bytes);
@@ -329,7 +351,10 @@ std::vector<Bucket> make_buckets(const DeviceProfile& p, double bucket_mb) {
 StepPrediction simulate_step(const DeviceProfile& profile, int gpus, int nodes, const Network& net,
                              const ScaleOptions& o) {
   KILN_CHECK(profile.batch > 0, "scale: the profile of '", profile.model, "' has no batch size");
-  KILN_CHECK(o.jitter >= 0, "scale: --jitter must be >= 0, not ", o.jitter);
+  KILN_CHECK(std::isfinite(o.jitter) && o.jitter >= 0 && o.jitter <= 10, "scale: --jitter must be in [0, 10], not ",
+             o.jitter);
+  KILN_CHECK(gpus >= 1 && gpus <= kMaxGpus && nodes >= 1 && nodes <= gpus, "scale: ", gpus, " GPUs on ", nodes,
+             " nodes (need 1 <= nodes <= GPUs <= ", kMaxGpus, ")");
   // The slowest rank paces every bucket: its compute stretched by the expected straggle.
   const double stretch = 1 + o.jitter * expected_max_normal(gpus);
   const DeviceProfile& p = stretch == 1 ? profile : scaled(profile, stretch);
@@ -383,16 +408,17 @@ std::vector<ReferenceRow> reference_from_csv(const std::string& text, const std:
     r.source = f[1];
     r.model = f[2];
     r.gpu = f[3];
-    try {
-      r.batch = std::stoll(f[4]);
-      r.nodes = std::stoi(f[5]);
-      r.gpus = std::stoi(f[6]);
-      r.images_per_s = std::stod(f[7]);
-    } catch (const std::exception&) {
-      KILN_THROW(where, ": batch, nodes, gpus and images_per_s must be numbers");
+    r.batch = whole_number(f[4], where, "batch", 1, int64_t(1) << 30);
+    r.gpus = int(whole_number(f[6], where, "gpus", 1, kMaxGpus));
+    r.nodes = int(whole_number(f[5], where, "nodes", 1, r.gpus));
+    {
+      char* end = nullptr;
+      errno = 0;
+      r.images_per_s = f[7].empty() ? 0 : std::strtod(f[7].c_str(), &end);
+      KILN_CHECK(!f[7].empty() && end == f[7].c_str() + f[7].size() && errno == 0 && std::isfinite(r.images_per_s) &&
+                     r.images_per_s > 0,
+                 where, ": images_per_s '", f[7], "' is not a finite number > 0");
     }
-    KILN_CHECK(r.batch > 0 && r.nodes >= 1 && r.gpus >= r.nodes && r.images_per_s > 0, where,
-               ": need batch > 0, 1 <= nodes <= gpus, images_per_s > 0");
     r.intra = f[8];
     r.inter = f[9];
     r.algorithm = f[10];

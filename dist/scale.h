@@ -97,6 +97,11 @@ struct ScaleOptions {
   double jitter = 0;
 };
 
+// The largest job the model takes: a million GPUs, 1,024 per node. Counts past them are input
+// errors (a typo, an overflow), and they keep every product of counts inside int and double range.
+constexpr int kMaxGpus = 1 << 20;
+constexpr int kMaxGpusPerNode = 1024;
+
 // E[max of n independent standard normals] (Blom's approximation; 0 for n = 1).
 double expected_max_normal(int n);
 

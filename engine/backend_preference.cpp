@@ -6,7 +6,11 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
+
+#include "engine/dispatch.h"
+#include "engine/error.h"
 
 namespace kiln {
 
@@ -35,6 +39,10 @@ const BackendPreference* process_preference() {
   if (p) return p;
   const char* list = std::getenv("KILN_BACKEND");
   const char* strict = std::getenv("KILN_BACKEND_STRICT");
+  // A misspelt name would otherwise fall back to auto order without a word.
+  if (list) check_backend_list(list, "KILN_BACKEND");
+  KILN_CHECK(!strict || std::string(strict).empty() || std::string(strict) == "0" || std::string(strict) == "1",
+             "KILN_BACKEND_STRICT: '", strict, "' is not 0 or 1");
   const BackendPreference* fresh =
       make_backend_preference(list ? list : "", strict && std::string(strict) == "1").get();
   const BackendPreference* expected = nullptr;
@@ -69,6 +77,20 @@ const BackendPreference& effective_preference() {
 }
 
 }  // namespace detail
+
+void check_backend_list(const std::string& csv, const std::string& what) {
+  const std::vector<std::string> names = detail::split_csv(csv);
+  if (names.empty()) return;  // "", "auto"
+  std::set<std::string> known;
+  for (const OpTableBase* op : registry().ops())
+    for (const std::string& c : op->candidates()) known.insert(c.substr(0, c.find('/')));
+  for (const std::string& n : names) {
+    if (known.count(n)) continue;
+    std::string list = "auto";
+    for (const std::string& k : known) list += ", " + k;
+    KILN_THROW(what, ": unknown backend '", n, "' (known: ", list, ")");
+  }
+}
 
 int backend_id(const std::string& name) {
   std::lock_guard<std::mutex> lock(g_names_mu);

@@ -50,6 +50,12 @@ class BackendGuard {
   std::shared_ptr<const BackendPreference> prev_;
 };
 
+// Throws kiln::Error "<what>: unknown backend 'x' (known: auto, native, ref, ...)" unless every
+// name of the comma-separated list is "auto" or a backend some op is registered for. `what` names
+// where the list came from (KILN_BACKEND, --backend). KILN_BACKEND is checked on first use this
+// way, and KILN_BACKEND_STRICT must be 0 or 1.
+void check_backend_list(const std::string& csv, const std::string& what);
+
 // Backend names as small integers, so dispatch compares ints: the id of `name`, made on first
 // use (registration or a preference naming it), stable for the process.
 int backend_id(const std::string& name);

@@ -37,6 +37,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
+// Creates `dir` (and its parents); a failure is a kiln::Error naming the flag and the folder.
+void make_dir(const std::string& dir, const char* flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  KILN_CHECK(!ec, flag, " ", dir, ": cannot create the folder: ", ec.message());
+}
+
 // The signal that asked for a checkpoint-and-exit (0: none). Set by the handler, read between steps.
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
@@ -266,7 +273,7 @@ void Trainer::fit() {
     else std::cerr << "kiln train: no checkpoint in " << cfg_.checkpoint_dir << ", starting afresh\n";
   }
   if (!cfg_.logdir.empty()) {
-    std::filesystem::create_directories(cfg_.logdir);
+    make_dir(cfg_.logdir, "--logdir");
     st_->events = std::make_unique<EventWriter>(cfg_.logdir);
     bool append = step_ > 0;
     st_->steps_csv = std::make_unique<CsvLog>(cfg_.logdir + "/train.csv", append);
@@ -475,7 +482,7 @@ void Trainer::log_epoch(const EpochSummary& s) {
 std::string Trainer::save_checkpoint() {
   if (!strategy_->is_chief()) return "";  // one writer: the other ranks hold the same weights
   KILN_CHECK(!cfg_.checkpoint_dir.empty(), "Trainer::save_checkpoint: no checkpoint directory configured");
-  std::filesystem::create_directories(cfg_.checkpoint_dir);
+  make_dir(cfg_.checkpoint_dir, "--checkpoint-dir");
   Checkpoint c;
   c.weights = model_->state_dict();
   c.optimizer = optimizer_->state_tensors();

@@ -125,7 +125,10 @@ int run_gnuplot(const std::vector<std::string>& args, const std::string& log) {
 }  // namespace
 
 std::string find_gnuplot() {
-  if (const char* env = std::getenv("KILN_GNUPLOT")) return executable(env) ? env : "";
+  if (const char* env = std::getenv("KILN_GNUPLOT")) {
+    KILN_CHECK(executable(env), "KILN_GNUPLOT '", env, "' is not an executable file (unset it to use gnuplot from PATH)");
+    return env;
+  }
   const char* path = std::getenv("PATH");
   std::stringstream dirs(path ? path : "/usr/bin:/bin");
   std::string dir;

@@ -19,7 +19,8 @@ namespace kiln::bench {
 
 using NamedResults = std::pair<std::string, Results>;  // (file name, contents)
 
-// The gnuplot executable: $KILN_GNUPLOT, else `gnuplot` on PATH; "" when there is none.
+// The gnuplot executable: $KILN_GNUPLOT (a kiln::Error when it is not an executable file), else
+// `gnuplot` on PATH; "" when there is none.
 std::string find_gnuplot();
 
 // What gnuplot reads (exposed for tests): the script, run as

@@ -15,9 +15,11 @@
 #include <sstream>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 
 #include "engine/error.h"
 #include "engine/version.h"
+#include "io/formats/json_limits.h"
 #include "kernels/common/parallel.h"
 
 namespace kiln::bench {
@@ -109,46 +111,67 @@ json run_to_json(const RunResult& r) {
   return j;
 }
 
+// A value of a result file as T; a wrong type is an error naming the file, the run, the key and
+// the value (nlohmann's own type_error names none of them).
 template <class T>
-T field(const json& j, const char* key, const T& fallback) {
+T as(const json& v, const std::string& where, const char* key) {
+  try {
+    return v.get<T>();
+  } catch (const json::exception&) {
+    std::string shown = v.dump();
+    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+    KILN_THROW(where, ": '", key, "' is ", shown, ", not ",
+               std::is_same_v<T, std::string> ? "a string" : std::is_arithmetic_v<T> ? "a number" : "a list of numbers");
+  }
+}
+
+template <class T>
+T field(const json& j, const char* key, const T& fallback, const std::string& where) {
   auto it = j.find(key);
-  return it == j.end() || it->is_null() ? fallback : it->get<T>();
+  return it == j.end() || it->is_null() ? fallback : as<T>(*it, where, key);
 }
 
 RunResult run_from_json(const json& j, const std::string& where) {
+  KILN_CHECK(j.is_object(), where, ": not an object");
   for (const char* key : {"model", "batch", "mode", "images_per_s"})
     KILN_CHECK(j.contains(key), where, ": no '", key, "'");
   RunResult r;
-  r.spec.model = j.at("model").get<std::string>();
-  r.spec.batch = j.at("batch").get<int64_t>();
-  const std::string mode = j.at("mode").get<std::string>();
+  r.spec.model = as<std::string>(j["model"], where, "model");
+  r.spec.batch = as<int64_t>(j["batch"], where, "batch");
+  KILN_CHECK(j["batch"].is_number_integer() && r.spec.batch > 0, where, ": 'batch' is ", j["batch"].dump(),
+             ", not a positive integer");
+  const std::string mode = as<std::string>(j["mode"], where, "mode");
   KILN_CHECK(mode == "forward" || mode == "train", where, ": mode is '", mode, "', expected forward or train");
   r.spec.train = mode == "train";
-  r.spec.device = field<std::string>(j, "device", "cpu");
-  r.spec.backend = field<std::string>(j, "backend", "auto");
-  r.spec.layout = field<std::string>(j, "layout", "auto");
-  r.spec.dtype = field<std::string>(j, "dtype", "float32");
-  r.spec.iters = field<int>(j, "iters", 0);
-  r.spec.warmup = field<int>(j, "warmup", 0);
-  r.spec.loss = field<std::string>(j, "loss", "random_grad") == "cross_entropy";
-  r.threads = field<int>(j, "threads", 0);
-  r.ms = field<std::vector<double>>(j, "ms", {});
-  r.losses = field<std::vector<double>>(j, "losses", {});
-  r.ms_min = field<double>(j, "ms_min", 0);
-  r.ms_median = field<double>(j, "ms_median", 0);
-  r.ms_max = field<double>(j, "ms_max", 0);
-  r.ms_mean = field<double>(j, "ms_mean", 0);
-  r.images_per_s = j.at("images_per_s").get<double>();
-  r.wall_s = field<double>(j, "wall_s", 0);
-  r.peak_bytes = field<int64_t>(j, "peak_bytes", 0);
-  r.parameters = field<int64_t>(j, "parameters", 0);
-  r.gflop_per_iter = field<double>(j, "gflop_per_iter", 0);
-  r.gflops = field<double>(j, "gflops", 0);
-  if (j.contains("layers"))
-    for (const json& l : j.at("layers"))
-      r.layers.push_back(LayerRow{field<std::string>(l, "name", ""), field<std::string>(l, "kind", ""),
-                                  field<double>(l, "forward_ms", 0), field<double>(l, "backward_ms", 0),
-                                  field<double>(l, "share", 0), field<double>(l, "gflop", 0)});
+  r.spec.device = field<std::string>(j, "device", "cpu", where);
+  r.spec.backend = field<std::string>(j, "backend", "auto", where);
+  r.spec.layout = field<std::string>(j, "layout", "auto", where);
+  r.spec.dtype = field<std::string>(j, "dtype", "float32", where);
+  r.spec.iters = field<int>(j, "iters", 0, where);
+  r.spec.warmup = field<int>(j, "warmup", 0, where);
+  r.spec.loss = field<std::string>(j, "loss", "random_grad", where) == "cross_entropy";
+  r.threads = field<int>(j, "threads", 0, where);
+  r.ms = field<std::vector<double>>(j, "ms", {}, where);
+  r.losses = field<std::vector<double>>(j, "losses", {}, where);
+  r.ms_min = field<double>(j, "ms_min", 0, where);
+  r.ms_median = field<double>(j, "ms_median", 0, where);
+  r.ms_max = field<double>(j, "ms_max", 0, where);
+  r.ms_mean = field<double>(j, "ms_mean", 0, where);
+  r.images_per_s = as<double>(j["images_per_s"], where, "images_per_s");
+  KILN_CHECK(std::isfinite(r.images_per_s) && r.images_per_s >= 0, where, ": 'images_per_s' is ",
+             j["images_per_s"].dump(), ", not a finite number >= 0");
+  r.wall_s = field<double>(j, "wall_s", 0, where);
+  r.peak_bytes = field<int64_t>(j, "peak_bytes", 0, where);
+  r.parameters = field<int64_t>(j, "parameters", 0, where);
+  r.gflop_per_iter = field<double>(j, "gflop_per_iter", 0, where);
+  r.gflops = field<double>(j, "gflops", 0, where);
+  if (j.contains("layers")) {
+    KILN_CHECK(j["layers"].is_array(), where, ": 'layers' is not a list");
+    for (const json& l : j["layers"])
+      r.layers.push_back(LayerRow{field<std::string>(l, "name", "", where), field<std::string>(l, "kind", "", where),
+                                  field<double>(l, "forward_ms", 0, where), field<double>(l, "backward_ms", 0, where),
+                                  field<double>(l, "share", 0, where), field<double>(l, "gflop", 0, where)});
+  }
   return r;
 }
 
@@ -195,6 +218,7 @@ std::string to_json(const Results& results) {
 }
 
 Results results_from_json(const std::string& text, const std::string& origin) {
+  io::check_json_depth(text, origin);
   json j;
   try {
     j = json::parse(text);
@@ -207,13 +231,14 @@ Results results_from_json(const std::string& text, const std::string& origin) {
   try {
     if (j.contains("machine")) {
       const json& m = j.at("machine");
-      res.machine.framework = field<std::string>(m, "framework", "kiln");
-      res.machine.version = field<std::string>(m, "version", "");
-      res.machine.hostname = field<std::string>(m, "hostname", "");
-      res.machine.cpu = field<std::string>(m, "cpu", "");
-      res.machine.cores = field<int>(m, "cores", 0);
-      res.machine.threads = field<int>(m, "threads", 0);
-      res.machine.date = field<std::string>(m, "date", "");
+      const std::string where = origin + ": machine";
+      res.machine.framework = field<std::string>(m, "framework", "kiln", where);
+      res.machine.version = field<std::string>(m, "version", "", where);
+      res.machine.hostname = field<std::string>(m, "hostname", "", where);
+      res.machine.cpu = field<std::string>(m, "cpu", "", where);
+      res.machine.cores = field<int>(m, "cores", 0, where);
+      res.machine.threads = field<int>(m, "threads", 0, where);
+      res.machine.date = field<std::string>(m, "date", "", where);
     }
     int i = 0;
     for (const json& r : j.at("runs")) res.runs.push_back(run_from_json(r, origin + ": run " + std::to_string(i++)));
@@ -258,11 +283,14 @@ void write_results(const Results& results, const std::string& path) {
 }
 
 Results read_results(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  KILN_CHECK(in, path, ": cannot open (kiln compare and kiln plot read the .json files of kiln bench --out)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return results_from_json(ss.str(), path);
+  std::string text;
+  try {
+    text = io::read_text_file(path, "result file");
+  } catch (const Error& e) {
+    KILN_THROW(path, ": cannot open (kiln compare and kiln plot read the .json files of kiln bench --out): ",
+               e.message().empty() ? std::string(e.what()) : e.message());
+  }
+  return results_from_json(text, path);
 }
 
 Comparison compare(const Results& a, const Results& b, bool loose) {

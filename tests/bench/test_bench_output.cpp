@@ -14,6 +14,7 @@
 #include <fstream>
 #include <regex>
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <sstream>
 
@@ -307,6 +308,30 @@ TEST_CASE("compare: ratio b/a on rows in both files; loose matching across backe
   CHECK_THROWS_KILN(compare(a, pt), "more than one run of mnist-cnn batch 16 forward");
   CHECK_THROWS_KILN(read_results((dir.path / "missing.json").string()), "cannot open");
   CHECK_THROWS_KILN(results_from_json("{\"runs\": [{\"model\": \"x\"}]}", "f.json"), "f.json: run 0: no 'batch'");
+}
+
+// Issue 18: a result file's wrong types and values are named (file, run, key, value), never a bare
+// nlohmann type_error; a FIFO is refused at once; nesting is bounded.
+TEST_CASE("result files: wrong types, bad values, FIFOs and deep nesting are refused naming them") {
+  auto run = [](const std::string& fields) { return "{\"runs\": [{\"model\": \"m\", \"mode\": \"forward\", " + fields + "}]}"; };
+  CHECK_THROWS_KILN(results_from_json(run("\"batch\": \"16\", \"images_per_s\": 1"), "f.json"),
+                    "f.json: run 0: 'batch' is \"16\", not a number");
+  CHECK_THROWS_KILN(results_from_json(run("\"batch\": 0, \"images_per_s\": 1"), "f.json"),
+                    "f.json: run 0: 'batch' is 0, not a positive integer");
+  CHECK_THROWS_KILN(results_from_json(run("\"batch\": 16, \"images_per_s\": -1"), "f.json"),
+                    "f.json: run 0: 'images_per_s' is -1, not a finite number >= 0");
+  CHECK_THROWS_KILN(results_from_json(run("\"batch\": 16, \"images_per_s\": 1, \"backend\": 7"), "f.json"),
+                    "f.json: run 0: 'backend' is 7, not a string");
+  CHECK_THROWS_KILN(results_from_json(run("\"batch\": 16, \"images_per_s\": 1, \"ms\": [1, \"x\"]"), "f.json"),
+                    "f.json: run 0: 'ms' is [1,\"x\"], not a list of numbers");
+  CHECK_THROWS_KILN(results_from_json("{\"machine\": {\"cores\": \"many\"}, \"runs\": []}", "f.json"),
+                    "f.json: machine: 'cores' is \"many\", not a number");
+  CHECK_THROWS_KILN(results_from_json("{\"runs\": [3]}", "f.json"), "f.json: run 0: not an object");
+  CHECK_THROWS_KILN(results_from_json("{\"runs\": " + std::string(70, '[') + std::string(70, ']') + "}", "f.json"),
+                    "f.json: JSON nested deeper than 64 levels");
+  test::TempDir dir("results_fifo");
+  REQUIRE(::mkfifo((dir / "r.json").c_str(), 0600) == 0);
+  CHECK_THROWS_KILN(read_results(dir / "r.json"), "r.json: a FIFO, not a regular file");
 }
 
 TEST_CASE("plot: a data file with a titled line per model, backend and mode") {

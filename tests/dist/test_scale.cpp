@@ -228,6 +228,37 @@ TEST_CASE("scale: errors name what is wrong") {
   CHECK_THROWS_KILN(reference_from_csv("header\nt,s,m,g,x,1,1,1,a,b,ring,\n", "r.csv"), "r.csv:2");
 }
 
+// Issue 18: counts past the model's range (an int overflow in nodes = (gpus + per_node - 1) /
+// per_node, a vector of a billion nodes) and half-numbers in the tables are refused, naming them.
+TEST_CASE("scale: absurd GPU counts and malformed table numbers are refused") {
+  const DeviceProfile p = synthetic(3);
+  const Network net = net_of(10, 10);
+  CHECK_THROWS_KILN(simulate_step(p, 2147483647, 268435456, net, ScaleOptions{}), "2147483647 GPUs on 268435456 nodes");
+  CHECK_THROWS_KILN(simulate_step(p, kMaxGpus + 1, 1, net, ScaleOptions{}), "(need 1 <= nodes <= GPUs <= 1048576)");
+  CHECK_THROWS_KILN(simulate_step(p, 0, 1, net, ScaleOptions{}), "0 GPUs on 1 nodes");
+  ScaleOptions ps;
+  ps.algorithm = Algorithm::ps;
+  ps.ps_servers = 2000000000;
+  CHECK_THROWS_KILN(allreduce_ms(1 << 20, 8, 1, net, ps), "2000000000 parameter servers for 8 GPUs");
+  ScaleOptions nan_jitter;
+  nan_jitter.jitter = std::nan("");
+  CHECK_THROWS_KILN(simulate_step(p, 8, 1, net, nan_jitter), "--jitter must be in [0, 10], not nan");
+  const std::string head = "table,source,model,gpu,batch,nodes,gpus,images_per_s,intra,inter,algorithm,notes\n";
+  CHECK_THROWS_KILN(reference_from_csv(head + "t,s,m,g,64,1,99999999999,100,a,b,ring,\n", "r.csv"),
+                    "r.csv:2: gpus '99999999999' is not a whole number in [1, 1048576]");
+  CHECK_THROWS_KILN(reference_from_csv(head + "t,s,m,g,64x,1,8,100,a,b,ring,\n", "r.csv"),
+                    "r.csv:2: batch '64x' is not a whole number");
+  CHECK_THROWS_KILN(reference_from_csv(head + "t,s,m,g,64,9,8,100,a,b,ring,\n", "r.csv"),
+                    "r.csv:2: nodes '9' is not a whole number in [1, 8]");
+  CHECK_THROWS_KILN(reference_from_csv(head + "t,s,m,g,64,1,8,nan,a,b,ring,\n", "r.csv"),
+                    "r.csv:2: images_per_s 'nan' is not a finite number > 0");
+  CHECK_THROWS_KILN(profile_from_json(R"({"format": "kiln-scale-profile", "batch": 1e300, "other_ms": 0,
+      "optimizer_ms": 1, "layers": [{"name": "fc", "forward_ms": 1, "backward_ms": 1, "grad_bytes": 4}]})", "p.json"),
+                    "p.json: \"batch\" is 1e+300, not a whole number in [1, 2^30]");
+  CHECK_THROWS_KILN(profile_from_json("{\"format\": " + std::string(100, '[') + std::string(100, ']') + "}", "p.json"),
+                    "p.json: JSON nested deeper than 64 levels");
+}
+
 TEST_CASE("scale: the published tables parse, name known presets and compare") {
   const std::vector<ReferenceRow> rows = load_reference(std::string(KILN_SOURCE_DIR) + "/dist/reference/scaling.csv");
   std::vector<ReferenceRow> p100;

@@ -22,6 +22,7 @@
 #include "nets/zoo.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/dist_flags.h"
+#include "tools/kiln/flag_checks.h"
 
 #ifndef KILN_SOURCE_DIR
 #define KILN_SOURCE_DIR ""
@@ -42,17 +43,7 @@ struct BenchOptions {
   DistFlags dist;
 };
 
-int64_t parse_batch(const std::string& b) {
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(b, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  KILN_CHECK(used == b.size() && v > 0, "--batch: '", b, "' is not a positive integer");
-  return v;
-}
+int64_t parse_batch(const std::string& b) { return parse_whole(b, "--batch", 1, kMaxBatch); }
 
 std::vector<bench::RunSpec> make_specs(const BenchOptions& o) {
   std::vector<std::string> models = split_list(o.models);
@@ -141,6 +132,12 @@ int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSes
 int run_bench(const BenchOptions& opts) {
   KILN_CHECK(opts.data.empty(), "--data ", opts.data,
              ": kiln bench times synthetic data; kiln train reads real data sets");
+  for (const std::string& path : opts.outs) {
+    check_output_path(path, "--out");
+    KILN_CHECK(path.size() > 5 && (path.compare(path.size() - 5, 5, ".json") == 0 ||
+                                   path.compare(path.size() - 4, 4, ".csv") == 0),
+               "--out ", path, ": the format comes from the extension, use .json or .csv");
+  }
   BenchOptions o = opts;
   if (o.tf_compat) {  // tf_cnn_benchmarks' defaults: 100 timed steps after 10 warm-up steps
     if (o.iters_opt->count() == 0) o.iters = 100;
@@ -222,7 +219,8 @@ Command add_bench(CLI::App& app) {
                   "comma-separated zoo names or .onnx files (default: the convnet-benchmarks four, "
                   "alexnet,overfeat,vgg11,googlenet)");
   sub->add_option("--batch", o->batches,
-                  "comma-separated batch sizes (default: each model's convnet-benchmarks / tf_cnn_benchmarks batch)");
+                  "comma-separated batch sizes (default: each model's convnet-benchmarks / tf_cnn_benchmarks batch)")
+      ->check(whole_list(1, kMaxBatch));
   sub->add_option("--mode", o->modes, "forward, train, or both")->capture_default_str();
   sub->add_option("--device", o->device, "cpu or cuda[:N]")->capture_default_str();
   sub->add_option("--backend", o->backend, "auto, native, ref (a comma list is a preference order)")
@@ -233,13 +231,13 @@ Command add_bench(CLI::App& app) {
       ->capture_default_str();
   o->iters_opt = sub->add_option("--iters", o->iters, "timed iterations (--tf-compat: 100)")
                      ->capture_default_str()
-                     ->check(CLI::PositiveNumber);
+                     ->check(whole(1, 1000000));
   o->warmup_opt = sub->add_option("--warmup", o->warmup, "untimed iterations first (--tf-compat: 10)")
                       ->capture_default_str()
-                      ->check(CLI::NonNegativeNumber);
+                      ->check(whole(0, 1000000));
   sub->add_option("--threads", o->threads, "threads inside ops (0: KILN_NUM_THREADS, OMP_NUM_THREADS or all cores)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole(0, kMaxThreads));
   sub->add_option("--data", o->data, "not supported yet: kiln bench times synthetic data (kiln train reads real data)");
   sub->add_option("--cudnn-benchmark", o->cudnn_benchmark,
                   "GPUs: time cuDNN's algorithms once per shape (true) or take its heuristics (false)")

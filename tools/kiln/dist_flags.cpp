@@ -9,6 +9,7 @@
 
 #include "dist/timeline.h"
 #include "engine/error.h"
+#include "tools/kiln/flag_checks.h"
 
 namespace kiln::cli {
 
@@ -17,22 +18,28 @@ void add_dist_flags(CLI::App* sub, DistFlags* f, bool training) {
                   "under mpirun/srun: sync (all-reduce, the default there), async (Downpour parameter servers) "
                   "or ps (parameter servers, synchronous unless --ps-async)");
   dist::DistConfig& c = f->config;
-  sub->add_option("--bucket-mb", c.sync.bucket_mb, "sync: gradient fusion bucket size in MB")->capture_default_str();
+  sub->add_option("--bucket-mb", c.sync.bucket_mb, "sync: gradient fusion bucket size in MB")
+      ->capture_default_str()
+      ->check(real(0, 1 << 16, true, false));
   sub->add_flag("--no-overlap", f->no_overlap, "sync: all-reduce after backward instead of during it");
   sub->add_flag("--fp16-allreduce", c.sync.fp16_compression, "sync: gradients cross the wire as float16");
   sub->add_option("--ps", c.ps_servers, "async, ps: number of parameter-server ranks (the last ones)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole(0, 1 << 20));
   sub->add_option("--staleness", c.staleness, "async, ps --ps-async: stale-synchronous bound (-1: none)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole(-1, 1 << 20));
   sub->add_flag("--ps-async", f->ps_async, "ps: servers apply each worker's gradients as they come");
   sub->add_option("--comm", c.comm, "communicator: auto, mpi, nccl")->capture_default_str();
   sub->add_option("--allreduce", c.comm_options.algorithm, "library (MPI/NCCL's own) or ring (kiln's)")
       ->capture_default_str();
   sub->add_option("--comm-timeout", c.comm_options.timeout_s,
                   "seconds before a rank that waits on a silent peer gives up and ends the job")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(real(0, 1e7, true, false));
   sub->add_option("--comm-warn", c.comm_options.warn_after_s, "seconds of waiting before a rank says whom it waits for")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(real(0, 1e7, true, false));
   sub->add_flag("--no-comm-check", f->no_check, "skip matching each collective's signature across ranks");
   sub->add_option("--timeline", c.timeline, "Chrome-trace JSON per rank (FILE.rank<r>.json), for Perfetto");
   if (training) {

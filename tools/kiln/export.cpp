@@ -12,6 +12,7 @@
 #include "io/onnx/onnx.h"
 #include "nets/zoo.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/flag_checks.h"
 
 namespace kiln::cli {
 namespace {
@@ -24,6 +25,7 @@ struct ExportOptions {
 
 int run_export(const ExportOptions& o) {
   KILN_CHECK(!o.onnx.empty(), "--onnx OUT.onnx is required");
+  check_output_path(o.onnx, "--onnx");
   KILN_CHECK(o.batch > 0, "--batch must be positive, got ", o.batch);
   Checkpoint ck;
   std::string model = o.model;
@@ -79,10 +81,14 @@ Command add_export(CLI::App& app) {
   sub->add_option("--model", o->model, "zoo net name (default: the checkpoint's)");
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint prefix or .json whose weights to export");
   sub->add_option("--batch", o->batch, "batch size of the traced forward (the ONNX batch dim stays symbolic)")
-      ->capture_default_str();
-  sub->add_option("--classes", o->classes, "outputs of the net (default: the net's or the checkpoint's)");
-  sub->add_option("--in-channels", o->in_channels, "input channels (default: the net's or the checkpoint's)");
-  sub->add_option("--image-size", o->image_size, "square input side, for nets that take several");
+      ->capture_default_str()
+      ->check(whole(1, kMaxBatch));
+  sub->add_option("--classes", o->classes, "outputs of the net (default: the net's or the checkpoint's)")
+      ->check(whole(0, 1 << 20));
+  sub->add_option("--in-channels", o->in_channels, "input channels (default: the net's or the checkpoint's)")
+      ->check(whole(0, 1 << 16));
+  sub->add_option("--image-size", o->image_size, "square input side, for nets that take several")
+      ->check(whole(0, 1 << 16));
   sub->add_flag("--static-batch", o->static_batch, "fix the batch dim to --batch instead of a symbolic N");
   return Command{sub, [o] { return run_export(*o); }};
 }

@@ -8,10 +8,13 @@
 // Exit codes: 0 success, 1 a kiln::Error (message on stderr), 2 bad command line.
 // Test: ctest --test-dir build -R cli
 #include <cstdio>
+#include <new>
 #include <sstream>
+#include <string>
 
 #include "dist/comm.h"
 #include "dist/timeline.h"
+#include "engine/backend_preference.h"
 #include "engine/error.h"
 #include "tools/kiln/commands.h"
 
@@ -56,13 +59,22 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  std::string command = "kiln";
   try {
+    (void)kiln::backend_preference();  // KILN_BACKEND and KILN_BACKEND_STRICT checked before any output
     for (const auto& c : commands)
-      if (c.app->parsed()) return c.run();
+      if (c.app->parsed()) {
+        command = "kiln " + c.app->get_name();
+        return c.run();
+      }
   } catch (const kiln::Error& e) {
     return fail(e.message().empty() ? e.what() : e.message().c_str());
+  } catch (const std::bad_alloc&) {
+    return fail((command + ": out of memory (a size in the input or on the command line is too large?)").c_str());
   } catch (const std::exception& e) {
-    return fail(e.what());
+    // Bad input should arrive as a kiln::Error naming the file or flag; a bare library message
+    // ("stoull", "vector::_M_range_check") here is a bug to report, so say where it came from.
+    return fail((command + ": unexpected error (please report it): " + e.what()).c_str());
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include "bench/harness/plot.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/flag_checks.h"
 
 namespace kiln::cli {
 
@@ -27,6 +28,7 @@ Command add_plot(CLI::App& app) {
                      stem = o->files.front();
                      if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".json") == 0) stem.resize(stem.size() - 5);
                    }
+                   check_output_path(stem + ".png", "-o");
                    for (const std::string& path : bench::plot_results(inputs, stem, o->title))
                      std::printf("wrote %s\n", path.c_str());
                    return 0;

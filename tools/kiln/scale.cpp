@@ -20,6 +20,7 @@
 #include "engine/profiler.h"
 #include "nets/zoo.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/flag_checks.h"
 
 #ifndef KILN_SOURCE_DIR
 #define KILN_SOURCE_DIR ""
@@ -33,10 +34,11 @@ struct ScaleCliOptions {
   std::string intra = "nvlink-v100", inter = "ib-edr", algorithm = "ring";
   int64_t batch = 0, measure_batch = 0;
   double device_ips = 0, bucket_mb = 25, jitter = 0;
-  double intra_bw = 0, intra_lat = -1, inter_bw = 0, inter_lat = -1;
+  double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0;  // overrides when given (see the *_opt)
   int gpus_per_node = 8, ps_servers = 0, iters = 3, warmup = 1, threads = 0;
   bool no_overlap = false, list = false, details = false;
   CLI::Option* algorithm_opt = nullptr;
+  CLI::Option *intra_bw_opt = nullptr, *intra_lat_opt = nullptr, *inter_bw_opt = nullptr, *inter_lat_opt = nullptr;
 };
 
 const Module* find_module(const Module& m, const std::string& path) {
@@ -229,6 +231,8 @@ int run_compare(const ScaleCliOptions& o) {
 }
 
 int run_scale(const ScaleCliOptions& o) {
+  if (!o.json.empty()) check_output_path(o.json, "--json");
+  if (!o.save_profile.empty()) check_output_path(o.save_profile, "--save-profile");
   if (o.list) {
     for (const dist::LinkPreset& p : dist::link_presets())
       std::printf("%-12s %7.2f GB/s %5.1f us   %s\n", p.name.c_str(), p.link.gb_per_s, p.link.latency_us,
@@ -237,11 +241,12 @@ int run_scale(const ScaleCliOptions& o) {
   }
   if (!o.compare.empty()) return run_compare(o);
   dist::Network net{dist::link_preset(o.intra), dist::link_preset(o.inter)};
-  if (o.intra_bw > 0) net.intra.gb_per_s = o.intra_bw;
-  if (o.intra_lat >= 0) net.intra.latency_us = o.intra_lat;
-  if (o.inter_bw > 0) net.inter.gb_per_s = o.inter_bw;
-  if (o.inter_lat >= 0) net.inter.latency_us = o.inter_lat;
-  KILN_CHECK(o.gpus_per_node >= 1, "--gpus-per-node must be positive, not ", o.gpus_per_node);
+  if (o.intra_bw_opt->count()) net.intra.gb_per_s = o.intra_bw;
+  if (o.intra_lat_opt->count()) net.intra.latency_us = o.intra_lat;
+  if (o.inter_bw_opt->count()) net.inter.gb_per_s = o.inter_bw;
+  if (o.inter_lat_opt->count()) net.inter.latency_us = o.inter_lat;
+  KILN_CHECK(o.gpus_per_node >= 1 && o.gpus_per_node <= dist::kMaxGpusPerNode, "--gpus-per-node: ", o.gpus_per_node,
+             " is not in [1, ", dist::kMaxGpusPerNode, "]");
   dist::DeviceProfile p;
   if (o.profile.empty()) {
     const int64_t batch = o.batch > 0 ? o.batch : bench::default_batch(o.model);
@@ -264,12 +269,7 @@ int run_scale(const ScaleCliOptions& o) {
   double one = 0;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const std::string& g : split_list(o.gpus)) {
-    int n = 0;
-    try {
-      n = std::stoi(g);
-    } catch (const std::exception&) {
-    }
-    KILN_CHECK(n >= 1, "--gpus: '", g, "' is not a positive integer");
+    const int n = int(parse_whole(g, "--gpus", 1, dist::kMaxGpus));
     const int nodes = (n + o.gpus_per_node - 1) / o.gpus_per_node;
     const dist::StepPrediction s = dist::simulate_step(p, n, nodes, net, so);
     if (one == 0) one = dist::simulate_step(p, 1, 1, net, so).images_per_s;
@@ -297,33 +297,44 @@ Command add_scale(CLI::App& app) {
   auto o = std::make_shared<ScaleCliOptions>();
   CLI::App* sub = app.add_subcommand("scale", "predict data-parallel images/s and efficiency over GPUs and nodes");
   sub->add_option("--model", o->model, "zoo net to measure (default resnet50)");
-  sub->add_option("--batch", o->batch, "batch per GPU (default: the net's benchmark batch)");
-  sub->add_option("--measure-batch", o->measure_batch, "batch to measure at; times are scaled linearly to --batch (--compare: min(table batch, 32))");
+  sub->add_option("--batch", o->batch, "batch per GPU (default: the net's benchmark batch)")->check(whole(0, kMaxBatch));
+  sub->add_option("--measure-batch", o->measure_batch, "batch to measure at; times are scaled linearly to --batch (--compare: min(table batch, 32))")
+      ->check(whole(0, kMaxBatch));
   sub->add_option("--profile", o->profile, "read the one-device profile from this JSON instead of measuring");
   sub->add_option("--save-profile", o->save_profile, "write the profile (as measured or read) to this JSON");
   sub->add_option("--device-images-per-s", o->device_ips,
-                  "calibrate: rescale the profile so one device gives this many images/s (a published figure)");
+                  "calibrate: rescale the profile so one device gives this many images/s (a published figure)")
+      ->check(real(0, 1e9));
   sub->add_option("--intra", o->intra, "link between GPUs of a node (--list-networks)");
   sub->add_option("--inter", o->inter, "link between nodes (--list-networks)");
-  sub->add_option("--intra-bw", o->intra_bw, "override the intra-node bandwidth, GB/s");
-  sub->add_option("--intra-lat", o->intra_lat, "override the intra-node latency, us");
-  sub->add_option("--inter-bw", o->inter_bw, "override the inter-node bandwidth, GB/s");
-  sub->add_option("--inter-lat", o->inter_lat, "override the inter-node latency, us");
-  sub->add_option("--gpus-per-node", o->gpus_per_node, "GPUs per node (default 8)");
-  sub->add_option("--gpus", o->gpus, "GPU counts to predict (default 1,2,4,8,16,32,64)");
-  sub->add_option("--bucket-mb", o->bucket_mb, "fusion bucket size, MB (default 25)");
+  o->intra_bw_opt = sub->add_option("--intra-bw", o->intra_bw, "override the intra-node bandwidth, GB/s")
+                        ->check(real(0, 1e6, true, false));
+  o->intra_lat_opt = sub->add_option("--intra-lat", o->intra_lat, "override the intra-node latency, us")
+                         ->check(real(0, 1e9));
+  o->inter_bw_opt = sub->add_option("--inter-bw", o->inter_bw, "override the inter-node bandwidth, GB/s")
+                        ->check(real(0, 1e6, true, false));
+  o->inter_lat_opt = sub->add_option("--inter-lat", o->inter_lat, "override the inter-node latency, us")
+                         ->check(real(0, 1e9));
+  sub->add_option("--gpus-per-node", o->gpus_per_node, "GPUs per node (default 8)")
+      ->check(whole(1, dist::kMaxGpusPerNode));
+  sub->add_option("--gpus", o->gpus, "GPU counts to predict (default 1,2,4,8,16,32,64)")
+      ->check(whole_list(1, dist::kMaxGpus));
+  sub->add_option("--bucket-mb", o->bucket_mb, "fusion bucket size, MB (default 25)")->check(real(0, 1 << 16, true, false));
   sub->add_flag("--no-overlap", o->no_overlap, "all-reduce only after backward ends");
   o->algorithm_opt = sub->add_option("--algorithm", o->algorithm, "ring | hierarchical | tree | ps | ps-hier (default ring; --compare: each row's)");
   sub->add_option("--jitter", o->jitter,
-                  "straggler model: coefficient of variation of a rank's compute time (default 0: none)");
-  sub->add_option("--ps-servers", o->ps_servers, "ps: parameter servers (default one per node)");
+                  "straggler model: coefficient of variation of a rank's compute time (default 0: none)")
+      ->check(real(0, 10));
+  sub->add_option("--ps-servers", o->ps_servers, "ps: parameter servers (default one per node)")
+      ->check(whole(0, dist::kMaxGpus));
   sub->add_option("--compare", o->compare,
                   "predict beside a published table: horovod-p100, kit-980ti, s3-horovod-v100, s3-ddp-v100, s1-k80");
   sub->add_option("--reference", o->reference, "published tables (default dist/reference/scaling.csv in the source)");
   sub->add_option("--json", o->json, "write the predictions to this JSON");
-  sub->add_option("--iters", o->iters, "timed steps when measuring (default 3)");
-  sub->add_option("--warmup", o->warmup, "untimed steps when measuring (default 1)");
-  sub->add_option("--threads", o->threads, "CPU threads when measuring (default: as set)");
+  sub->add_option("--iters", o->iters, "timed steps when measuring (default 3)")->check(whole(1, 1000000));
+  sub->add_option("--warmup", o->warmup, "untimed steps when measuring (default 1)")->check(whole(0, 1000000));
+  sub->add_option("--threads", o->threads, "CPU threads when measuring (default: as set)")
+      ->check(whole(0, kMaxThreads));
   sub->add_flag("--list-networks", o->list, "list the link presets and where their figures come from");
   return Command{sub, [o] { return run_scale(*o); }};
 }

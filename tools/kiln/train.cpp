@@ -16,12 +16,14 @@
 #include "engine/error.h"
 #include "engine/random.h"
 #include "io/data/catalogue.h"
+#include "io/data/dataloader.h"
 #include "io/data/datasets.h"
 #include "io/formats/checkpoint.h"
 #include "kernels/common/parallel.h"
 #include "nets/zoo.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/dist_flags.h"
+#include "tools/kiln/flag_checks.h"
 #include "train/trainer.h"
 
 namespace kiln::cli {
@@ -63,7 +65,10 @@ void apply_runtime(const TrainOptions& o) {
   const Device device = pick_device(o.device);
   if (device.is_cuda()) cuda::check_device(device);  // "built without CUDA", "no CUDA device", "no device N"
   if (o.threads > 0) set_num_threads(o.threads);
-  if (o.backend != "auto") set_backend_preference(o.backend);
+  if (o.backend != "auto") {
+    check_backend_list(o.backend, "--backend");
+    set_backend_preference(o.backend);
+  }
 }
 
 train::Task pick_task(const std::string& task, const Splits& data) {
@@ -194,13 +199,16 @@ int run_eval(const TrainOptions& o) {
 
 void add_common(CLI::App* sub, TrainOptions* o) {
   sub->add_option("--data", o->data, "data set name, directory, .npz file or synthetic:CxHxW:CLASSES:N");
-  sub->add_option("--batch", o->batch, "batch size")->capture_default_str();
+  sub->add_option("--batch", o->batch, "batch size")->capture_default_str()->check(whole(1, kMaxBatch));
   sub->add_option("--device", o->device, "cpu or cuda[:N]")->capture_default_str();
   sub->add_option("--backend", o->backend, "auto, native, onednn, ref (a comma list is a preference order)")
       ->capture_default_str();
-  sub->add_option("--threads", o->threads, "threads inside ops (0: KILN_NUM_THREADS or all cores)");
-  sub->add_option("--workers", o->workers, "data-loader threads")->capture_default_str();
-  sub->add_option("--limit-test", o->limit_test, "use only the first N test samples");
+  sub->add_option("--threads", o->threads, "threads inside ops (0: KILN_NUM_THREADS or all cores)")
+      ->check(whole(0, kMaxThreads));
+  sub->add_option("--workers", o->workers, "data-loader threads (0: load in the training thread)")
+      ->capture_default_str()
+      ->check(whole(0, kMaxWorkers));
+  sub->add_option("--limit-test", o->limit_test, "use only the first N test samples")->check(whole(0, kMaxCount));
   sub->add_option("--task", o->task, "auto, classification or segmentation")->capture_default_str();
 }
 
@@ -211,27 +219,36 @@ Command add_train(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("train", "train a zoo model on a data set (logs, checkpoints, resume)");
   sub->add_option("--model", o->model, "zoo model (kiln info lists them)")->required();
   add_common(sub, o.get());
-  sub->add_option("--epochs", o->epochs, "epochs")->capture_default_str();
+  sub->add_option("--epochs", o->epochs, "epochs")->capture_default_str()->check(whole(1, 1 << 20));
   sub->add_option("--optimizer", o->optimizer, "sgd, nesterov, adam, adamw or lars")->capture_default_str();
-  sub->add_option("--lr", o->lr, "base learning rate")->capture_default_str();
-  sub->add_option("--momentum", o->momentum, "momentum (sgd, nesterov, lars)")->capture_default_str();
+  sub->add_option("--lr", o->lr, "base learning rate")->capture_default_str()->check(real(0, 10, true, false));
+  sub->add_option("--momentum", o->momentum, "momentum (sgd, nesterov, lars)")
+      ->capture_default_str()
+      ->check(real(0, 1, false, true));
   sub->add_flag("--nesterov", o->nesterov, "Nesterov momentum with sgd");
-  sub->add_option("--weight-decay", o->weight_decay, "weight decay")->capture_default_str();
+  sub->add_option("--weight-decay", o->weight_decay, "weight decay")->capture_default_str()->check(real(0, 1));
   sub->add_option("--schedule", o->schedule, "constant, step:EPOCHS:GAMMA, multistep:E1,E2:GAMMA, cosine, poly[:POWER]")
       ->capture_default_str();
-  sub->add_option("--warmup", o->warmup, "linear warm-up epochs (may be fractional)");
-  sub->add_option("--clip-norm", o->clip_norm, "clip gradients to this global L2 norm (0: off)");
-  sub->add_option("--seed", o->seed, "seed of weights, shuffle, augmentation and dropout")->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "linear warm-up epochs (may be fractional)")->check(real(0, 1 << 20));
+  sub->add_option("--clip-norm", o->clip_norm, "clip gradients to this global L2 norm (0: off)")
+      ->check(real(0, 1e12));
+  sub->add_option("--seed", o->seed, "seed of weights, shuffle, augmentation and dropout")
+      ->capture_default_str()
+      ->check(whole(0, INT64_MAX));
   sub->add_flag("--no-augment", o->no_augment, "no random training transforms");
   sub->add_option("--val-fraction", o->val_fraction, "hold out this share of the training data for validation "
-                                                     "(0: validate on the test split)");
-  sub->add_option("--limit-train", o->limit_train, "use only the first N training samples");
-  sub->add_option("--max-steps", o->max_steps, "stop with a checkpoint after N steps");
+                                                     "(0: validate on the test split)")
+      ->check(real(0, 1, false, true));
+  sub->add_option("--limit-train", o->limit_train, "use only the first N training samples")->check(whole(0, kMaxCount));
+  sub->add_option("--max-steps", o->max_steps, "stop with a checkpoint after N steps")->check(whole(0, kMaxCount));
   sub->add_option("--logdir", o->logdir, "TensorBoard event files, CSV logs and (by default) checkpoints");
-  sub->add_option("--log-every", o->log_every, "steps between logged scalars")->capture_default_str();
+  sub->add_option("--log-every", o->log_every, "steps between logged scalars")
+      ->capture_default_str()
+      ->check(whole(1, kMaxCount));
   sub->add_option("--checkpoint-dir", o->checkpoint_dir, "checkpoints (default: --logdir)");
-  sub->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints (0: each epoch's end)");
-  sub->add_option("--keep", o->keep, "checkpoints kept (0: all)")->capture_default_str();
+  sub->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints (0: each epoch's end)")
+      ->check(whole(0, kMaxCount));
+  sub->add_option("--keep", o->keep, "checkpoints kept (0: all)")->capture_default_str()->check(whole(0, 1 << 20));
   sub->add_option("--resume", o->resume, "'latest' (newest in the checkpoint dir) or a checkpoint path");
   sub->add_flag("--quiet", o->quiet, "no progress bar (epoch lines stay)");
   sub->add_option("--layout", o->layout, "activations: nhwc (channels-last) or nchw")->capture_default_str();
