@@ -19,6 +19,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/linalg.h"
 #include "engine/ops/norm.h"
+#include "engine/ops/reduce.h"
 #include "engine/ops/shape.h"
 #include "engine/ops/softmax.h"
 #include "io/onnx/onnx_ops.h"
@@ -151,6 +152,7 @@ const std::map<std::string, std::vector<Version>>& schemas() {
       {"Mul", {{1, 2, 2, 1}, {6, 2, 2, 1}, {7, 2, 2, 1}, {13, 2, 2, 1}, {14, 2, 2, 1}}},
       {"Pad", {{1, 1, 1, 1}, {2, 1, 1, 1}, {11, 2, 3, 1}, {13, 2, 3, 1}, {18, 2, 4, 1}, {19, 2, 4, 1}, {21, 2, 4, 1},
                {23, 2, 4, 1}, {24, 2, 4, 1}, {25, 2, 4, 1}}},
+      {"ReduceMean", {{1, 1, 1, 1}, {11, 1, 1, 1}, {13, 1, 1, 1}, {18, 1, 2, 1}}},
       {"Relu", {{1, 1, 1, 1}, {6, 1, 1, 1}, {13, 1, 1, 1}, {14, 1, 1, 1}}},
       {"Reshape", {{1, 1, 1, 1}, {5, 2, 2, 1}, {13, 2, 2, 1}, {14, 2, 2, 1}, {19, 2, 2, 1}, {21, 2, 2, 1},
                    {23, 2, 2, 1}, {24, 2, 2, 1}, {25, 2, 2, 1}}},
@@ -322,6 +324,35 @@ OpFn reshape_op(NodeCtx& c) {
   };
 }
 
+// ReduceMean: axes an attribute before opset 18, an input after (empty: every dim, or none with
+// noop_with_empty_axes).
+OpFn reduce_mean_op(NodeCtx& c) {
+  std::vector<int64_t> axes;
+  bool noop = false;
+  if (c.version < 18) {
+    axes = c.ints("axes", {});
+  } else {
+    if (c.has_input(1)) axes = c.const_ints(1, "axes");
+    noop = c.i("noop_with_empty_axes", 0) != 0;
+  }
+  const bool keep = c.i("keepdims", 1) != 0;
+  return [&c, axes, noop, keep](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    if (axes.empty() && noop) return x;
+    std::vector<int64_t> dims = axes;
+    if (dims.empty())
+      for (int64_t d = 0; d < x.dim(); ++d) dims.push_back(d);
+    std::vector<bool> seen(size_t(x.dim()), false);
+    for (int64_t& d : dims) {
+      d = norm_axis(c, d, x.dim(), "axis");
+      if (seen[size_t(d)]) c.refuse("axis ", d, " is given twice");
+      seen[size_t(d)] = true;
+    }
+    if (x.dim() == 0) return x;
+    return ops::mean(x, dims, keep);
+  };
+}
+
 OpFn simple_op(NodeCtx& c) {
   const std::string& op = c.node.op_type;
   if (op == "Add") return [](const std::vector<Tensor>& in) { return ops::add(in[0], in[1]); };
@@ -348,6 +379,7 @@ OpFn simple_op(NodeCtx& c) {
   if (op == "BatchNormalization") return batch_norm_op(c);
   if (op == "Dropout") return dropout_op(c);
   if (op == "Reshape") return reshape_op(c);
+  if (op == "ReduceMean") return reduce_mean_op(c);
   if (op == "LRN") {
     const int64_t size = c.i("size", 0);
     const double alpha = c.f("alpha", 1e-4), beta = c.f("beta", 0.75), bias = c.f("bias", 1.0);
@@ -580,6 +612,7 @@ class OnnxNet : public Module {
     if (op == "Pad") return i >= 1;
     if (op == "Resize" || op == "Upsample") return i >= 1;
     if (op == "Dropout") return i >= 1 && v >= 12;
+    if (op == "ReduceMean") return i >= 1 && v >= 18;
     return false;
   }
 

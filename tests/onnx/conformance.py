@@ -32,7 +32,7 @@ MODULES = {
     "Div": "div", "Dropout": "dropout", "Flatten": "flatten", "Gemm": "gemm",
     "GlobalAveragePool": "globalaveragepool", "GlobalMaxPool": "globalmaxpool", "Identity": "identity",
     "LeakyRelu": "leakyrelu", "LogSoftmax": "logsoftmax", "LRN": "lrn", "MatMul": "matmul",
-    "MaxPool": "maxpool", "Mul": "mul", "Pad": "pad", "Relu": "relu", "Reshape": "reshape",
+    "MaxPool": "maxpool", "Mul": "mul", "Pad": "pad", "ReduceMean": "reducemean", "Relu": "relu", "Reshape": "reshape",
     "Resize": "resize", "Sigmoid": "sigmoid", "Slice": "slice", "Softmax": "softmax", "Sub": "sub",
     "Sum": "sum", "Tanh": "tanh", "Transpose": "transpose", "Upsample": "upsample",
 }

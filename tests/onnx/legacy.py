@@ -149,6 +149,11 @@ def _specs():
                         ("1d_1d", (4,), (4,)), ("bcast_both", (3, 1, 2, 4), (1, 5, 4, 3))):
         for opset in (7, 13):
             add((f"kiln_matmul_opset{opset}_{tag}", opset, "MatMul", {}, _rand(*sa, seed=22), [_rand(*sb, seed=23)]))
+    # ReduceMean: axes an attribute before 18, an input after.
+    add(("kiln_reducemean_opset13_axes", 13, "ReduceMean", {"axes": [2, 3], "keepdims": 1}, x4, []))
+    add(("kiln_reducemean_opset11_all", 11, "ReduceMean", {"keepdims": 0}, x4, []))
+    add(("kiln_reducemean_opset18_axes", 18, "ReduceMean", {"keepdims": 0}, x4, [_i64(-1, 1)]))
+    add(("kiln_reducemean_opset18_noop", 18, "ReduceMean", {"noop_with_empty_axes": 1}, x4, []))
     # The rest at opset 7.
     add(("kiln_flatten_opset7_axis0", 7, "Flatten", {"axis": 0}, x4, []))
     add(("kiln_flatten_opset11_negative", 11, "Flatten", {"axis": -2}, x4, []))
