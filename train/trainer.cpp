@@ -613,12 +613,24 @@ void Trainer::load_checkpoint(const std::string& path) {
   // The optimizer's own state: its learning rate and step count are checked here (the optimizer
   // checks its hyper-parameters and tensors).
   const json& opt = r.at(j, "optimizer");
+  KILN_CHECK(r.at(opt, "optimizer").is_string(), "checkpoint ", path, ": \"optimizer.optimizer\" is ",
+             opt["optimizer"].dump(), ", not an optimizer name");
   r.number(opt, "lr", "optimizer.lr", 0, 1e6);
   r.integer(opt, "steps", "optimizer.steps", 0, kMaxCount);
+  const json& counts = r.at(opt, "params");
+  KILN_CHECK(counts.is_object(), "checkpoint ", path, ": \"optimizer.params\" is ", counts.dump(), ", not an object");
+  for (const auto& [k, v] : counts.items()) r.integer(counts, k, "optimizer.params." + k, 0, kMaxCount);
   if (opt.contains("hyper")) {
     KILN_CHECK(opt["hyper"].is_object(), "checkpoint ", path, ": \"optimizer.hyper\" is ", opt["hyper"].dump(),
                ", not an object");
     for (const auto& [k, v] : opt["hyper"].items()) r.number(opt["hyper"], k, "optimizer.hyper." + k, -1e6, 1e6);
+  }
+  if (j.contains("grad_scaler")) {
+    const json& gs = j["grad_scaler"];
+    r.number(gs, "scale", "grad_scaler.scale", 1e-38, 3.4e38);  // a float32 multiplier
+    r.integer(gs, "growth_tracker", "grad_scaler.growth_tracker", 0, kMaxCount);
+    for (const char* k : {"growth_factor", "backoff_factor", "growth_interval"})
+      if (gs.contains(k)) r.number(gs, k, std::string("grad_scaler.") + k, 0, 1e9);
   }
   const json& sums = r.at(j, "epoch_sums");
   KILN_CHECK(sums.is_array() && sums.size() == 3, "checkpoint ", path, ": \"epoch_sums\" is ", sums.dump(),

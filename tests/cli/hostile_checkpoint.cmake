@@ -58,9 +58,25 @@ check("\"rng.seed\" is \"12abc\", not an unsigned 64-bit integer" SET "${sidecar
 check("\"rng.offset\" is \"-1\", not an unsigned 64-bit integer" SET "${sidecar}" state rng offset "\"-1\"")
 check("\"rng.seed\" is 5, not an integer as text" SET "${sidecar}" state rng seed 5)
 check("\"seed\" is -7, outside" SET "${sidecar}" state seed -7)
+check("\"optimizer.optimizer\" is 3, not an optimizer name" SET "${sidecar}" state optimizer optimizer 3)
+check("\"optimizer.params\" is .1,2., not an object" SET "${sidecar}" state optimizer params "[1,2]")
+check("\"optimizer.hyper.momentum\" is \"high\", not a number" SET "${sidecar}" state optimizer hyper momentum "\"high\"")
 check("\"weights.sha256\" is \"x\", not 64 hex digits" SET "${sidecar}" weights sha256 "\"x\"")
 check("JSON nested deeper than 64 levels" SET "${sidecar}" state deep
       "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]")
+
+check("\"model\" is 5, not a string" SET "${sidecar}" state model 5)
+# kiln eval and kiln export read the model's name from the state too.
+string(JSON edited SET "${sidecar}" state model 5)
+file(WRITE "${WORK}/bad.json" "${edited}")
+foreach(cmd "eval;--checkpoint;${WORK}/bad.json" "export;--onnx;${WORK}/m.onnx;--checkpoint;${WORK}/bad.json")
+  math(EXPR n "${n} + 1")
+  execute_process(COMMAND ${EMULATOR} "${KILN}" ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 1 OR NOT "${out}${err}" MATCHES "bad.json: \"model\" is 5, not a string")
+    math(EXPR failed "${failed} + 1")
+    message("FAIL: kiln ${cmd}: exit ${rc}, expected 1 and '\"model\" is 5, not a string'\n${out}${err}")
+  endif()
+endforeach()
 
 execute_process(COMMAND ${EMULATOR} "${KILN}" ${train} --resume "${good}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
                 ERROR_VARIABLE err)

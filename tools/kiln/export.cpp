@@ -32,7 +32,11 @@ int run_export(const ExportOptions& o) {
   if (!o.checkpoint.empty()) {
     ck = load_checkpoint(o.checkpoint);
     auto j = nlohmann::json::parse(ck.state_json, nullptr, false);
-    if (model.empty() && j.is_object()) model = j.value("model", "");
+    if (model.empty() && j.is_object() && j.contains("model")) {
+      KILN_CHECK(j["model"].is_string(), "checkpoint ", o.checkpoint, ": \"model\" is ", j["model"].dump(),
+                 ", not a string");
+      model = j["model"].get<std::string>();
+    }
     KILN_CHECK(!model.empty(), "checkpoint ", o.checkpoint, " names no model; pass --model");
   }
   KILN_CHECK(!model.empty(), "--model NAME (a zoo net) or --checkpoint PREFIX is required");

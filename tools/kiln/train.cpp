@@ -91,6 +91,13 @@ ModulePtr build_model(const std::string& name, const Splits& data, train::Task t
 
 int train_and_report(const ModulePtr& model, const Splits& data, const train::TrainConfig& c, DistSession& session);
 
+// A string of a checkpoint's state ("" when absent); another type is an error naming the key.
+std::string state_string(const nlohmann::json& j, const char* key, const std::string& checkpoint) {
+  if (!j.is_object() || !j.contains(key)) return "";
+  KILN_CHECK(j[key].is_string(), "checkpoint ", checkpoint, ": \"", key, "\" is ", j[key].dump(), ", not a string");
+  return j[key].get<std::string>();
+}
+
 int run_train(const TrainOptions& o) {
   apply_runtime(o);
   KILN_CHECK(!o.model.empty(), "--model is required (see `kiln info` for the zoo)");
@@ -170,10 +177,10 @@ int run_eval(const TrainOptions& o) {
   Checkpoint ck = load_checkpoint(o.checkpoint);
   auto j = nlohmann::json::parse(ck.state_json, nullptr, false);
   std::string model = o.model;
-  if (model.empty() && j.is_object()) model = j.value("model", "");
+  if (model.empty()) model = state_string(j, "model", o.checkpoint);
   KILN_CHECK(!model.empty(), "checkpoint ", o.checkpoint, " names no model; pass --model");
   std::string data_spec = o.data;
-  if (data_spec.empty() && j.is_object()) data_spec = j.value("data", "");
+  if (data_spec.empty()) data_spec = state_string(j, "data", o.checkpoint);
   Splits data = open_data(data_spec);
   KILN_CHECK(data.test != nullptr, "--data ", data_spec, " has no test split to evaluate on");
   train::TrainConfig c;
