@@ -259,8 +259,10 @@ OpFn gemm_op(NodeCtx& c) {
     if (alpha != 1.0) y = ops::mul(y, alpha);
     if (cc.defined()) {
       if (cc.dim() > 2) c.refuse("C ", shape_str(cc.sizes()), " has more than 2 dims");
+      const Shape prod = y.sizes();
       y = ops::add(y, beta == 1.0 ? cc : ops::mul(cc, beta));
-      if (y.dim() != 2) c.refuse("C ", shape_str(cc.sizes()), " does not broadcast to the product");
+      // C broadcasts to the product's [M, N] one way only.
+      if (y.sizes() != prod) c.refuse("C ", shape_str(cc.sizes()), " does not broadcast to ", shape_str(prod));
     }
     return y;
   };
