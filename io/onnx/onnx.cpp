@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/checked_size.h"
 #include "engine/error.h"
 #include "io/formats/protobuf.h"
 
@@ -176,7 +177,7 @@ TensorData decode_tensor(const pb::Field& field, const std::string& what) {
                  "; kiln reads float32, float64, int32, int64 and bool");
   }
   const size_t have = t.elem_type == kFloat ? t.f.size() : t.i.size();
-  KILN_CHECK(int64_t(have) == t.numel(), "onnx: ", where, " has ", have, " values for dims of ", t.numel(),
+  KILN_CHECK(int64_t(have) == checked_numel(t.dims, "onnx: " + where + " dims"), "onnx: ", where, " has ", have, " values for dims of ", t.numel(),
              " elements (external data is not supported)");
   return t;
 }
@@ -268,11 +269,7 @@ std::string elem_type_name(int32_t t) {
   return std::to_string(t);
 }
 
-int64_t TensorData::numel() const {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
+int64_t TensorData::numel() const { return checked_numel(dims, "onnx: dims of tensor '" + name + "'"); }
 
 const Attribute* Node::attr(const std::string& n) const {
   for (const Attribute& a : attrs)

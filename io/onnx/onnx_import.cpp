@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "engine/autograd.h"
+#include "engine/checked_size.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/linalg.h"
 #include "engine/ops/norm.h"
@@ -314,7 +315,7 @@ OpFn reshape_op(NodeCtx& c) {
         s[d] = x.size(int64_t(d));
       }
       if (s[d] == -1) infer = int64_t(d);
-      else known *= s[d];
+      else known = int64_t(checked_mul(uint64_t(known), uint64_t(s[d]), "onnx import: Reshape's shape"));
     }
     if (infer >= 0) {
       if (known == 0 || x.numel() % known != 0)
@@ -637,6 +638,8 @@ class OnnxNet : public Module {
     if (s[0] < 0) s[0] = 1;
     for (int64_t d : s)
       if (d < 0) return;
+    // A declared input beyond 2^26 values (256 MiB) is not run at import.
+    if (checked_numel(s, "onnx import: the graph input's dims") > (int64_t(1) << 26)) return;
     NoGradGuard g;
     forward(zeros(s, TensorOptions(DType::float32)));
   }

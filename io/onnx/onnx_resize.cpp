@@ -18,6 +18,10 @@
 namespace kiln::onnx::detail {
 namespace {
 
+// Output sizes from the file (pads, resize sizes and scales) are bounded: beyond, the arithmetic
+// would overflow and the allocation fail.
+constexpr int64_t kMaxOut = int64_t(1) << 24;
+
 void check_axes(const NodeCtx& c, std::vector<int64_t>& axes, int64_t r) {
   std::vector<bool> seen(size_t(r), false);
   for (int64_t& a : axes) {
@@ -59,8 +63,10 @@ OpFn pad_op(NodeCtx& c) {
   if (pads.size() % 2 != 0) c.refuse("pads has an odd number of values (", pads.size(), ")");
   if (!axes.empty() && pads.size() != 2 * axes.size())
     c.refuse("pads has ", pads.size(), " values for ", axes.size(), " axes");
-  for (int64_t p : pads)
+  for (int64_t p : pads) {
     if (p < 0 && mode != "constant") c.refuse("negative pads with mode ", mode, " are not implemented");
+    if (p > kMaxOut || p < -kMaxOut) c.refuse("a pad of ", p, " is beyond kiln's bound ", kMaxOut);
+  }
   const PadMode m = mode == "reflect" ? PadMode::reflect
                     : mode == "edge"  ? PadMode::replicate
                     : mode == "wrap"  ? PadMode::circular
@@ -115,7 +121,10 @@ OpFn slice_op(NodeCtx& c) {
       for (size_t i = 0; i < starts.size(); ++i) ax.push_back(int64_t(i));
     check_axes(c, ax, y.dim());
     for (size_t i = 0; i < ax.size(); ++i) {
-      const int64_t n = y.size(ax[i]), step = steps[i];
+      const int64_t n = y.size(ax[i]);
+      // A step beyond the size reaches one element either way; bounded so that kiln's slice
+      // arithmetic cannot overflow.
+      const int64_t step = std::clamp<int64_t>(steps[i], -std::max<int64_t>(n, 1), std::max<int64_t>(n, 1));
       // ONNX's clamping: negative values count from the end, then [0, n] for positive steps and
       // [0, n-1] (start) / [-1, n-1] (end) for negative ones.
       auto wrapped = [n](int64_t v) { return v < 0 ? (v < -n ? -n - 1 : v + n) : v; };
@@ -291,17 +300,24 @@ Tensor resize(const NodeCtx& c, const ResizeSpec& r, const Tensor& x0) {
   std::vector<double> scale(na);
   std::vector<int64_t> out(na);
   if (!r.sizes.empty()) {
-    for (size_t i = 0; i < na; ++i) scale[i] = double(r.sizes[i]) / double(x.size(axes[i])), out[i] = r.sizes[i];
+    for (size_t i = 0; i < na; ++i) {
+      if (r.sizes[i] <= 0 || r.sizes[i] > kMaxOut || x.size(axes[i]) == 0)
+        c.refuse("size ", r.sizes[i], " of a dim of ", x.size(axes[i]), " is out of range (1 to ", kMaxOut, ")");
+      scale[i] = double(r.sizes[i]) / double(x.size(axes[i])), out[i] = r.sizes[i];
+    }
     if (r.policy != "stretch") {
       double s = scale[0];
       for (double v : scale) s = r.policy == "not_larger" ? std::min(s, v) : std::max(s, v);
       for (size_t i = 0; i < na; ++i) scale[i] = s, out[i] = int64_t(s * double(x.size(axes[i])) + 0.5);
+      for (int64_t o : out)
+        if (o > kMaxOut) c.refuse("size ", o, " is out of range");
     }
   } else {
     for (size_t i = 0; i < na; ++i) {
       scale[i] = double(r.scales[i]);
-      if (!(scale[i] > 0)) c.refuse("scale ", scale[i], " is not positive");
-      out[i] = int64_t(scale[i] * double(x.size(axes[i])));
+      const double o = scale[i] * double(x.size(axes[i]));
+      if (!(scale[i] > 0) || !(o < double(kMaxOut))) c.refuse("scale ", scale[i], " is out of range");
+      out[i] = int64_t(o);
     }
   }
   for (size_t i = 0; i < na; ++i) {

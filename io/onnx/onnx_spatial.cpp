@@ -20,6 +20,8 @@ namespace {
 
 using ops::ConvHW;
 
+constexpr int64_t kMaxWindow = int64_t(1) << 24;
+
 // The attributes Conv, ConvTranspose and the pools share, read at import.
 struct Window {
   std::string auto_pad;
@@ -40,6 +42,10 @@ Window read_window(NodeCtx& c, bool dilations) {
   if (w.auto_pad != "NOTSET" && any_pad) c.refuse("attribute 'pads' with auto_pad ", w.auto_pad, " is not defined");
   for (int64_t p : w.pads)
     if (p < 0) c.refuse("attribute 'pads' has a negative value");
+  // Sizes from the file: bounded so that the window arithmetic below cannot overflow.
+  for (const auto* v : {&w.kernel, &w.strides, &w.dilations, &w.pads})
+    for (int64_t x : *v)
+      if (x > kMaxWindow) c.refuse("a window attribute value ", x, " is beyond kiln's bound ", kMaxWindow);
   for (int64_t s : w.strides)
     if (s <= 0) c.refuse("attribute 'strides' has a non-positive value");
   for (int64_t d : w.dilations)
@@ -133,6 +139,9 @@ OpFn conv_transpose_op(NodeCtx& c) {
   const int64_t group = c.i("group", 1);
   const std::vector<int64_t> out_pad = c.ints("output_padding", {}), out_shape = c.ints("output_shape", {});
   if (group <= 0) c.refuse("attribute 'group' = ", group);
+  for (const auto* v : {&out_pad, &out_shape})
+    for (int64_t x : *v)
+      if (x < 0 || x > kMaxWindow) c.refuse("attribute value ", x, " of output_padding / output_shape is out of range");
   if (!out_shape.empty() && !w.pads.empty())
     c.refuse("attributes 'output_shape' and 'pads' together are not implemented (ONNX ignores pads; kiln refuses)");
   return [&c, w, group, out_pad, out_shape](const std::vector<Tensor>& in) {
@@ -217,6 +226,9 @@ OpFn pool_op(NodeCtx& c) {
         d.tail[i] = total - d.head[i];
       }
       const int64_t keff = (d.k[i] - 1) * d.d[i] + 1, span = n + d.head[i] + d.tail[i] - keff;
+      // A window all in the padding has no value in the reference (and onnxruntime refuses it).
+      if (d.head[i] >= keff || d.tail[i] >= keff)
+        c.refuse("pads ", d.head[i], ", ", d.tail[i], " are not smaller than the window ", keff);
       if (span < 0) c.refuse("the window ", keff, " is larger than the padded input ", n + d.head[i] + d.tail[i]);
       out[i] = (ceil ? (span + d.s[i] - 1) / d.s[i] : span / d.s[i]) + 1;
       if (ceil && (out[i] - 1) * d.s[i] >= n + d.head[i]) --out[i];
