@@ -161,10 +161,14 @@ const std::map<std::string, std::vector<Version>>& schemas() {
       {"Sigmoid", {{1, 1, 1, 1}, {6, 1, 1, 1}, {13, 1, 1, 1}}},
       {"Slice", {{1, 1, 1, 1}, {10, 3, 5, 1}, {11, 3, 5, 1}, {13, 3, 5, 1}}},
       {"Softmax", {{1, 1, 1, 1}, {11, 1, 1, 1}, {13, 1, 1, 1}}},
+      {"Squeeze", {{1, 1, 1, 1}, {11, 1, 1, 1}, {13, 1, 2, 1}, {21, 1, 2, 1}, {23, 1, 2, 1}, {24, 1, 2, 1},
+                   {25, 1, 2, 1}}},
       {"Sub", {{1, 2, 2, 1}, {6, 2, 2, 1}, {7, 2, 2, 1}, {13, 2, 2, 1}, {14, 2, 2, 1}}},
       {"Sum", {{1, 1, -1, 1}, {6, 1, -1, 1}, {8, 1, -1, 1}, {13, 1, -1, 1}}},
       {"Tanh", {{1, 1, 1, 1}, {6, 1, 1, 1}, {13, 1, 1, 1}}},
       {"Transpose", {{1, 1, 1, 1}, {13, 1, 1, 1}, {21, 1, 1, 1}, {23, 1, 1, 1}, {24, 1, 1, 1}, {25, 1, 1, 1}}},
+      {"Unsqueeze", {{1, 1, 1, 1}, {11, 1, 1, 1}, {13, 2, 2, 1}, {21, 2, 2, 1}, {23, 2, 2, 1}, {24, 2, 2, 1},
+                     {25, 2, 2, 1}}},
       {"Upsample", {{1, 1, 1, 1}, {7, 1, 1, 1}, {9, 2, 2, 1}, {10, 2, 2, 1}}},
   };
   return t;
@@ -356,6 +360,37 @@ OpFn reduce_mean_op(NodeCtx& c) {
   };
 }
 
+// Squeeze / Unsqueeze: axes an attribute before opset 13, an input after. Squeeze without axes
+// drops every dim of size 1; Unsqueeze's axes index the output.
+OpFn squeeze_op(NodeCtx& c) {
+  const bool un = c.node.op_type == "Unsqueeze";
+  std::vector<int64_t> axes;
+  if (c.version < 13) axes = c.ints("axes", {});
+  else if (c.has_input(1)) axes = c.const_ints(1, "axes");
+  if (un && axes.empty()) c.refuse("axes are required");
+  return [&c, un, axes](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    const int64_t r = x.dim() + (un ? int64_t(axes.size()) : 0);
+    std::vector<bool> pick(size_t(r), false);
+    for (int64_t a : axes) {
+      const int64_t d = norm_axis(c, a, r, "axis");
+      if (pick[size_t(d)]) c.refuse("axis ", d, " is given twice");
+      pick[size_t(d)] = true;
+    }
+    Shape s;
+    if (un) {
+      for (int64_t d = 0, k = 0; d < r; ++d) s.push_back(pick[size_t(d)] ? 1 : x.size(k++));
+    } else {
+      for (int64_t d = 0; d < r; ++d) {
+        const bool drop = axes.empty() ? x.size(d) == 1 : bool(pick[size_t(d)]);
+        if (drop && x.size(d) != 1) c.refuse("dim ", d, " of ", shape_str(x.sizes()), " is not 1");
+        if (!drop) s.push_back(x.size(d));
+      }
+    }
+    return x.reshape(s);
+  };
+}
+
 OpFn simple_op(NodeCtx& c) {
   const std::string& op = c.node.op_type;
   if (op == "Add") return [](const std::vector<Tensor>& in) { return ops::add(in[0], in[1]); };
@@ -383,6 +418,7 @@ OpFn simple_op(NodeCtx& c) {
   if (op == "Dropout") return dropout_op(c);
   if (op == "Reshape") return reshape_op(c);
   if (op == "ReduceMean") return reduce_mean_op(c);
+  if (op == "Squeeze" || op == "Unsqueeze") return squeeze_op(c);
   if (op == "LRN") {
     const int64_t size = c.i("size", 0);
     const double alpha = c.f("alpha", 1e-4), beta = c.f("beta", 0.75), bias = c.f("bias", 1.0);
@@ -616,6 +652,7 @@ class OnnxNet : public Module {
     if (op == "Resize" || op == "Upsample") return i >= 1;
     if (op == "Dropout") return i >= 1 && v >= 12;
     if (op == "ReduceMean") return i >= 1 && v >= 18;
+    if (op == "Squeeze" || op == "Unsqueeze") return i >= 1 && v >= 13;
     return false;
   }
 

@@ -33,8 +33,8 @@ MODULES = {
     "GlobalAveragePool": "globalaveragepool", "GlobalMaxPool": "globalmaxpool", "Identity": "identity",
     "LeakyRelu": "leakyrelu", "LogSoftmax": "logsoftmax", "LRN": "lrn", "MatMul": "matmul",
     "MaxPool": "maxpool", "Mul": "mul", "Pad": "pad", "ReduceMean": "reducemean", "Relu": "relu", "Reshape": "reshape",
-    "Resize": "resize", "Sigmoid": "sigmoid", "Slice": "slice", "Softmax": "softmax", "Sub": "sub",
-    "Sum": "sum", "Tanh": "tanh", "Transpose": "transpose", "Upsample": "upsample",
+    "Resize": "resize", "Sigmoid": "sigmoid", "Slice": "slice", "Softmax": "softmax", "Squeeze": "squeeze", "Sub": "sub",
+    "Sum": "sum", "Tanh": "tanh", "Transpose": "transpose", "Unsqueeze": "unsqueeze", "Upsample": "upsample",
 }
 
 

@@ -154,6 +154,13 @@ def _specs():
     add(("kiln_reducemean_opset11_all", 11, "ReduceMean", {"keepdims": 0}, x4, []))
     add(("kiln_reducemean_opset18_axes", 18, "ReduceMean", {"keepdims": 0}, x4, [_i64(-1, 1)]))
     add(("kiln_reducemean_opset18_noop", 18, "ReduceMean", {"noop_with_empty_axes": 1}, x4, []))
+    # Squeeze / Unsqueeze: axes an attribute before 13, an input after.
+    x1 = _rand(2, 1, 3, 1)
+    add(("kiln_squeeze_opset11_axes", 11, "Squeeze", {"axes": [-1]}, x1, []))
+    add(("kiln_squeeze_opset7_all", 7, "Squeeze", {}, x1, []))
+    add(("kiln_squeeze_opset13_axes", 13, "Squeeze", {}, x1, [_i64(1, 3)]))
+    add(("kiln_unsqueeze_opset11_axes", 11, "Unsqueeze", {"axes": [0, -1]}, x3, []))
+    add(("kiln_unsqueeze_opset13_axes", 13, "Unsqueeze", {}, x3, [_i64(1, 4)]))
     # The rest at opset 7.
     add(("kiln_flatten_opset7_axis0", 7, "Flatten", {"axis": 0}, x4, []))
     add(("kiln_flatten_opset11_negative", 11, "Flatten", {"axis": -2}, x4, []))
