@@ -177,7 +177,8 @@ TensorData decode_tensor(const pb::Field& field, const std::string& what) {
                  "; kiln reads float32, float64, int32, int64 and bool");
   }
   const size_t have = t.elem_type == kFloat ? t.f.size() : t.i.size();
-  KILN_CHECK(int64_t(have) == checked_numel(t.dims, "onnx: " + where + " dims"), "onnx: ", where, " has ", have, " values for dims of ", t.numel(),
+  const int64_t want = checked_numel(t.dims, "onnx: " + where + " dims");
+  KILN_CHECK(int64_t(have) == want, "onnx: ", where, " has ", have, " values for dims of ", want,
              " elements (external data is not supported)");
   return t;
 }

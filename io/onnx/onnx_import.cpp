@@ -137,7 +137,8 @@ const std::map<std::string, std::vector<Version>>& schemas() {
       {"Conv", {{1, 2, 3, 1}, {11, 2, 3, 1}, {22, 2, 3, 1}}},
       {"ConvTranspose", {{1, 2, 3, 1}, {11, 2, 3, 1}, {22, 2, 3, 1}}},
       {"Div", {{1, 2, 2, 1}, {6, 2, 2, 1}, {7, 2, 2, 1}, {13, 2, 2, 1}, {14, 2, 2, 1}}},
-      {"Dropout", {{1, 1, 1, 2}, {6, 1, 1, 2}, {7, 1, 1, 2}, {10, 1, 1, 2}, {12, 1, 3, 2}, {13, 1, 3, 2}, {22, 1, 3, 2}}},
+      {"Dropout",
+       {{1, 1, 1, 2}, {6, 1, 1, 2}, {7, 1, 1, 2}, {10, 1, 1, 2}, {12, 1, 3, 2}, {13, 1, 3, 2}, {22, 1, 3, 2}}},
       {"Flatten", {{1, 1, 1, 1}, {9, 1, 1, 1}, {11, 1, 1, 1}, {13, 1, 1, 1}, {21, 1, 1, 1}, {23, 1, 1, 1},
                    {24, 1, 1, 1}, {25, 1, 1, 1}}},
       {"Gemm", {{1, 3, 3, 1}, {6, 3, 3, 1}, {7, 3, 3, 1}, {9, 3, 3, 1}, {11, 2, 3, 1}, {13, 2, 3, 1}}},
@@ -602,7 +603,8 @@ class OnnxNet : public Module {
       KILN_CHECK(int(nin) >= v->min_in && (v->max_in < 0 || int(nin) <= v->max_in), at, n.op_type, "-", v->since,
                  " takes ", v->min_in, v->max_in < 0 ? " or more" : " to " + std::to_string(v->max_in),
                  " inputs, the node has ", nin);
-      for (int i = 0; i < v->min_in; ++i) KILN_CHECK(!n.inputs[size_t(i)].empty(), at, "required input ", i, " is empty");
+      for (int i = 0; i < v->min_in; ++i)
+        KILN_CHECK(!n.inputs[size_t(i)].empty(), at, "required input ", i, " is empty");
       KILN_CHECK(!n.outputs.empty() && !n.outputs[0].empty(), at, "the node has no output");
       KILN_CHECK(int(n.outputs.size()) <= v->max_out, at, n.op_type, "-", v->since, " has at most ", v->max_out,
                  " outputs, the node names ", n.outputs.size());

@@ -161,6 +161,7 @@ TEST_CASE("onnx conformance: the backend node tests of every mapped op pass or a
         << (pass + refused + failed) << " cases (" << s << " s)\n";
   std::printf("%s", table.str().c_str());
   std::fflush(stdout);
-  CHECK_MESSAGE(failed == 0, std::string(std::to_string(failed) + " case(s) imported and gave a wrong result or failed; see above"));
+  CHECK_MESSAGE(failed == 0,
+                std::string(std::to_string(failed) + " case(s) imported and gave a wrong result or failed; see above"));
   if (!only) CHECK(pass > 150);
 }

@@ -91,7 +91,8 @@ TEST_CASE("onnx import: an attribute kiln does not implement is refused at impor
   // ceil_mode came with AveragePool-10: at opset 7 it is no attribute of the op's version.
   OneNode pool("AveragePool", {1, 1, 5, 5}, 7);
   pool.node().attrs = {ints_attr("kernel_shape", {2, 2}), int_attr("ceil_mode", 1)};
-  CHECK_THROWS_KILN(pool.import(), "(AveragePool, opset 7): attribute 'ceil_mode' is not implemented by kiln for AveragePool-7");
+  CHECK_THROWS_KILN(pool.import(),
+                    "(AveragePool, opset 7): attribute 'ceil_mode' is not implemented by kiln for AveragePool-7");
   pool.m.opset = 10;
   CHECK_NOTHROW(pool.import());
   // Dilated average pooling (AveragePool-19) is refused, not ignored.
@@ -110,7 +111,8 @@ TEST_CASE("onnx import: an attribute kiln does not implement is refused at impor
   resize.node().inputs = {"x", "", ""};
   resize.floats("scales", {4}, {1, 1, 2, 2});
   resize.node().attrs = {string_attr("coordinate_transformation_mode", "tf_half_pixel_for_nn")};
-  CHECK_THROWS_KILN(resize.import(), "(Resize, opset 13): attribute 'coordinate_transformation_mode' = 'tf_half_pixel_for_nn'");
+  CHECK_THROWS_KILN(resize.import(),
+                    "(Resize, opset 13): attribute 'coordinate_transformation_mode' = 'tf_half_pixel_for_nn'");
 
   // An attribute of the wrong type.
   OneNode leaky("LeakyRelu", {2, 3}, 13);
@@ -202,7 +204,8 @@ TEST_CASE("onnx import: MatMul over batched and broadcast N-d operands, Gemm wit
       for (int r = 0; r < 3; ++r)
         for (int c = 0; c < 6; ++c) {
           double s = 0;
-          for (int k = 0; k < 4; ++k) s += double(a[size_t(i * 12 + r * 4 + k)]) * double(bv[size_t(j * 24 + k * 6 + c)]);
+          for (int k = 0; k < 4; ++k)
+            s += double(a[size_t(i * 12 + r * 4 + k)]) * double(bv[size_t(j * 24 + k * 6 + c)]);
           worst = std::max(worst, std::abs(s - double(got[size_t(((i * 5 + j) * 3 + r) * 6 + c)])));
         }
   CHECK(worst < 1e-5);
@@ -210,7 +213,8 @@ TEST_CASE("onnx import: MatMul over batched and broadcast N-d operands, Gemm wit
   OneNode gemm("Gemm", {4, 3}, 13);
   const std::vector<float> b2 = iota_values(20, 0.07f), c2 = {0.5f, -1.f, 2.f};
   gemm.floats("b", {5, 4}, b2).floats("c", {3, 1}, c2);
-  gemm.node().attrs = {float_attr("alpha", 0.5f), float_attr("beta", -2.f), int_attr("transA", 1), int_attr("transB", 1)};
+  gemm.node().attrs = {float_attr("alpha", 0.5f), float_attr("beta", -2.f), int_attr("transA", 1),
+                       int_attr("transB", 1)};
   const std::vector<float> ga = iota_values(12);
   const std::vector<float> gy = run(gemm.import(), {4, 3});
   REQUIRE(gy.size() == 15);
