@@ -51,12 +51,11 @@ RegularFile::RegularFile(const std::string& path) : path_(path) {
     KILN_THROW(base_name(path), ": cannot open (", path, "): ", std::strerror(e));
   }
   struct stat st;
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    int e = errno;
-    bool stat_ok = ::fstat(fd_, &st) == 0;
+  int rc = ::fstat(fd_, &st), e = errno;
+  if (rc != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd_);
     fd_ = -1;
-    KILN_CHECK(!stat_ok, base_name(path), ": ", file_kind(st.st_mode), ", not a regular file (", path, ")");
+    KILN_CHECK(rc != 0, base_name(path), ": ", file_kind(st.st_mode), ", not a regular file (", path, ")");
     KILN_THROW(base_name(path), ": cannot stat (", path, "): ", std::strerror(e));
   }
   size_ = uint64_t(st.st_size);
