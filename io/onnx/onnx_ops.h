@@ -1,10 +1,11 @@
-// Inside the ONNX importer (io/onnx/onnx_import.cpp, onnx_spatial.cpp, onnx_resize.cpp): what a node
-// knows at import time, and the op builders. A builder reads the node's attributes and constant
-// inputs once, refuses at import what kiln does not implement exactly, and returns the function
-// that runs the node. Every attribute read is marked; one no builder read is refused when the node
-// is done (NodeCtx::finish), so an attribute kiln does not know can never be ignored silently.
-// Meanings that changed between opsets are chosen by `version`, the op's schema version in force
-// at the model's opset (onnx.defs: the newest since_version <= the opset).
+// Inside the ONNX importer (io/onnx/onnx_import.cpp, onnx_ops.cpp, onnx_spatial.cpp,
+// onnx_resize.cpp): what a node knows at import time, and the op builders. A builder reads the
+// node's attributes and constant inputs once, refuses at import what kiln does not implement
+// exactly, and returns the function that runs the node. Every attribute read is marked; one no
+// builder read is refused when the node is done (NodeCtx::finish), so an attribute kiln does not
+// know can never be ignored silently. Meanings that changed between opsets are chosen by
+// `version`, the op's schema version in force at the model's opset (onnx.defs: the newest
+// since_version <= the opset).
 //   ctest --test-dir build -R "onnx"
 #pragma once
 
@@ -66,7 +67,9 @@ class NodeCtx {
   std::set<std::string> used_;
 };
 
-// The builders (io/onnx/onnx_spatial.cpp, io/onnx/onnx_resize.cpp).
+// The builders. build_op (io/onnx/onnx_ops.cpp) dispatches on the op type to its own builders
+// and to these (io/onnx/onnx_spatial.cpp, io/onnx/onnx_resize.cpp).
+OpFn build_op(NodeCtx& c);
 OpFn conv_op(NodeCtx& c);
 OpFn conv_transpose_op(NodeCtx& c);
 OpFn pool_op(NodeCtx& c);
