@@ -105,7 +105,7 @@ void read_raw(const pb::Field& f, std::vector<T>& out) {
   KILN_CHECK(f.size % sizeof(T) == 0, "onnx: raw_data of ", f.size, " bytes is not a whole number of elements");
   const size_t n = f.size / sizeof(T);
   out.resize(n);
-  std::memcpy(out.data(), f.data, f.size);  // little-endian hosts only (x86, aarch64, ppc64le)
+  if (f.size) std::memcpy(out.data(), f.data, f.size);  // little-endian hosts only (x86, aarch64, ppc64le)
 }
 
 TensorData decode_tensor(const pb::Field& field, const std::string& what) {
