@@ -13,6 +13,7 @@
 
 #include "dist/comm.h"
 #include "dist/mpi_comm.h"
+#include "kernels/common/env.h"
 
 #if defined(KILN_HAVE_NCCL)
 #include "dist/nccl_comm.h"
@@ -44,8 +45,8 @@ void start_mpi() {
   MPI_Initialized(&flag);
   if (flag) return;
   // KILN_MPI_THREAD_LEVEL=serialized asks for less (to test the serialised path).
-  const char* level = std::getenv("KILN_MPI_THREAD_LEVEL");
-  int wanted = (level && std::string(level) == "serialized") ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+  const std::string level = env_choice("KILN_MPI_THREAD_LEVEL", {"serialized", "multiple"});
+  int wanted = level == "serialized" ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
   int provided = 0;
   int rc = MPI_Init_thread(nullptr, nullptr, wanted, &provided);
   KILN_CHECK(rc == MPI_SUCCESS, "MPI_Init_thread failed (error ", rc, ")");

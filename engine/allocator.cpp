@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "kernels/common/env.h"
 
 namespace kiln {
 
@@ -48,10 +49,9 @@ struct CpuAllocator::Impl {
 };
 
 CpuAllocator::CpuAllocator() : impl_(new Impl) {
-  const char* mode = std::getenv("KILN_CPU_ALLOC");
-  impl_->caching = !(mode && std::strcmp(mode, "direct") == 0);
-  if (const char* mb = std::getenv("KILN_CPU_CACHE_LIMIT_MB")) {
-    impl_->cache_limit = int64_t(std::atoll(mb)) << 20;
+  impl_->caching = env_choice("KILN_CPU_ALLOC", {"direct", "caching"}) != "direct";
+  if (const int64_t mb = env_int("KILN_CPU_CACHE_LIMIT_MB", 0, int64_t(1) << 30, -1); mb >= 0) {
+    impl_->cache_limit = mb << 20;
   } else {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     impl_->cache_limit = pages > 0 && page > 0 ? int64_t(pages) * page / 2 : int64_t(8) << 30;

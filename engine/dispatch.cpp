@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/backends/backends.h"
+#include "kernels/common/env.h"
 
 namespace kiln {
 
@@ -23,10 +24,7 @@ std::unique_ptr<ThreadCacheBase>& thread_cache(size_t index) {
 }
 
 bool trace_dispatch() {
-  static const bool on = [] {
-    const char* e = std::getenv("KILN_TRACE_DISPATCH");
-    return e && *e && std::string(e) != "0";
-  }();
+  static const bool on = env_flag("KILN_TRACE_DISPATCH", false);
   return on;
 }
 

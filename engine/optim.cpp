@@ -13,6 +13,7 @@
 #include <set>
 
 #include "engine/ops/optim.h"
+#include "kernels/common/env.h"
 
 namespace kiln::optim {
 
@@ -20,8 +21,7 @@ using json = nlohmann::json;
 
 namespace {
 bool multi_tensor_default() {
-  const char* v = std::getenv("KILN_OPTIM_MULTI_TENSOR");
-  return !(v && std::string(v) == "0");
+  return env_flag("KILN_OPTIM_MULTI_TENSOR", true);
 }
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
 #include "engine/profiler.h"
+#include "kernels/common/env.h"
 #include "layers/activation.h"
 #include "layers/conv.h"
 #include "layers/norm.h"
@@ -192,8 +193,7 @@ void Sequential::set_fusion(bool on) { g_fusion = on ? 1 : 0; }
 bool Sequential::fusion() {
   int f = g_fusion.load();
   if (f < 0) {
-    const char* e = std::getenv("KILN_FUSE");
-    f = e && std::strcmp(e, "0") == 0 ? 0 : 1;
+    f = env_flag("KILN_FUSE", true) ? 1 : 0;
     g_fusion = f;
   }
   return f == 1;

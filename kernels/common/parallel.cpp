@@ -4,14 +4,16 @@
 #include <cstdlib>
 #include <thread>
 
+#include "kernels/common/env.h"
+
 namespace kiln {
 
 static int default_threads() {
-  for (const char* var : {"KILN_NUM_THREADS", "OMP_NUM_THREADS"}) {
-    if (const char* v = std::getenv(var)) {
-      int n = std::atoi(v);
-      if (n > 0) return n;
-    }
+  if (const int64_t n = env_int("KILN_NUM_THREADS", 1, 4096, 0); n > 0) return int(n);
+  // OpenMP's own variable keeps OpenMP's lenient reading ("8" or a nested list "8,2").
+  if (const char* v = std::getenv("OMP_NUM_THREADS")) {
+    const int n = std::atoi(v);
+    if (n > 0) return n;
   }
 #ifdef _OPENMP
   return omp_get_max_threads();

@@ -91,6 +91,13 @@ set(cases
     "KILN_BACKEND: unknown backend 'quantum' \\(known: auto, .*native.*ref :: env:KILN_BACKEND=quantum ${bench} --batch 2"
     "KILN_BACKEND: unknown backend 'quantum' :: env:KILN_BACKEND=quantum info"
     "KILN_BACKEND_STRICT: 'yes' is not 0 or 1 :: env:KILN_BACKEND_STRICT=yes info"
+    "KILN_NUM_THREADS='8x' is not a whole number in .1, 4096. :: env:KILN_NUM_THREADS=8x ${bench} --batch 2"
+    "KILN_FUSE='yes' is not one of: 0, 1 :: env:KILN_FUSE=yes ${bench} --batch 2"
+    "KILN_CPU_ALLOC='none' is not one of: direct, caching :: env:KILN_CPU_ALLOC=none ${bench} --batch 2"
+    "KILN_CPU_CACHE_LIMIT_MB='lots' is not a whole number :: env:KILN_CPU_CACHE_LIMIT_MB=lots ${bench} --batch 2"
+    "KILN_TRACE_DISPATCH='yes' is not one of: 0, 1 :: env:KILN_TRACE_DISPATCH=yes ${bench} --batch 2"
+    "KILN_GEMM_BLOCKING='64' is not kc,nc :: env:KILN_GEMM_BLOCKING=64 ${bench} --batch 2"
+    "KILN_OPTIM_MULTI_TENSOR='no' is not one of: 0, 1 :: env:KILN_OPTIM_MULTI_TENSOR=no ${train} --max-steps 1"
     # scale
     "--gpus: '0' is not a whole number in .1, 1048576. :: ${scale} --gpus 1,0"
     "--gpus: '2147483648' is not a whole number :: ${scale} --gpus 2147483648"

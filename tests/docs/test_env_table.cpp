@@ -59,9 +59,10 @@ bool is_env_call(const std::string& callee, const std::set<std::string>& helpers
   return callee == "getenv" || callee == "secure_getenv" || helpers.count(callee) > 0;
 }
 
-// Functions defined as name(const char* p) { ... getenv(p) ... }: the env helpers of one file.
+// Functions defined as name(const char* p[, more]) { ... getenv(p) ... }: the env helpers of one
+// file, or of kernels/common/env.cpp (env_choice, env_flag, env_int take the allowed values too).
 void find_helpers(const std::string& text, std::set<std::string>& helpers) {
-  static const std::regex def(R"(\b(\w+)\s*\(\s*const\s+char\s*\*\s*(\w+)\s*\)\s*\{)");
+  static const std::regex def(R"(\b(\w+)\s*\(\s*const\s+char\s*\*\s*(\w+)\s*[,)][^{;]*\{)");
   const std::vector<std::string> lines = split_lines(text);
   for (size_t i = 0; i < lines.size(); ++i) {
     std::smatch m;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/env.h"
 #include "kernels/common/error.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/conv.h"
@@ -128,10 +129,7 @@ void set_conv_depthwise_path(const std::string& name) {
 
 bool is_depthwise(const ConvDesc& d) {
   // KILN_CONV_DEPTHWISE=0 sends depthwise layers down the im2col path (to compare the two).
-  static const bool enabled = [] {
-    const char* e = std::getenv("KILN_CONV_DEPTHWISE");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool enabled = env_flag("KILN_CONV_DEPTHWISE", true);
   return enabled && d.dtype == DType::float32 && d.groups > 1 && d.groups == d.C && d.K % d.C == 0;
 }
 

@@ -84,10 +84,12 @@ Blocking blocking_for(const GemmPathImpl& impl) {
   static const char* env = std::getenv("KILN_GEMM_BLOCKING");  // "kc,nc", for tuning runs
   if (env && *env) {
     long kc = 0, nc = 0;
-    if (std::sscanf(env, "%ld,%ld", &kc, &nc) == 2 && kc > 0 && nc > 0) {
-      b.kc = kc;
-      b.nc = (nc + b.nr - 1) / b.nr * b.nr;
-    }
+    int used = 0;
+    KILN_CHECK(std::sscanf(env, "%ld,%ld%n", &kc, &nc, &used) == 2 && env[used] == '\0' && kc > 0 && nc > 0 &&
+                   kc <= (1 << 20) && nc <= (1 << 20),
+               "KILN_GEMM_BLOCKING='", env, "' is not kc,nc (two whole numbers in [1, 1048576])");
+    b.kc = kc;
+    b.nc = (nc + b.nr - 1) / b.nr * b.nr;
   }
   return b;
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "kernels/common/env.h"
 #include "kernels/cpu/onednn/dnnl_compat.h"
 
 namespace kiln::onednn {
@@ -17,10 +18,7 @@ using tag = memory::format_tag;
 using dt = memory::data_type;
 
 bool plain_layout() {
-  static const bool plain = [] {
-    const char* e = std::getenv("KILN_ONEDNN_CONV_LAYOUT");
-    return e && std::strcmp(e, "plain") == 0;
-  }();
+  static const bool plain = env_choice("KILN_ONEDNN_CONV_LAYOUT", {"plain", "auto"}) == "plain";
   return plain;
 }
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <utility>
 
+#include "kernels/common/env.h"
 #include "kernels/cuda/runtime.h"
 
 namespace kiln::cudnn {
@@ -41,16 +42,7 @@ bool benchmark() { return benchmark_flag().load(std::memory_order_relaxed) != 0;
 void set_benchmark(bool on) { benchmark_flag().store(on ? 1 : 0); }
 
 size_t workspace_limit() {
-  static const size_t limit = [] {
-    const char* v = std::getenv("KILN_CUDNN_WORKSPACE_MB");
-    long long mb = 1024;
-    if (v && *v) {
-      char* end = nullptr;
-      const long long parsed = std::strtoll(v, &end, 10);
-      if (end && *end == '\0' && parsed >= 0) mb = parsed;
-    }
-    return size_t(mb) << 20;
-  }();
+  static const size_t limit = size_t(env_int("KILN_CUDNN_WORKSPACE_MB", 0, int64_t(1) << 24, 1024)) << 20;
   return limit;
 }
 
