@@ -15,8 +15,10 @@ Device::Device(const std::string& spec) {
     type = DeviceType::cuda;
     index = 0;
     if (spec.size() > 4) {
-      KILN_CHECK(spec[4] == ':' && spec.size() > 5 && spec.find_first_not_of("0123456789", 5) == std::string::npos,
-                 "invalid device '", spec, "' (expected cpu, cuda or cuda:N)");
+      // At most 4 digits: no machine has 10,000 GPUs, and atoi of a longer run would overflow.
+      KILN_CHECK(spec[4] == ':' && spec.size() > 5 && spec.size() <= 9 &&
+                     spec.find_first_not_of("0123456789", 5) == std::string::npos,
+                 "invalid device '", spec, "' (expected cpu, cuda or cuda:N with N < 10000)");
       index = std::atoi(spec.c_str() + 5);
     }
     return;

@@ -132,7 +132,9 @@ std::unique_ptr<LRSchedule> make_schedule(const std::string& spec, int64_t steps
   };
   auto integer = [&](const std::string& s, const char* what) {
     const double v = number(s, what);
-    KILN_CHECK(v == std::floor(v) && v > 0, bad(std::string(what) + " must be a positive integer, got '" + s + "'"));
+    // Epoch counts past 2^20 are typos; larger ones would overflow int64 once multiplied by steps per epoch.
+    KILN_CHECK(v == std::floor(v) && v > 0 && v <= double(1 << 20),
+               bad(std::string(what) + " must be a whole number in [1, 1048576], got '" + s + "'"));
     return int64_t(v);
   };
   KILN_CHECK(warmup_steps >= 0, bad("warmup_steps must be >= 0, got " + std::to_string(warmup_steps)));

@@ -57,6 +57,10 @@ set(cases
     "--comm-warn: 'nan' is not a finite number :: ${train} --comm-warn nan"
     "--staleness: '-2' is not a whole number :: ${train} --staleness -2"
     "--ps: '-1' is not a whole number :: ${train} --ps -1"
+    "--comm: bogus not in .auto,mpi,nccl. :: ${train} --comm bogus"
+    "--allreduce: bogus not in .library,ring. :: ${train} --allreduce bogus"
+    "invalid device 'cuda:99999999999' \\(expected cpu, cuda or cuda:N with N < 10000\\) :: ${train} --device cuda:99999999999"
+    "invalid device 'cpu:3' :: ${bench} --batch 2 --device cpu:3"
     # Names: model, data, backend, optimizer, schedule, dtype, layout, task.
     "unknown model 'nope' \\(known: mnist-cnn :: train --model nope --data synthetic:1x28x28:10:64"
     "--data nope: neither a path nor an installed data set :: train --model mnist-cnn --data nope"
@@ -64,6 +68,7 @@ set(cases
     "--backend: unknown backend 'quantum' \\(known: auto, .*native :: ${train} --backend quantum"
     "unknown optimizer 'nope' \\(known: sgd :: ${train} --optimizer nope"
     "unknown schedule 'bogus' :: ${train} --schedule bogus"
+    "EPOCHS must be a whole number in .1, 1048576., got '99999999999999999999' :: ${train} --schedule step:99999999999999999999:0.1"
     "--dtype: 'float32', 'bfloat16' or 'float16', not 'int8' :: ${train} --dtype int8"
     "--layout: 'nhwc' or 'nchw', not 'x' :: ${train} --layout x"
     "--task: 'auto', 'classification' or 'segmentation', not 'x' :: ${train} --task x"

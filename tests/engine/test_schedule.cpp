@@ -95,7 +95,7 @@ TEST_CASE("bad schedule specs quote the spec") {
   CHECK_THROWS_KILN(make_schedule("expo", 10, 100), "learning-rate schedule 'expo': unknown schedule 'expo'");
   CHECK_THROWS_KILN(make_schedule("step:3", 10, 100), "'step:3': step needs EPOCHS and GAMMA");
   CHECK_THROWS_KILN(make_schedule("step:x:0.1", 10, 100), "'step:x:0.1': bad EPOCHS 'x'");
-  CHECK_THROWS_KILN(make_schedule("step:0:0.1", 10, 100), "EPOCHS must be a positive integer");
+  CHECK_THROWS_KILN(make_schedule("step:0:0.1", 10, 100), "EPOCHS must be a whole number in [1, 1048576]");
   CHECK_THROWS_KILN(make_schedule("step:3:-1", 10, 100), "GAMMA must be > 0");
   CHECK_THROWS_KILN(make_schedule("multistep:5,3:0.1", 10, 100), "'multistep:5,3:0.1': milestones must increase");
   CHECK_THROWS_KILN(make_schedule("multistep:5,,7:0.1", 10, 100), "bad milestone epoch ''");

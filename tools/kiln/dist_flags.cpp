@@ -30,9 +30,12 @@ void add_dist_flags(CLI::App* sub, DistFlags* f, bool training) {
       ->capture_default_str()
       ->check(whole(-1, 1 << 20));
   sub->add_flag("--ps-async", f->ps_async, "ps: servers apply each worker's gradients as they come");
-  sub->add_option("--comm", c.comm, "communicator: auto, mpi, nccl")->capture_default_str();
+  sub->add_option("--comm", c.comm, "communicator: auto, mpi, nccl")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
   sub->add_option("--allreduce", c.comm_options.algorithm, "library (MPI/NCCL's own) or ring (kiln's)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"library", "ring"}));
   sub->add_option("--comm-timeout", c.comm_options.timeout_s,
                   "seconds before a rank that waits on a silent peer gives up and ends the job")
       ->capture_default_str()
