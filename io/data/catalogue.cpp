@@ -255,7 +255,8 @@ std::string source_of(const DatasetInfo& d, const DataFile& f, const std::string
                d.files.size(), " files: give the folder URL ending in '/'");
     return src;
   }
-  if (ends_with(src, "/") || fs::is_directory(src)) return (fs::path(src) / f.name).string();
+  std::error_code ec;
+  if (ends_with(src, "/") || fs::is_directory(src, ec)) return (fs::path(src) / f.name).string();
   KILN_CHECK(d.files.size() == 1, "--from '", from, "' is one file but data set '", d.name, "' has ",
              d.files.size(), " files: give the folder that holds them");
   return src;
@@ -432,7 +433,7 @@ std::string fetch_dataset(const std::string& name, const FetchOptions& opt) {
   KILN_CHECK(!ec, "cannot create '", dir, "': ", ec.message());
   for (const DataFile& f : d.files) {
     const std::string dest = (fs::path(dir) / f.name).string();
-    if (fs::exists(dest)) {
+    if (fs::exists(dest, ec)) {
       // The archive is hashed whatever its size: it is unpacked next.
       FileCheck c = check_file(f, dest, f.name == d.extract);
       if (c.ok) {
@@ -454,11 +455,11 @@ std::string fetch_dataset(const std::string& name, const FetchOptions& opt) {
                  "' is kept, and the next fetch resumes it");
     } else {
       const int64_t total = size_or(src, -1);
-      KILN_CHECK(total >= 0 || !fs::exists(src), "'", f.name, "' of data set '", name, "': source '", src,
+      KILN_CHECK(total >= 0 || !fs::exists(src, ec), "'", f.name, "' of data set '", name, "': source '", src,
                  "' is not a regular file");
       KILN_CHECK(total >= 0, "'", f.name, "' of data set '", name, "': source '", src, "' does not exist");
       if (have > total) {  // not a prefix of this source: start again
-        fs::remove(part);
+        fs::remove(part, ec);
         have = 0;
       }
       say(opt, f.name + ": copying " + src + (have > 0 ? " (resuming at " + std::to_string(have) + " bytes)" : ""));
@@ -474,7 +475,7 @@ std::string fetch_dataset(const std::string& name, const FetchOptions& opt) {
     KILN_CHECK(!ec, "rename of '", part, "' failed: ", ec.message());
     say(opt, f.name + ": " + c.detail);
   }
-  if (!d.extract.empty() && !d.data_subdir.empty() && !fs::is_directory(fs::path(dir) / d.data_subdir)) {
+  if (!d.extract.empty() && !d.data_subdir.empty() && !fs::is_directory(fs::path(dir) / d.data_subdir, ec)) {
     const std::string archive = (fs::path(dir) / d.extract).string();
     // Every member is checked before tar runs: nothing lands outside `dir` (no absolute names,
     // "..", links out, devices or FIFOs).
@@ -491,7 +492,7 @@ std::vector<FileCheck> verify_dataset(const std::string& name, const std::string
   std::string dir = dir_in;
   if (dir.empty()) {
     for (const std::string& base : {(fs::path(data_root()) / name).string(), "/usr/share/datasets/" + name})
-      if (fs::is_directory(base)) {
+      if (std::error_code ec; fs::is_directory(base, ec)) {
         dir = base;
         break;
       }

@@ -16,6 +16,8 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "mkfifo ${fifo} failed")
 endif()
 
+# A name longer than any path may be (ENAMETOOLONG): std::filesystem's throwing calls failed on it.
+string(REPEAT "a" 5000 long)
 set(data "--model mnist-cnn --data synthetic:1x28x28:10:64 --quiet")
 set(train "train ${data}")
 set(bench "bench --model mnist-cnn --iters 1 --warmup 0")
@@ -64,6 +66,7 @@ set(cases
     # Names: model, data, backend, optimizer, schedule, dtype, layout, task.
     "unknown model 'nope' \\(known: mnist-cnn :: train --model nope --data synthetic:1x28x28:10:64"
     "--data nope: neither a path nor an installed data set :: train --model mnist-cnn --data nope"
+    "--data aaaa.*: neither a path nor an installed data set :: train --model mnist-cnn --data ${long}"
     "bad synthetic spec :: train --model mnist-cnn --data synthetic:1x28x28:10:99999999999999999999"
     "--backend: unknown backend 'quantum' \\(known: auto, .*native :: ${train} --backend quantum"
     "unknown optimizer 'nope' \\(known: sgd :: ${train} --optimizer nope"
@@ -127,6 +130,8 @@ set(cases
     "fifo.json: cannot open .*not a regular file :: plot ${fifo}"
     "fifo.json: cannot open .*not a regular file :: compare ${fifo} ${fifo}"
     "unknown data set 'nope' \\(known: mnist :: data fetch nope"
+    "--from '/aaaa.*' is one file but data set 'fashion-mnist' has 4 files :: data fetch fashion-mnist --from /${long} --dir ${WORK}/fm"
+    "--logdir /tmp/aaaa.*: cannot create the folder: File name too long :: ${train} --max-steps 1 --logdir /tmp/${long}"
     "KILN_CATALOGUE '/nonexistent/c.json': cannot open :: env:KILN_CATALOGUE=/nonexistent/c.json data list"
     "KILN_CATALOGUE '.*fifo.json': cannot open: .*not a regular file :: env:KILN_CATALOGUE=${fifo} data list")
 

@@ -44,7 +44,8 @@ struct TrainOptions {
 // A catalogue name resolves to its installed directory; anything else is a path or a synthetic spec.
 Splits open_data(const std::string& spec) {
   KILN_CHECK(!spec.empty(), "--data is required (a data set name, a directory or a .npz file)");
-  if (spec.rfind("synthetic:", 0) == 0 || std::filesystem::exists(spec)) return open_dataset_dir(spec);
+  std::error_code ec;  // a name too long for a path, or in a folder we may not read, is not a path here
+  if (spec.rfind("synthetic:", 0) == 0 || std::filesystem::exists(spec, ec)) return open_dataset_dir(spec);
   std::string dir = find_dataset(spec);
   KILN_CHECK(!dir.empty(), "--data ", spec, ": neither a path nor an installed data set (looked under ", data_root(),
              " and /usr/share/datasets); `kiln data fetch ", spec, "` installs it");
