@@ -1,8 +1,8 @@
 // The torchvision nets of kiln's zoo (alexnet, vgg11/16/19, resnet18/50/101, inception_v3)
 // exported by PyTorch 2's two ONNX exporters (the TorchScript one and the dynamo one:
-// tests/onnx/torchvision_export.py) import into kiln and give onnxruntime's output on the same
-// file (and PyTorch's). A file PyTorch fails to export is reported, not failed; a file kiln
-// refuses or computes differently fails.
+// tests/onnx/torchvision_export.py, batch dim free) import into kiln and give onnxruntime's output
+// on the same file (and PyTorch's), at the exported batch and at batch 1. A file PyTorch fails to
+// export is reported, not failed; a file kiln refuses or computes differently fails.
 // Needs torch and torchvision beside onnx and onnxruntime in KILN_TORCH_PYTHON (default: the test
 // venv). tools/install-deps.sh --test does not install PyTorch (the PyPI wheels with their CUDA
 // libraries make a ~6 GB venv), so without it the test is Skipped, with CI=true too; once
@@ -116,11 +116,18 @@ TEST_CASE("onnx: torchvision nets exported by PyTorch's exporters import into ki
     CHECK_MESSAGE(d_ort <= 1e-4 * scale, net, " ", exporter, ": kiln differs from onnxruntime by ", d_ort,
                   " (output scale ", scale, ")");
     CHECK_MESSAGE(d_torch <= 1e-4 * scale, net, " ", exporter, ": kiln differs from PyTorch by ", d_torch);
+    // The batch dim is free: the first sample alone gives the first row.
+    double d_one = 0;
+    if (x.size(0) > 1) {
+      const std::vector<float> one = forward(*kiln_net, x.narrow(0, 0, 1).contiguous());
+      d_one = max_diff(one, std::vector<float>(ort.begin(), ort.begin() + std::ptrdiff_t(one.size())));
+      CHECK_MESSAGE(d_one <= 1e-4 * scale, net, " ", exporter, ": batch 1 differs by ", d_one);
+    }
     ++imported;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::ostringstream r;
     r << "imported; max |kiln - onnxruntime| " << d_ort << ", max |kiln - torch| " << d_torch << " (scale " << scale
-      << "), export " << f[6] << " s, kiln " << s << " s [" << ops << "]\n";
+      << "), batch 1 " << d_one << ", export " << f[6] << " s, kiln " << s << " s [" << ops << "]\n";
     table << r.str();
   }
   table << imported << " files imported and matched, " << export_failed << " not exported by PyTorch\n";

@@ -9,8 +9,9 @@ tests/onnx/test_onnx_torchvision.cpp, and runs each file in onnxruntime.
       output shape, seconds.
 
 The nets have random weights (seeded) and batch-norm statistics away from 0 / 1, in eval mode, at
-small inputs (where the adaptive pools still divide evenly) so that the whole set takes a minute
-or two. Exporter defaults (opset, constant folding) are left as a user gets them.
+small inputs (where the adaptive pools still divide evenly) so that the whole set takes a few
+minutes; the batch dim is exported free ("N"). Exporter defaults (opset, constant folding) are
+left as a user gets them.
 """
 import os
 import sys
@@ -58,11 +59,13 @@ def export(net, x, path, exporter):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # The batch dim left free, as a user exports for inference at any batch.
         if exporter == "legacy":
-            torch.onnx.export(net, (x,), path, dynamo=False, input_names=["input"], output_names=["output"])
+            torch.onnx.export(net, (x,), path, dynamo=False, input_names=["input"], output_names=["output"],
+                              dynamic_axes={"input": {0: "N"}, "output": {0: "N"}})
         else:
             torch.onnx.export(net, (x,), path, dynamo=True, input_names=["input"], output_names=["output"],
-                              external_data=False)
+                              dynamic_shapes=({0: torch.export.Dim("N")},), external_data=False)
 
 
 def run_ort(path, x):
