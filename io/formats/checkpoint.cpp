@@ -137,12 +137,13 @@ std::string latest_checkpoint(const std::string& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (!e.is_regular_file() || e.path().extension() != ".json" || name.find(".tmp.") != std::string::npos)
+    std::error_code entry_ec;
+    if (!e.is_regular_file(entry_ec) || e.path().extension() != ".json" || name.find(".tmp.") != std::string::npos)
       continue;
     try {
       Json j = read_sidecar(e.path().string());
       int64_t step = j.contains("step") && j["step"].is_number_integer() ? j["step"].get<int64_t>() : -1;
-      found.push_back({step, e.last_write_time(), e.path().string()});
+      found.push_back({step, e.last_write_time(entry_ec), e.path().string()});
     } catch (const Error&) {
       // Not a checkpoint sidecar (another JSON file), or a damaged one: not a candidate.
     }
