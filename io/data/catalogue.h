@@ -10,6 +10,9 @@
 // The built-in catalogue (mnist, fashion-mnist, cifar-10, cifar-100, imagenet-ilsvrc2012) can be
 // extended or overridden by a JSON file named by $KILN_CATALOGUE: {"datasets": [entry, ...]} with
 // the fields of DatasetInfo (files: name, url, bytes, md5, sha256, content_md5, content_sha256).
+// Each entry is checked as it is read: names of letters, digits and . _ - + (no '/', no ".."),
+// http(s) URLs, hex sums of the right length, "extract" one of the entry's files, "data_subdir"
+// a relative path inside the data set; a violation throws naming the file, the entry and the value.
 //   ctest --test-dir build -R io.test_catalogue
 #pragma once
 
@@ -62,7 +65,11 @@ struct FetchOptions {
 // Fetches every file of data set `name` not already present and verified: into <file>.part,
 // resuming from its size when it exists, verified against the catalogue sums before the rename to
 // the final name (a mismatch removes the .part and throws naming the file). http(s) sources go
-// through `curl -C -`; file:// and paths are copied natively. Returns the destination directory.
+// through `curl -C -` (http and https only, redirects too); file:// and paths are copied natively.
+// Nothing is written outside the data set's folder: catalogue names are single path components,
+// the default folder must resolve inside data_root() (a symlink out is refused), a planted .part
+// symlink is removed, and an archive's members are listed and checked (tar_members.h) before tar
+// unpacks it. Returns the destination directory.
 std::string fetch_dataset(const std::string& name, const FetchOptions& opt = {});
 
 struct FileCheck {
@@ -74,7 +81,9 @@ struct FileCheck {
 // size and md5/sha256. Files over 4 GiB are checked by size only unless `full`.
 std::vector<FileCheck> verify_dataset(const std::string& name, const std::string& dir = "", bool full = false);
 
-// Checks one file against its entry (what fetch and verify use).
+// Checks one file against its entry (what fetch and verify use): every sum listed must match
+// (md5 and sha256 both, when both are given); a .gz whose published sums differ passes when every
+// listed content_* sum of its decompressed bytes matches (a recompressed copy).
 FileCheck check_file(const DataFile& f, const std::string& path, bool full = true);
 
 }  // namespace kiln

@@ -266,6 +266,11 @@ TEST_CASE("archive members that would land outside the data set are refused befo
       {{{"d/", '5'}, {"d/h", '1', "", "../../etc/passwd"}}, "member 'd/h' is a hard link to '../../etc/passwd'"},
       {{{"d/", '5'}, {"d/dev", '3'}}, "member 'd/dev' is of tar type '3'"},
       {{{"d/", '5'}, {"d/fifo", '6'}}, "member 'd/fifo' is of tar type '6'"},
+      // The name a pax header or a GNU long-name record gives is the one checked.
+      {{{"d/", '5'}, {"PaxHeader/x", 'x', "19 path=../../evil\n"}, {"d/innocent", '0', "x"}},
+       "member '../../evil' would land outside"},
+      {{{"d/", '5'}, {"././@LongLink", 'L', std::string("../../evil2") + '\0'}, {"d/innocent", '0', "x"}},
+       "member '../../evil2' would land outside"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string name = "bad" + std::to_string(i);
