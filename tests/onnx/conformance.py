@@ -33,7 +33,8 @@ MODULES = {
     "GlobalAveragePool": "globalaveragepool", "GlobalMaxPool": "globalmaxpool", "Identity": "identity",
     "LeakyRelu": "leakyrelu", "LogSoftmax": "logsoftmax", "LRN": "lrn", "MatMul": "matmul",
     "MaxPool": "maxpool", "Mul": "mul", "Pad": "pad", "ReduceMean": "reducemean", "Relu": "relu", "Reshape": "reshape",
-    "Resize": "resize", "Sigmoid": "sigmoid", "Slice": "slice", "Softmax": "softmax", "Squeeze": "squeeze", "Sub": "sub",
+    "Resize": "resize", "Sigmoid": "sigmoid", "Slice": "slice", "Softmax": "softmax", "Squeeze": "squeeze",
+    "Sub": "sub",
     "Sum": "sum", "Tanh": "tanh", "Transpose": "transpose", "Unsqueeze": "unsqueeze", "Upsample": "upsample",
 }
 
@@ -113,8 +114,8 @@ def generate(out_dir, ops):
     for c in legacy.cases(ops):
         lines.append(convert(c, out_dir))
     with open(os.path.join(out_dir, "manifest.tsv"), "w") as f:
-        f.write(f"# onnx {onnx.__version__}, {node_cases} node test cases ({expanded} _expanded left out), "
-                f"{len(lines) - node_cases} kiln cases\n")
+        f.write(f"# onnx {onnx.__version__}, newest opset {onnx.defs.onnx_opset_version()}, {node_cases} node test "
+                f"cases ({expanded} _expanded left out), {len(lines) - node_cases} kiln cases\n")
         f.write("\n".join(lines) + "\n")
     print(f"conformance.py: onnx {onnx.__version__}: {node_cases} node test cases ({expanded} _expanded left out), "
           f"{len(lines) - node_cases} kiln cases (older opsets, exporters' forms) in {time.time() - t0:.1f} s")

@@ -66,8 +66,10 @@ def _specs():
     add(("kiln_resize_opset10_linear", 10, "Resize", {"mode": "linear"}, x4, [_f32(1, 1, 1.5, 2)]))
     add(("kiln_resize_opset10_linear_down", 10, "Resize", {"mode": "linear"}, x4, [_f32(1, 1, 0.6, 0.5)]))
     # Resize the way exporters write it (opset 11 and 13, sizes and scales, PyTorch's modes).
-    for ct, mode, nm in (("asymmetric", "nearest", "floor"), ("pytorch_half_pixel", "linear", "round_prefer_floor"),
-                         ("align_corners", "linear", "round_prefer_floor"), ("half_pixel", "cubic", "round_prefer_floor"),
+    for ct, mode, nm in (("asymmetric", "nearest", "floor"),
+                         ("pytorch_half_pixel", "linear", "round_prefer_floor"),
+                         ("align_corners", "linear", "round_prefer_floor"),
+                         ("half_pixel", "cubic", "round_prefer_floor"),
                          ("half_pixel", "nearest", "round_prefer_ceil")):
         attrs = {"mode": mode, "coordinate_transformation_mode": ct, "nearest_mode": nm}
         add((f"kiln_resize_opset11_{mode}_{ct}_scales", 11, "Resize", attrs, x4, [_f32(), _f32(1, 1, 2, 2)]))
@@ -102,7 +104,8 @@ def _specs():
         add((f"kiln_averagepool_opset11_{tag}", 11, "AveragePool", attrs, x4, []))
         add((f"kiln_averagepool_opset11_{tag}_incl", 11, "AveragePool", {**attrs, "count_include_pad": 1}, x4, []))
     add(("kiln_maxpool_opset12_dilations_ceil", 12, "MaxPool",
-         {"kernel_shape": [2, 2], "dilations": [2, 1], "strides": [1, 2], "ceil_mode": 1, "pads": [1, 0, 1, 1]}, x4, []))
+         {"kernel_shape": [2, 2], "dilations": [2, 1], "strides": [1, 2], "ceil_mode": 1, "pads": [1, 0, 1, 1]},
+         x4, []))
     add(("kiln_maxpool_opset12_1d", 12, "MaxPool", {"kernel_shape": [3], "strides": [2], "pads": [1, 0]}, x3, []))
     add(("kiln_averagepool_opset11_1d", 11, "AveragePool", {"kernel_shape": [2], "pads": [0, 1], "ceil_mode": 1},
          x3, []))
@@ -144,7 +147,8 @@ def _specs():
             add((f"kiln_gemm_opset{opset}_no_c", opset, "Gemm", {"alpha": 2.0, "transB": 1}, a, [_rand(6, 5, seed=19)]))
     add(("kiln_gemm_opset13_linear", 13, "Gemm", {"transB": 1}, a, [_rand(6, 5, seed=20), _rand(6, seed=21)]))
     # MatMul: batched and broadcast N-d operands, 1-d ones.
-    for tag, sa, sb in (("3d_2d", (2, 3, 4), (4, 5)), ("2d_3d", (3, 4), (2, 4, 5)), ("bcast_4d", (2, 1, 3, 4), (5, 4, 6)),
+    for tag, sa, sb in (("3d_2d", (2, 3, 4), (4, 5)), ("2d_3d", (3, 4), (2, 4, 5)),
+                        ("bcast_4d", (2, 1, 3, 4), (5, 4, 6)),
                         ("batched", (2, 3, 4), (2, 4, 5)), ("1d_3d", (4,), (2, 4, 5)), ("3d_1d", (2, 3, 4), (4,)),
                         ("1d_1d", (4,), (4,)), ("bcast_both", (3, 1, 2, 4), (1, 5, 4, 3))):
         for opset in (7, 13):
