@@ -16,6 +16,8 @@ if(NOT rc EQUAL 0)
   message(FATAL_ERROR "mkfifo ${fifo} failed")
 endif()
 
+file(WRITE "${WORK}/r.json" "{\"runs\": [{\"model\": \"m\", \"batch\": 2, \"mode\": \"forward\", \"images_per_s\": 5}]}")
+file(WRITE "${WORK}/bad_run.json" "{\"runs\": [{\"model\": \"m\", \"batch\": \"two\", \"mode\": \"forward\", \"images_per_s\": 5}]}")
 # A name longer than any path may be (ENAMETOOLONG): std::filesystem's throwing calls failed on it.
 string(REPEAT "a" 5000 long)
 set(data "--model mnist-cnn --data synthetic:1x28x28:10:64 --quiet")
@@ -129,6 +131,9 @@ set(cases
     "nonexistent.json: cannot open :: plot /nonexistent.json"
     "fifo.json: cannot open .*not a regular file :: plot ${fifo}"
     "fifo.json: cannot open .*not a regular file :: compare ${fifo} ${fifo}"
+    "bad_run.json: run 0: 'batch' is \"two\", not a number :: compare ${WORK}/bad_run.json ${WORK}/r.json"
+    "-o /nonexistent/chart.png: the folder /nonexistent does not exist :: plot ${WORK}/r.json -o /nonexistent/chart"
+    "KILN_GNUPLOT '/etc/passwd' is not an executable file :: env:KILN_GNUPLOT=/etc/passwd plot ${WORK}/r.json -o ${WORK}/c"
     "unknown data set 'nope' \\(known: mnist :: data fetch nope"
     "--from '/aaaa.*' is one file but data set 'fashion-mnist' has 4 files :: data fetch fashion-mnist --from /${long} --dir ${WORK}/fm"
     "--logdir /tmp/aaaa.*: cannot create the folder: File name too long :: ${train} --max-steps 1 --logdir /tmp/${long}"
