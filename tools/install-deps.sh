@@ -7,8 +7,9 @@
 #                                  # SLURM with munge (slurm-wlm: tests/slurm/run.sh starts its own
 #                                  # one-node cluster; the services Debian enables stay unconfigured)
 #                                  # and a Python venv (.venv, or $KILN_VENV) with the PyPI
-#                                  # readers the tests check kiln's files against (tensorboard,
-#                                  # safetensors, numpy)
+#                                  # readers and peers the tests check kiln against (tensorboard,
+#                                  # safetensors, numpy, onnx, onnxruntime; PyTorch with
+#                                  # torchvision and onnxscript for the ONNX exporters' files)
 #   tools/install-deps.sh --all --baseline
 #                                  # also Debian's PyTorch 1.13 with OpenBLAS, for bench/baselines
 #                                  # (without libopenblas0 Debian's PyTorch falls back to the
@@ -47,16 +48,25 @@ for p in "${want[@]}"; do
 done
 
 # The Python readers the tests use, from PyPI, in a venv of their own.
+onnx_version=1.23.2
 make_venv() {
   local dir="${KILN_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}"
-  if "$dir/bin/python" -c "import tensorboard, safetensors, numpy, onnx, onnxruntime" 2>/dev/null; then
+  local mods="tensorboard, safetensors, numpy, onnx, onnxruntime, torch, torchvision, onnxscript"
+  if "$dir/bin/python" -c "import $mods; assert onnx.__version__ == '$onnx_version'" 2>/dev/null; then
     echo "install-deps: python venv $dir ready"
     return
   fi
-  echo "install-deps: creating python venv $dir (tensorboard, safetensors, numpy, onnx, onnxruntime)"
+  echo "install-deps: creating python venv $dir ($mods)"
   python3 -m venv "$dir"
-  # onnx, onnxruntime: tests/e2e/test_onnx.cpp checks kiln's ONNX export with them.
-  "$dir/bin/pip" install -q --disable-pip-version-check tensorboard safetensors numpy onnx onnxruntime
+  # onnx, onnxruntime: tests/e2e/test_onnx.cpp checks kiln's ONNX export with them, and
+  # tests/onnx/test_onnx_conformance runs the ONNX backend node tests that onnx's generators rebuild.
+  # onnx is pinned: the importer's schema table (io/onnx/onnx_import.cpp) covers the opsets this
+  # version knows, and the conformance test fails on a newer one until the table is reviewed.
+  # torch, torchvision, onnxscript: tests/onnx/test_onnx_torchvision exports the zoo's torchvision
+  # nets with both PyTorch exporters (PyPI's wheels bring their CUDA libraries: about 5.6 GB, about
+  # two minutes to fetch and unpack).
+  "$dir/bin/pip" install -q --disable-pip-version-check tensorboard safetensors numpy "onnx==$onnx_version" \
+    onnxruntime torch torchvision onnxscript
 }
 
 if ((${#missing[@]} == 0)); then

@@ -4,10 +4,9 @@
 // on the same file (and PyTorch's), at the exported batch and at batch 1. A file PyTorch fails to
 // export is reported, not failed; a file kiln refuses or computes differently fails.
 // Needs torch and torchvision beside onnx and onnxruntime in KILN_TORCH_PYTHON (default: the test
-// venv). tools/install-deps.sh --test does not install PyTorch (the PyPI wheels with their CUDA
-// libraries make a ~6 GB venv), so without it the test is Skipped, with CI=true too; once
-// install-deps.sh installs torchvision, a missing torch fails under CI=true like the other venv
-// packages (the test reads install-deps.sh to tell).
+// venv). tools/install-deps.sh --test installs them (the PyPI wheels bring their CUDA libraries: a
+// ~6 GB venv), so a missing torch fails under CI=true like the other venv packages; a script that
+// does not name torchvision is told apart (the test reads install-deps.sh).
 //   KILN_TORCH_PYTHON=/tmp/tv/bin/python ctest --test-dir build -R onnx.test_onnx_torchvision --output-on-failure
 //   KILN_ONNX_NETS=resnet18,alexnet ...   (those nets only)
 #include "tests/support/testing.h"
