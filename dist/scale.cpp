@@ -54,12 +54,18 @@ std::string profile_to_json(const DeviceProfile& p) {
 
 namespace {
 
+// A value as JSON text for a message, cut short: a megabyte string should not become one.
+std::string clip(const nlohmann::json& v) {
+  std::string s = v.dump();
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+}
+
 double number(const nlohmann::json& j, const char* key, const std::string& where) {
   KILN_CHECK(j.is_object() && j.contains(key), where, ": missing \"", key, "\"");
   const nlohmann::json& v = j.at(key);
-  KILN_CHECK(v.is_number(), where, ": \"", key, "\" must be a number, not ", v.dump());
+  KILN_CHECK(v.is_number(), where, ": \"", key, "\" must be a number, not ", clip(v));
   const double d = v.get<double>();
-  KILN_CHECK(std::isfinite(d) && d >= 0, where, ": \"", key, "\" must be finite and >= 0, not ", v.dump());
+  KILN_CHECK(std::isfinite(d) && d >= 0, where, ": \"", key, "\" must be finite and >= 0, not ", clip(v));
   return d;
 }
 
@@ -99,7 +105,7 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   p.device = j.value("device", "");
   const double batch = number(j, "batch", origin);
   KILN_CHECK(batch >= 1 && batch <= double(int64_t(1) << 30) && batch == std::floor(batch), origin,
-             ": \"batch\" is ", j["batch"].dump(), ", not a whole number in [1, 2^30]");
+             ": \"batch\" is ", clip(j["batch"]), ", not a whole number in [1, 2^30]");
   p.batch = int64_t(batch);
   p.other_ms = number(j, "other_ms", origin);
   p.optimizer_ms = number(j, "optimizer_ms", origin);
@@ -114,7 +120,7 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
     lp.forward_ms = number(l, "forward_ms", where);
     lp.backward_ms = number(l, "backward_ms", where);
     const double grad_bytes = number(l, "grad_bytes", where);
-    KILN_CHECK(grad_bytes <= double(int64_t(1) << 50), where, ": \"grad_bytes\" is ", l["grad_bytes"].dump(),
+    KILN_CHECK(grad_bytes <= double(int64_t(1) << 50), where, ": \"grad_bytes\" is ", clip(l["grad_bytes"]),
                ", more than 2^50");
     lp.grad_bytes = int64_t(grad_bytes);
     p.layers.push_back(lp);

@@ -102,6 +102,12 @@ bool safe_relative(const std::string& s) {
   return s.back() != '/';
 }
 
+// A value as JSON text for a message, cut short: a megabyte string should not become one.
+std::string clip(const Json& v) {
+  std::string s = v.dump();
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+}
+
 bool is_hex(const std::string& s, size_t n) {
   if (s.size() != n) return false;
   for (char c : s)
@@ -126,7 +132,7 @@ DatasetInfo parse_entry(const Json& e, const std::string& where) {
   d.citation = str(e, "citation");
   d.homepage = str(e, "homepage");
   if (e.contains("manual")) {
-    KILN_CHECK(e["manual"].is_boolean(), where, ": data set '", d.name, "': \"manual\" is ", e["manual"].dump(),
+    KILN_CHECK(e["manual"].is_boolean(), where, ": data set '", d.name, "': \"manual\" is ", clip(e["manual"]),
                ", not true or false");
     d.manual = e["manual"].get<bool>();
   }
@@ -146,7 +152,7 @@ DatasetInfo parse_entry(const Json& e, const std::string& where) {
                ": data set '", d.name, "': '", df.name, "': \"url\" '", df.url, "' is not http:// or https://");
     if (f.contains("bytes")) {
       KILN_CHECK(f["bytes"].is_number_integer() && f["bytes"].get<int64_t>() >= 0, where, ": '", df.name,
-                 "': \"bytes\" is ", f["bytes"].dump(), ", not an integer >= 0");
+                 "': \"bytes\" is ", clip(f["bytes"]), ", not an integer >= 0");
       df.bytes = f["bytes"].get<int64_t>();
     }
     df.md5 = str(f, "md5");

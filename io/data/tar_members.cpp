@@ -5,8 +5,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <memory>
 
 #include "engine/error.h"
 #include "io/formats/file_bytes.h"
