@@ -19,6 +19,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "io/formats/file_bytes.h"
+#include "io/formats/json_limits.h"
 
 namespace kiln {
 namespace {
@@ -169,12 +170,17 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
     }
     return true;
   };
+  // Deep nesting parses but overflows the stack when dumped or destroyed (io/formats/json_limits.h).
+  io::check_json_depth(text, "load_safetensors '" + path + "': header");
   Json header;
   try {
     header = Json::parse(text, on_event);
   } catch (const Json::parse_error& e) {
     KILN_THROW("load_safetensors '", path, "': invalid JSON header at byte ", 8 + e.byte - (e.byte > 0 ? 1 : 0),
                ": ", e.what());
+  } catch (const Json::exception& e) {
+    // A number out of range (out_of_range.406: "1E400") is not a parse_error (found by fuzz/targets/safetensors.cpp).
+    KILN_THROW("load_safetensors '", path, "': invalid JSON header: ", e.what());
   }
   KILN_CHECK(duplicate.empty(), "load_safetensors '", path, "': duplicate tensor name '", duplicate, "'");
   KILN_CHECK(header.is_object(), "load_safetensors '", path, "': header at byte 8 is not a JSON object");

@@ -264,6 +264,22 @@ TEST_CASE("safetensors: a header length over the 100 MB limit is refused before 
   CHECK_THROWS_KILN(load_safetensors(p), "header length 157286400 (at byte 0) is over the 104857600-byte limit");
 }
 
+Bytes safetensors_with_header(std::string h) {
+  h.append((8 - h.size() % 8) % 8, ' ');
+  Bytes b;
+  for (int i = 0; i < 8; ++i) b.push_back(uint8_t(uint64_t(h.size()) >> (8 * i)));
+  b.insert(b.end(), h.begin(), h.end());
+  return b;
+}
+
+TEST_CASE("safetensors: JSON numbers out of range and deep nesting are errors, not library exceptions") {
+  // nlohmann throws out_of_range (not parse_error) for "1E400": found by the fuzz target.
+  std::string p = write("bignum.safetensors", safetensors_with_header(R"({"a": {"dtype": "F32", "shape": [1E400]}})"));
+  CHECK_THROWS_KILN(load_safetensors(p), "bignum.safetensors': invalid JSON header: [json.exception.out_of_range.406]");
+  std::string q = write("deep.safetensors", safetensors_with_header(std::string(100000, '[') + std::string(100000, ']')));
+  CHECK_THROWS_KILN(load_safetensors(q), "deep.safetensors': header: JSON nested deeper than 64 levels");
+}
+
 // A valid 8x8 gray JPEG from libjpeg, then its SOF0 dims patched to `h` x `w`.
 Bytes jpeg_claiming(uint16_t h, uint16_t w) {
   jpeg_compress_struct c;
