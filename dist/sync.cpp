@@ -140,7 +140,10 @@ void DataParallel::check_structure() {
 void DataParallel::broadcast_state() {
   NoGradGuard no_grad;
   auto send = [&](const NamedTensors& list, const char* kind) {
-    for (const auto& [name, t] : list) {
+    for (const auto& item : list) {
+      // Not a structured binding: C++17 lets no lambda capture one (clang refuses; gcc accepts).
+      const std::string& name = item.first;
+      const Tensor& t = item.second;
       Tensor c = t.contiguous();
       thread_.run("broadcast " + name, [&] { comm_.broadcast(c, 0, std::string(kind) + " " + name); });
       if (!c.is_same(t)) t.detach().copy_(c);
