@@ -29,6 +29,9 @@ Command add_scale(CLI::App& app);
 // --- ONNX export (export.cpp)
 Command add_export(CLI::App& app);
 
+// Every subcommand above, in `kiln --help` order (commands.cpp): main() and the flag fuzz target.
+std::vector<Command> add_all_commands(CLI::App& app);
+
 // "a,b,,c" -> {"a", "b", "c"}
 std::vector<std::string> split_list(const std::string& s);
 

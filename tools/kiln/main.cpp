@@ -9,7 +9,6 @@
 // Test: ctest --test-dir build -R cli
 #include <cstdio>
 #include <new>
-#include <sstream>
 #include <string>
 
 #include "dist/comm.h"
@@ -17,19 +16,6 @@
 #include "engine/backend_preference.h"
 #include "engine/error.h"
 #include "tools/kiln/commands.h"
-
-namespace kiln::cli {
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-}  // namespace kiln::cli
 
 namespace {
 
@@ -47,13 +33,7 @@ int fail(const char* message) {
 int main(int argc, char** argv) {
   CLI::App app{"kiln: a deep-learning engine for HPC centres"};
   app.require_subcommand(1);
-  std::vector<kiln::cli::Command> commands = {kiln::cli::add_bench(app), kiln::cli::add_plot(app),
-                                              kiln::cli::add_compare(app), kiln::cli::add_info(app),
-                                              kiln::cli::add_data(app), kiln::cli::add_train(app),
-                                              kiln::cli::add_eval(app),
-                                              kiln::cli::add_scale(app)};
-  // ONNX export (export.cpp)
-  commands.push_back(kiln::cli::add_export(app));
+  const std::vector<kiln::cli::Command> commands = kiln::cli::add_all_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
