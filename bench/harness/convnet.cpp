@@ -165,6 +165,8 @@ void validate(const RunSpec& spec) {
       KILN_CHECK(b == "auto" || std::find(known.begin(), known.end(), b) != known.end(), "--backend: unknown backend '",
                  b, "' (known: auto, ", list, ")");
   }
+  KILN_CHECK(spec.layout == "auto" || spec.layout == "nhwc" || spec.layout == "nchw", "--layout: 'auto', 'nhwc' or ",
+             "'nchw', not '", spec.layout, "'");
   KILN_CHECK(spec.batch > 0 && spec.iters > 0 && spec.warmup >= 0, "bench: batch and iters must be positive (batch ",
              spec.batch, ", iters ", spec.iters, ", warmup ", spec.warmup, ")");
 }
@@ -187,6 +189,8 @@ RunResult run(const RunSpec& spec, RunObserver* observer) {
 }
 
 RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver* observer) {
+  KILN_CHECK(spec.layout == "auto" || spec.layout == "nhwc" || spec.layout == "nchw", "--layout: 'auto', 'nhwc' or ",
+             "'nchw', not '", spec.layout, "'");
   KILN_CHECK(spec.batch > 0 && spec.iters > 0 && spec.warmup >= 0, "bench: batch and iters must be positive (batch ",
              spec.batch, ", iters ", spec.iters, ", warmup ", spec.warmup, ")");
   if (spec.threads > 0) set_num_threads(spec.threads);

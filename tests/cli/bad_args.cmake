@@ -95,6 +95,7 @@ set(cases
     "unknown model 'nope' \\(known: :: bench --model nope"
     "--mode takes forward and/or train, got 'bogus' :: ${bench} --mode bogus"
     "--dtype int8: kiln bench times float32 :: ${bench} --dtype int8 --batch 2"
+    "^kiln: error: --layout: 'auto', 'nhwc' or 'nchw', not 'foo' :: ${bench} --layout foo --batch 2,4"
     "--out /nonexistent/d/x.json: the folder /nonexistent/d does not exist :: ${bench} --batch 2 --out /nonexistent/d/x.json"
     "--out ${WORK}/x.txt: the format comes from the extension :: ${bench} --batch 2 --out ${WORK}/x.txt"
     "--out /proc: is a folder :: ${bench} --batch 2 --out /proc"
