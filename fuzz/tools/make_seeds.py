@@ -128,3 +128,14 @@ put("checkpoint", "ckpt.json", json.dumps({
     "state": {"step": 100, "model": "mlp", "optimizer": {"name": "sgd", "lr": 0.1}}}, indent=2) + "\n")
 put("checkpoint", "no-step.json", json.dumps({
     "format": "kiln-checkpoint", "version": 1, "weights": entry, "optimizer": entry, "state": {}}))
+
+# cli_flags: command lines, arguments separated by NUL bytes (fuzz/targets/cli_flags.cpp).
+for name, argv in (("train", ["train", "--model", "mnist-cnn", "--data", "synthetic:1x28x28:10:64", "--epochs", "2",
+                              "--batch", "32", "--lr", "0.1"]),
+                   ("bench", ["bench", "--model", "alexnet,vgg11", "--batch", "16,64", "--mode", "forward,train",
+                              "--iters", "5"]),
+                   ("data", ["data", "fetch", "mnist", "--from", "/tmp/x/"]),
+                   ("eval", ["eval", "--checkpoint", "ckpt.json", "--data", "fashion-mnist"]),
+                   ("scale", ["scale", "--compare", "horovod-p100"]),
+                   ("export", ["export", "--model", "resnet18", "--onnx", "out.onnx"])):
+    put("cli_flags", name, "\0".join(argv))
