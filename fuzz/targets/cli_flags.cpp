@@ -1,4 +1,4 @@
-// The `kiln` command line: the App built as tools/kiln/main.cpp builds it (every subcommand, flag
+// The `kiln` command line: the App built as tools/kiln/main.cpp builds it (add_all_commands: every subcommand, flag
 // and validator, tools/kiln/flag_checks.h), parsed from argv split at NUL bytes; no command runs.
 // A CLI::ParseError (a bad command line: exit 2) or a kiln::Error is the expected end of a bad one.
 #include <CLI/CLI.hpp>
@@ -25,12 +25,9 @@ KILN_FUZZ_TARGET(cli_flags) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   try {
-    namespace cli = kiln::cli;
     CLI::App app{"kiln"};
     app.require_subcommand(1);
-    std::vector<cli::Command> commands = {cli::add_bench(app), cli::add_plot(app),  cli::add_compare(app),
-                                          cli::add_info(app),  cli::add_data(app),  cli::add_train(app),
-                                          cli::add_eval(app),  cli::add_scale(app), cli::add_export(app)};
+    const std::vector<kiln::cli::Command> commands = kiln::cli::add_all_commands(app);
     app.parse(int(argv.size()), argv.data());
   } catch (const CLI::ParseError&) {
   } catch (const kiln::Error&) {
