@@ -26,6 +26,7 @@
 #include "engine/random.h"
 #include "engine/schedule.h"
 #include "io/formats/checkpoint.h"
+#include "io/formats/json_limits.h"
 #include "io/logs/csv_log.h"
 #include "engine/cuda_runtime.h"
 #include "io/data/dataloader.h"
@@ -527,11 +528,6 @@ void Trainer::prune_checkpoints() {
 
 namespace {
 
-// A sidecar value as JSON text for a message, cut short: a megabyte string should not become one.
-std::string clip(const json& v) {
-  std::string s = v.dump();
-  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
-}
 
 // Reads of a training checkpoint's state, each checked where it enters: a missing key, a wrong
 // type or a value out of range is a kiln::Error naming the checkpoint, the key and the value
@@ -548,41 +544,41 @@ class StateReader {
   int64_t integer(const std::string& key, int64_t lo, int64_t hi) const { return integer(j_, key, key, lo, hi); }
   int64_t integer(const json& obj, const std::string& key, const std::string& shown, int64_t lo, int64_t hi) const {
     const json& v = at(obj, key);
-    KILN_CHECK(v.is_number_integer(), "checkpoint ", path_, ": \"", shown, "\" is ", clip(v), ", not an integer");
+    KILN_CHECK(v.is_number_integer(), "checkpoint ", path_, ": \"", shown, "\" is ", io::clip_json(v), ", not an integer");
     const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v.get<int64_t>();
-    KILN_CHECK(x >= lo && x <= hi, "checkpoint ", path_, ": \"", shown, "\" is ", clip(v), ", outside [", lo, ", ",
+    KILN_CHECK(x >= lo && x <= hi, "checkpoint ", path_, ": \"", shown, "\" is ", io::clip_json(v), ", outside [", lo, ", ",
                hi, "]");
     return x;
   }
   double number(const json& obj, const std::string& key, const std::string& shown, double lo, double hi) const {
     const json& v = at(obj, key);
-    KILN_CHECK(v.is_number(), "checkpoint ", path_, ": \"", shown, "\" is ", clip(v), ", not a number");
+    KILN_CHECK(v.is_number(), "checkpoint ", path_, ": \"", shown, "\" is ", io::clip_json(v), ", not a number");
     const double x = v.get<double>();
-    KILN_CHECK(std::isfinite(x) && x >= lo && x <= hi, "checkpoint ", path_, ": \"", shown, "\" is ", clip(v),
+    KILN_CHECK(std::isfinite(x) && x >= lo && x <= hi, "checkpoint ", path_, ": \"", shown, "\" is ", io::clip_json(v),
                ", outside [", lo, ", ", hi, "]");
     return x;
   }
   // Doubles and 64-bit integers the trainer writes as text (exact round trip): the whole string
   // must parse.
   double double_text(const json& v, const std::string& shown, double lo, double hi) const {
-    KILN_CHECK(v.is_string(), "checkpoint ", path_, ": \"", shown, "\" is ", clip(v), ", not a number as text");
+    KILN_CHECK(v.is_string(), "checkpoint ", path_, ": \"", shown, "\" is ", io::clip_json(v), ", not a number as text");
     const std::string t = v.get<std::string>();
     char* end = nullptr;
     errno = 0;
     const double x = t.empty() ? 0 : std::strtod(t.c_str(), &end);
     KILN_CHECK(!t.empty() && end == t.c_str() + t.size() && errno == 0 && std::isfinite(x) && x >= lo && x <= hi,
-               "checkpoint ", path_, ": \"", shown, "\" is ", clip(v), ", not a finite number in [", lo, ", ", hi, "]");
+               "checkpoint ", path_, ": \"", shown, "\" is ", io::clip_json(v), ", not a finite number in [", lo, ", ", hi, "]");
     return x;
   }
   uint64_t u64_text(const json& v, const std::string& shown) const {
-    KILN_CHECK(v.is_string(), "checkpoint ", path_, ": \"", shown, "\" is ", clip(v), ", not an integer as text");
+    KILN_CHECK(v.is_string(), "checkpoint ", path_, ": \"", shown, "\" is ", io::clip_json(v), ", not an integer as text");
     const std::string t = v.get<std::string>();
     char* end = nullptr;
     errno = 0;
     const unsigned long long x = std::strtoull(t.c_str(), &end, 10);
     KILN_CHECK(!t.empty() && std::isdigit(static_cast<unsigned char>(t[0])) && end == t.c_str() + t.size() && errno == 0,
                "checkpoint ",
-               path_, ": \"", shown, "\" is ", clip(v), ", not an unsigned 64-bit integer");
+               path_, ": \"", shown, "\" is ", io::clip_json(v), ", not an unsigned 64-bit integer");
     return uint64_t(x);
   }
 
@@ -602,7 +598,7 @@ void Trainer::load_checkpoint(const std::string& path) {
   KILN_CHECK(j.is_object(), "checkpoint ", path, ": the sidecar's state is not a JSON object");
   auto text = [&](const char* key) {
     if (!j.contains(key)) return std::string();
-    KILN_CHECK(j[key].is_string(), "checkpoint ", path, ": \"", key, "\" is ", clip(j[key]), ", not a string");
+    KILN_CHECK(j[key].is_string(), "checkpoint ", path, ": \"", key, "\" is ", io::clip_json(j[key]), ", not a string");
     return j[key].get<std::string>();
   };
   KILN_CHECK(text("format") == "kiln-train/1", "checkpoint ", path, ": not a kiln training checkpoint (format '",
@@ -622,14 +618,14 @@ void Trainer::load_checkpoint(const std::string& path) {
   // checks its hyper-parameters and tensors).
   const json& opt = r.at(j, "optimizer");
   KILN_CHECK(r.at(opt, "optimizer").is_string(), "checkpoint ", path, ": \"optimizer.optimizer\" is ",
-             clip(opt["optimizer"]), ", not an optimizer name");
+             io::clip_json(opt["optimizer"]), ", not an optimizer name");
   r.number(opt, "lr", "optimizer.lr", 0, 1e6);
   r.integer(opt, "steps", "optimizer.steps", 0, kMaxCount);
   const json& counts = r.at(opt, "params");
-  KILN_CHECK(counts.is_object(), "checkpoint ", path, ": \"optimizer.params\" is ", clip(counts), ", not an object");
+  KILN_CHECK(counts.is_object(), "checkpoint ", path, ": \"optimizer.params\" is ", io::clip_json(counts), ", not an object");
   for (const auto& [k, v] : counts.items()) r.integer(counts, k, "optimizer.params." + k, 0, kMaxCount);
   if (opt.contains("hyper")) {
-    KILN_CHECK(opt["hyper"].is_object(), "checkpoint ", path, ": \"optimizer.hyper\" is ", clip(opt["hyper"]),
+    KILN_CHECK(opt["hyper"].is_object(), "checkpoint ", path, ": \"optimizer.hyper\" is ", io::clip_json(opt["hyper"]),
                ", not an object");
     for (const auto& [k, v] : opt["hyper"].items()) r.number(opt["hyper"], k, "optimizer.hyper." + k, -1e6, 1e6);
   }
@@ -641,7 +637,7 @@ void Trainer::load_checkpoint(const std::string& path) {
       if (gs.contains(k)) r.number(gs, k, std::string("grad_scaler.") + k, 0, 1e9);
   }
   const json& sums = r.at(j, "epoch_sums");
-  KILN_CHECK(sums.is_array() && sums.size() == 3, "checkpoint ", path, ": \"epoch_sums\" is ", clip(sums),
+  KILN_CHECK(sums.is_array() && sums.size() == 3, "checkpoint ", path, ": \"epoch_sums\" is ", io::clip_json(sums),
              ", not [loss, correct, seen]");
   const double loss_sum = r.double_text(sums[0], "epoch_sums[0]", 0, 1e300);
   const double seen_sum = r.double_text(sums[2], "epoch_sums[2]", 0, 1e18);

@@ -102,18 +102,7 @@ bool safe_relative(const std::string& s) {
   return s.back() != '/';
 }
 
-// A value as JSON text for a message, cut short: a megabyte string should not become one.
-std::string clip(const Json& v) {
-  std::string s = v.dump();
-  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
-}
 
-bool is_hex(const std::string& s, size_t n) {
-  if (s.size() != n) return false;
-  for (char c : s)
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
-  return true;
-}
 
 DatasetInfo parse_entry(const Json& e, const std::string& where) {
   KILN_CHECK(e.is_object() && e.contains("name") && e["name"].is_string(), where, ": an entry has no \"name\"");
@@ -132,7 +121,7 @@ DatasetInfo parse_entry(const Json& e, const std::string& where) {
   d.citation = str(e, "citation");
   d.homepage = str(e, "homepage");
   if (e.contains("manual")) {
-    KILN_CHECK(e["manual"].is_boolean(), where, ": data set '", d.name, "': \"manual\" is ", clip(e["manual"]),
+    KILN_CHECK(e["manual"].is_boolean(), where, ": data set '", d.name, "': \"manual\" is ", io::clip_json(e["manual"]),
                ", not true or false");
     d.manual = e["manual"].get<bool>();
   }
@@ -152,7 +141,7 @@ DatasetInfo parse_entry(const Json& e, const std::string& where) {
                ": data set '", d.name, "': '", df.name, "': \"url\" '", df.url, "' is not http:// or https://");
     if (f.contains("bytes")) {
       KILN_CHECK(f["bytes"].is_number_integer() && f["bytes"].get<int64_t>() >= 0, where, ": '", df.name,
-                 "': \"bytes\" is ", clip(f["bytes"]), ", not an integer >= 0");
+                 "': \"bytes\" is ", io::clip_json(f["bytes"]), ", not an integer >= 0");
       df.bytes = f["bytes"].get<int64_t>();
     }
     df.md5 = str(f, "md5");
@@ -163,7 +152,7 @@ DatasetInfo parse_entry(const Json& e, const std::string& where) {
                                         {"sha256", df.sha256, 64},
                                         {"content_md5", df.content_md5, 32},
                                         {"content_sha256", df.content_sha256, 64}})
-      KILN_CHECK(sum.empty() || is_hex(sum, len), where, ": '", df.name, "': \"", key, "\" '", sum, "' is not ", len,
+      KILN_CHECK(sum.empty() || io::is_hex_digits(sum, len), where, ": '", df.name, "': \"", key, "\" '", sum, "' is not ", len,
                  " hex digits");
     for (const DataFile& other : d.files)
       KILN_CHECK(other.name != df.name, where, ": data set '", d.name, "' lists '", df.name, "' twice");

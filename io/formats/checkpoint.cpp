@@ -38,18 +38,7 @@ Json file_entry(const std::string& path) {
               {"sha256", io::file_digest_hex("sha256", path)}};
 }
 
-// A value as JSON text for a message, cut short: a megabyte string should not become one.
-std::string clip(const Json& v) {
-  std::string s = v.dump();
-  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
-}
 
-bool is_hex(const std::string& s, size_t n) {
-  if (s.size() != n) return false;
-  for (char c : s)
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
-  return true;
-}
 
 // The sidecar, checked where it enters: a regular file (a FIFO would block the reader), JSON
 // nested no deeper than io::kMaxJsonDepth (a deeper value overflows the stack when re-serialised),
@@ -71,12 +60,12 @@ Json read_sidecar(const std::string& path) {
                    j[key].contains("sha256") && j[key]["sha256"].is_string() && j[key].contains("bytes") &&
                    j[key]["bytes"].is_number_unsigned(),
                "checkpoint '", path, "': the sidecar's \"", key, "\" entry is missing or malformed");
-    KILN_CHECK(is_hex(j[key]["sha256"].get<std::string>(), 64), "checkpoint '", path, "': \"", key,
-               ".sha256\" is ", clip(j[key]["sha256"]), ", not 64 hex digits");
+    KILN_CHECK(io::is_hex_digits(j[key]["sha256"].get<std::string>(), 64), "checkpoint '", path, "': \"", key,
+               ".sha256\" is ", io::clip_json(j[key]["sha256"]), ", not 64 hex digits");
   }
   if (j.contains("step"))
     KILN_CHECK(j["step"].is_number_integer() && j["step"].get<int64_t>() >= 0, "checkpoint '", path,
-               "': \"step\" is ", clip(j["step"]), ", not an integer >= 0");
+               "': \"step\" is ", io::clip_json(j["step"]), ", not an integer >= 0");
   KILN_CHECK(j.contains("state") && j["state"].is_object(), "checkpoint '", path,
              "': the sidecar has no \"state\" object");
   return j;

@@ -2,6 +2,10 @@
 //   ctest --test-dir build -R io.test_hostile_files
 #include "io/formats/json_limits.h"
 
+#include <cctype>
+
+#include <nlohmann/json.hpp>
+
 #include "engine/error.h"
 #include "io/formats/file_bytes.h"
 
@@ -32,6 +36,22 @@ std::string read_text_file(const std::string& path, const char* what, uint64_t m
   RegularFile f(path);
   const std::vector<uint8_t> bytes = f.read_all(max_bytes, what);
   return std::string(bytes.begin(), bytes.end());
+}
+
+namespace {
+
+std::string clip(std::string s) { return s.size() > 80 ? s.substr(0, 77) + "..." : s; }
+
+}  // namespace
+
+std::string clip_json(const nlohmann::json& v) { return clip(v.dump()); }
+std::string clip_json(const nlohmann::ordered_json& v) { return clip(v.dump()); }
+
+bool is_hex_digits(const std::string& s, size_t n) {
+  if (s.size() != n) return false;
+  for (char c : s)
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  return true;
 }
 
 }  // namespace kiln::io

@@ -5,8 +5,11 @@
 //   ctest --test-dir build -R io.test_hostile_files
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace kiln::io {
 
@@ -20,5 +23,13 @@ void check_json_depth(const std::string& text, const std::string& origin, int ma
 // the path: it would block or never end) and at most max_bytes long (an error naming `what` and
 // the path beyond it). For the small JSON and CSV files kiln reads whole.
 std::string read_text_file(const std::string& path, const char* what, uint64_t max_bytes = uint64_t(64) << 20);
+
+// A value as JSON text for an error message, cut to 80 characters: a megabyte string from a
+// hostile file stays out of the message.
+std::string clip_json(const nlohmann::json& v);
+std::string clip_json(const nlohmann::ordered_json& v);
+
+// Whether s is exactly n hexadecimal digits (a checksum as text).
+bool is_hex_digits(const std::string& s, size_t n);
 
 }  // namespace kiln::io

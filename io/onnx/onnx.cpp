@@ -108,6 +108,14 @@ void read_raw(const pb::Field& f, std::vector<T>& out) {
   if (f.size) std::memcpy(out.data(), f.data, f.size);  // little-endian hosts only (x86, aarch64, ppc64le)
 }
 
+// raw_data of a narrower integer type, widened to int64.
+template <class T>
+std::vector<int64_t> widen_raw(const pb::Field& f) {
+  std::vector<T> v;
+  read_raw(f, v);
+  return std::vector<int64_t>(v.begin(), v.end());
+}
+
 TensorData decode_tensor(const pb::Field& field, const std::string& what) {
   TensorData t;
   pb::Reader r(field, what);
@@ -150,28 +158,14 @@ TensorData decode_tensor(const pb::Field& field, const std::string& what) {
       t.elem_type = kFloat;
       break;
     case kInt64: if (raw) read_raw(*raw, t.i); break;
-    case kBool: {  // one byte each in raw_data, int32_data otherwise; read as int64 0 / 1
-      if (raw) {
-        std::vector<uint8_t> v;
-        read_raw(*raw, v);
-        t.i.assign(v.begin(), v.end());
-      } else {
-        t.i = i32;
-      }
+    case kBool:  // one byte each in raw_data, int32_data otherwise; read as int64 0 / 1
+      t.i = raw ? widen_raw<uint8_t>(*raw) : i32;
       t.elem_type = kInt64;
       break;
-    }
-    case kInt32: {
-      if (raw) {
-        std::vector<int32_t> v;
-        read_raw(*raw, v);
-        t.i.assign(v.begin(), v.end());
-      } else {
-        t.i = i32;
-      }
+    case kInt32:
+      t.i = raw ? widen_raw<int32_t>(*raw) : i32;
       t.elem_type = kInt64;
       break;
-    }
     default:
       KILN_THROW("onnx: ", where, " has element type ", elem_type_name(t.elem_type),
                  "; kiln reads float32, float64, int32, int64 and bool");
