@@ -51,6 +51,9 @@ int64_t label_count(const Tensor& labels, const std::string& path, const char* k
   return mx + 1;
 }
 
+constexpr int64_t kMaxSyntheticValues = int64_t(1) << 28;
+constexpr int64_t kMaxSyntheticSamples = int64_t(1) << 28;
+
 Splits synthetic(const std::string& spec) {
   // synthetic:CxHxW:CLASSES:N[:learnable]
   auto bad = [&] {
@@ -89,8 +92,14 @@ Splits synthetic(const std::string& spec) {
     for (int64_t d : shape) if (d <= 0) bad();
     KILN_CHECK(out.classes <= kMaxClasses, "open_dataset_dir: synthetic spec '", spec, "': ", out.classes,
                " classes, at most ", kMaxClasses);
-    // float32 samples: the element count and bytes of one sample must not wrap (engine/checked_size.h).
-    checked_nbytes(shape, 4, "open_dataset_dir: synthetic spec '" + spec + "': sample " + parts[1]);
+    // float32 samples: the element count and bytes of one sample must not wrap (engine/checked_size.h),
+    // and stay within what a decoded image may hold (2^28 values); the sampler keeps an index per
+    // sample, so the count is bounded too. A spec is a flag: it must not ask for terabytes.
+    const int64_t values = checked_numel(shape, "open_dataset_dir: synthetic spec '" + spec + "': sample " + parts[1]);
+    KILN_CHECK(values <= kMaxSyntheticValues, "open_dataset_dir: synthetic spec '", spec, "': a sample of ", values,
+               " values, at most ", kMaxSyntheticValues);
+    KILN_CHECK(n <= kMaxSyntheticSamples, "open_dataset_dir: synthetic spec '", spec, "': ", n, " samples, at most ",
+               kMaxSyntheticSamples);
     out.train = std::make_shared<SyntheticDataset>(shape, out.classes, n, 0, learnable);
     out.test = std::make_shared<SyntheticDataset>(shape, out.classes, std::max<int64_t>(1, n / 10), 1, learnable);
     out.name = "synthetic";

@@ -248,6 +248,10 @@ TEST_CASE("synthetic specs: dims that wrap 2^64 and trailing garbage are refused
   CHECK_THROWS_KILN(open_dataset_dir("synthetic:3x4a:10:5"), "bad synthetic spec 'synthetic:3x4a:10:5'");
   CHECK_THROWS_KILN(open_dataset_dir("synthetic:3x4:99999999999999999999:5"), "bad synthetic spec");
   CHECK_THROWS_KILN(open_dataset_dir("synthetic:3x4:2000000:5"), "2000000 classes, at most 1048576");
+  // Within 2^63 but asking for terabytes: a 40 GB sample, 10^14 samples (an index each).
+  CHECK_THROWS_KILN(open_dataset_dir("synthetic:1x100000x100000:10:5"), "a sample of 10000000000 values, at most 268435456");
+  CHECK_THROWS_KILN(open_dataset_dir("synthetic:1x4x4:10:100000000000000"),
+                    "100000000000000 samples, at most 268435456");
   CHECK_THROWS_KILN(SyntheticDataset({int64_t(1) << 62, 4}, 2, 2), "SyntheticDataset: sample shape: shape [4611686018427387904, 4] has more");
   Splits s = open_dataset_dir("synthetic:1x4x4:3:20");
   CHECK(s.train->size() == 20);
