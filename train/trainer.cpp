@@ -82,6 +82,7 @@ class Range : public Dataset {
     return base_->get(begin_ + i);
   }
   Shape sample_shape() const override { return base_->sample_shape(); }
+  std::string source(int64_t i) const override { return base_->source(begin_ + i); }
 
  private:
   std::shared_ptr<const Dataset> base_;

@@ -185,7 +185,11 @@ Batch DataLoader::load_batch(const std::vector<int64_t>& order, int64_t epoch, i
       }
       examples.push_back(std::move(e));
     } catch (const std::exception& ex) {
-      KILN_THROW("DataLoader: sample ", idx, " (batch ", b, ", epoch ", epoch, "): ", ex.what());
+      // The file, where the data set knows it: a transform's error (an image too wide for the
+      // resize) names only sizes.
+      const std::string src = data_->source(idx);
+      KILN_THROW("DataLoader: sample ", idx, src.empty() ? "" : " (" + src + ")", " (batch ", b, ", epoch ", epoch,
+                 "): ", ex.what());
     }
     indices.push_back(idx);
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "engine/tensor.h"
 
@@ -22,6 +23,9 @@ class Dataset {
   virtual Example get(int64_t index) const = 0;
   // Shape of one input; the default reads example 0.
   virtual Shape sample_shape() const;
+  // Where example `index` comes from, for error messages (an image's path); empty (the default)
+  // when the index says all there is.
+  virtual std::string source(int64_t index) const;
 };
 
 }  // namespace kiln

@@ -282,4 +282,8 @@ Example ImageFolder::get(int64_t index) const {
   return {decode_image(path, channels_), y};
 }
 
+std::string ImageFolder::source(int64_t index) const {
+  return index >= 0 && index < size() ? samples_[size_t(index)].first : std::string();
+}
+
 }  // namespace kiln

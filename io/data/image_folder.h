@@ -36,6 +36,7 @@ class ImageFolder : public Dataset {
   int64_t size() const override { return int64_t(samples_.size()); }
   // input uint8 [C, H, W], target int64 scalar class index.
   Example get(int64_t index) const override;
+  std::string source(int64_t index) const override;
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& path(int64_t index) const { return samples_.at(size_t(index)).first; }
   int64_t label(int64_t index) const { return samples_.at(size_t(index)).second; }

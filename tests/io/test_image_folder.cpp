@@ -225,10 +225,18 @@ TEST_CASE("ImageFolder: sorted classes and samples; a corrupt file fails in the 
 
   write_all(root + "/train/cat/c.jpeg", {0xFF, 0xD8, 0xFF, 0xE0, 0, 16, 'J', 'F'});
   dl.start_epoch(0);
-  CHECK_THROWS_KILN(dl.next(b), "sample 1 (batch 0, epoch 0):");
+  CHECK_THROWS_KILN(dl.next(b), "sample 1 (" + root + "/train/cat/c.jpeg) (batch 0, epoch 0):");
   CHECK(dl.next(b));  // batch 1 (a.JPG, b.png) is fine
   CHECK_THROWS_KILN(f.get(1), "c.jpeg: JPEG decoding failed");
   CHECK_THROWS_KILN(ImageFolder(root + "/train", {".bmp"}), "no images ( .bmp )");
+
+  // A transform's error (here the validation resize of a 65000 x 1 image, bounded) names the file.
+  fs::create_directories(root + "/thin/a");
+  write_png(root + "/thin/a/wide.png", 65000, 1, PNG_COLOR_TYPE_RGB, 8);
+  auto thin = std::make_shared<ImageFolder>(root + "/thin");
+  DataLoader dt(thin, o, s.default_transform(false));
+  dt.start_epoch(0);
+  CHECK_THROWS_KILN(dt.next(b), "sample 0 (" + root + "/thin/a/wide.png) (batch 0, epoch 0): resize_shorter(256)");
 }
 
 }  // namespace
