@@ -5,6 +5,7 @@
 // pooling output sizes of the ONNX reference (ceil_mode drops a last window that starts in the end
 // padding; average divisors with count_include_pad count the padding inside the padded border).
 //   ctest --test-dir build -R onnx
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
