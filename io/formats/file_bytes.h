@@ -6,6 +6,7 @@
 //   ctest --test-dir build -R 'io.test_readers|io.test_hostile_readers'
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +21,16 @@ constexpr uint64_t kGzipSlack = uint64_t(1) << 20;
 constexpr uint64_t kMaxGzipBytes = uint64_t(4) << 30;
 // The bound above for `compressed` bytes of gzip.
 uint64_t gzip_bound(uint64_t compressed);
+
+// A read-only view of bytes already in memory (a file's contents), indexed like the vector it
+// stands for; the parsers that take a pointer and a size read through it.
+struct ByteView {
+  const uint8_t* p;
+  size_t n;
+  size_t size() const { return n; }
+  const uint8_t* data() const { return p; }
+  uint8_t operator[](size_t i) const { return p[i]; }
+};
 
 // An open regular file (read-only, O_NONBLOCK, close-on-exec) and its size; closes on destruction.
 // Throws kiln::Error naming the path when it is missing, unreadable, or not a regular file (FIFO,

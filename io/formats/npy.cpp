@@ -80,13 +80,7 @@ Tensor read_npy(const std::string& path) {
 }
 
 Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
-  struct View {
-    const uint8_t* p;
-    size_t n;
-    size_t size() const { return n; }
-    const uint8_t* data() const { return p; }
-    uint8_t operator[](size_t i) const { return p[i]; }
-  } b{data, size};
+  const io::ByteView b{data, size};
   static const uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   KILN_CHECK(b.size() >= 10, name, ": truncated at offset 0: expected a 10-byte .npy preamble, file has ",
              b.size(), " bytes");

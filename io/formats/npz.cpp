@@ -19,13 +19,7 @@ namespace {
 constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEocdSig = 0x06054b50;
 constexpr uint32_t kEocd64Sig = 0x06064b50, kLocator64Sig = 0x07064b50;
 
-struct Bytes {
-  const uint8_t* p;
-  size_t n;
-  size_t size() const { return n; }
-  const uint8_t* data() const { return p; }
-  uint8_t operator[](size_t i) const { return p[i]; }
-};
+using Bytes = io::ByteView;
 
 struct Reader {
   Bytes b;
