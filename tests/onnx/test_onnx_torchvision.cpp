@@ -5,9 +5,8 @@
 // export is reported, not failed; a file kiln refuses or computes differently fails.
 // Needs torch and torchvision beside onnx and onnxruntime in KILN_TORCH_PYTHON (default: the test
 // venv). tools/install-deps.sh --test installs them (the PyPI wheels bring their CUDA libraries: a
-// ~6 GB venv), so a missing torch fails under CI=true like the other venv packages; a script that
-// does not name torchvision is told apart (the test reads install-deps.sh).
-//   KILN_TORCH_PYTHON=/tmp/tv/bin/python ctest --test-dir build -R onnx.test_onnx_torchvision --output-on-failure
+// ~6 GB venv), so a missing torch fails under CI=true like the other venv packages.
+//   ctest --test-dir build -R onnx.test_onnx_torchvision --output-on-failure
 //   KILN_ONNX_NETS=resnet18,alexnet ...   (those nets only)
 #include "tests/support/testing.h"
 
@@ -23,13 +22,6 @@ using namespace kiln;
 using namespace kiln::onnx_test;
 
 namespace {
-
-bool file_mentions(const std::string& path, const std::string& word) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str().find(word) != std::string::npos;
-}
 
 Shape parse_dims(const std::string& s) {
   Shape d;
@@ -49,8 +41,7 @@ TEST_CASE("onnx: torchvision nets exported by PyTorch's exporters import into ki
   if (std::system(probe.c_str()) != 0) {
     const std::string why = "'import torch, torchvision, onnx, onnxruntime, onnxscript' fails in " + py +
                             " (KILN_TORCH_PYTHON names a Python that has them)";
-    if (file_mentions(KILN_SOURCE_DIR "/tools/install-deps.sh", "torchvision")) test::skip_missing("PyTorch", why);
-    else test::skip_not_built("PyTorch", why + "; tools/install-deps.sh --test does not install PyTorch");
+    test::skip_missing("PyTorch", why);
     return;
   }
   test::TempDir dir("onnx_torchvision");
