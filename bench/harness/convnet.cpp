@@ -85,7 +85,16 @@ std::vector<LayerRow> layer_rows(const Module& net, const std::vector<profiler::
   std::set<std::string> leaves;
   collect_leaves(net, leaves);
   const double iters = double(r.ms.size());
-  const double flop_scale = 2.0 * double(r.spec.batch) * (r.spec.train ? 3.0 : 1.0) * 1e-9;
+  const double passes = r.spec.train ? 3.0 : 1.0;
+  const double flop_scale = 2.0 * double(r.spec.batch) * passes * 1e-9;
+  const double act_bytes = r.spec.dtype == "float32" ? 4.0 : 2.0;
+  auto gbytes_of = [&](const std::string& name) {
+    auto a = macs.act_elems_by_layer.find(name);
+    auto p = macs.param_elems_by_layer.find(name);
+    const double act = a == macs.act_elems_by_layer.end() ? 0.0 : a->second;
+    const double param = p == macs.param_elems_by_layer.end() ? 0.0 : p->second;
+    return (act * double(r.spec.batch) * act_bytes + param * 4.0) * passes * 1e-9;
+  };
   std::vector<LayerRow> out;
   LayerRow containers{"(containers)", "exclusive time of modules with children (cat, residual adds)"};
   bool any_container = false;
@@ -96,12 +105,15 @@ std::vector<LayerRow> layer_rows(const Module& net, const std::vector<profiler::
     const double gflop = m == macs.by_layer.end() ? 0.0 : m->second * flop_scale;
     accounted += f + b;
     if (leaves.count(row.name)) {
-      out.push_back(LayerRow{row.name, row.kind, f, b, 0, gflop});
+      LayerRow l{row.name, row.kind, f, b, 0, gflop};
+      l.gbytes = gbytes_of(row.name);
+      out.push_back(l);
     } else {
       any_container = true;
       containers.forward_ms += f;
       containers.backward_ms += b;
       containers.gflop += gflop;
+      containers.gbytes += gbytes_of(row.name);
     }
   }
   if (any_container) out.push_back(containers);
@@ -349,41 +361,67 @@ const std::vector<std::string>& convnet_benchmarks_models() {
 
 std::string table_header() {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-12s %-6s %-8s %6s %-8s %3s %9s %9s %9s %10s %9s %8s", "model", "device", "backend",
-                "batch", "mode", "thr", "ms min", "ms median", "ms max", "images/s", "peak MiB", "GFLOP/s");
+  std::snprintf(buf, sizeof buf, "%-12s %-6s %-8s %6s %-8s %3s %9s %9s %9s %10s %9s %8s %7s", "model", "device",
+                "backend", "batch", "mode", "thr", "ms min", "ms median", "ms max", "images/s", "peak MiB", "GFLOP/s",
+                "of peak");
   return buf;
 }
 
+namespace {
+// "54.3%", or "-" where the figure is unknown.
+std::string percent(double fraction, bool known) {
+  char buf[32] = "-";
+  if (known) std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * fraction);
+  return buf;
+}
+}  // namespace
+
 std::string table_row(const RunResult& r) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-12s %-6s %-8s %6lld %-8s %3d %9.2f %9.2f %9.2f %10.1f %9.1f %8.1f",
+  std::snprintf(buf, sizeof buf, "%-12s %-6s %-8s %6lld %-8s %3d %9.2f %9.2f %9.2f %10.1f %9.1f %8.1f %7s",
                 r.spec.model.c_str(), r.spec.device.c_str(), r.spec.backend.c_str(),
                 static_cast<long long>(r.spec.batch), r.spec.train ? "train" : "forward", r.threads, r.ms_min,
-                r.ms_median, r.ms_max, r.images_per_s, double(r.peak_bytes) / (1 << 20), r.gflops);
+                r.ms_median, r.ms_max, r.images_per_s, double(r.peak_bytes) / (1 << 20), r.gflops,
+                percent(r.of_peak, r.peak_gflops > 0 && r.gflops > 0).c_str());
   return buf;
 }
 
 std::string layer_table(const RunResult& r) {
+  // The roofline columns: achieved/peak where the layer does counted FLOPs; FLOPs per byte; and
+  // where the bytes at the measured bandwidth are the floor (memory-bound), that floor and the
+  // fraction of it achieved.
   std::string out;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "  %-36s %-42s %9s %9s %9s %6s %8s\n", "layer", "kind", "fwd ms", "bwd ms", "total ms",
-                "share", "GFLOP/s");
+  const bool roof = r.peak_gflops > 0;
+  std::snprintf(buf, sizeof buf, "  %-36s %-34s %9s %9s %9s %6s %8s %7s %7s %9s %7s\n", "layer", "kind", "fwd ms",
+                "bwd ms", "total ms", "share", "GFLOP/s", "of peak", "flop/B", "mem ms", "of mem");
   out += buf;
   double f = 0, b = 0;
   for (const LayerRow& l : r.layers) {
-    std::string kind = l.kind.size() > 42 ? l.kind.substr(0, 39) + "..." : l.kind;
+    std::string kind = l.kind.size() > 34 ? l.kind.substr(0, 31) + "..." : l.kind;
     const double total = l.forward_ms + l.backward_ms;
-    char rate[32] = "";
-    if (l.gflop > 0 && total > 0) std::snprintf(rate, sizeof rate, "%8.1f", l.gflop / (total * 1e-3));
-    std::snprintf(buf, sizeof buf, "  %-36s %-42s %9.3f %9.3f %9.3f %5.1f%% %8s\n", l.name.c_str(), kind.c_str(),
-                  l.forward_ms, l.backward_ms, total, 100.0 * l.share, rate);
+    char rate[32] = "", intensity[32] = "", bound[32] = "";
+    std::string of_peak, of_bound;
+    if (l.gflop > 0 && total > 0) {
+      std::snprintf(rate, sizeof rate, "%8.1f", l.gflop / (total * 1e-3));
+      if (roof) of_peak = percent(l.of_peak, true);
+    }
+    if (l.gbytes > 0) std::snprintf(intensity, sizeof intensity, "%7.1f", l.gflop / l.gbytes);
+    if (roof && l.memory_bound) {
+      std::snprintf(bound, sizeof bound, "%9.3f", l.bound_ms);
+      of_bound = percent(l.of_bound, total > 0);
+    }
+    std::snprintf(buf, sizeof buf, "  %-36s %-34s %9.3f %9.3f %9.3f %5.1f%% %8s %7s %7s %9s %7s\n", l.name.c_str(),
+                  kind.c_str(), l.forward_ms, l.backward_ms, total, 100.0 * l.share, rate, of_peak.c_str(), intensity,
+                  bound, of_bound.c_str());
     out += buf;
     f += l.forward_ms;
     b += l.backward_ms;
   }
-  std::snprintf(buf, sizeof buf, "  %-36s %-42s %9.3f %9.3f %9.3f %5.1f%% %8.1f\n", "(total per iteration)", "", f, b,
-                f + b, r.ms_mean > 0 ? 100.0 * (f + b) / r.ms_mean : 0.0,
-                r.ms_mean > 0 ? r.gflop_per_iter / (r.ms_mean * 1e-3) : 0.0);
+  const double total_rate = r.ms_mean > 0 ? r.gflop_per_iter / (r.ms_mean * 1e-3) : 0.0;
+  std::snprintf(buf, sizeof buf, "  %-36s %-34s %9.3f %9.3f %9.3f %5.1f%% %8.1f %7s\n", "(total per iteration)", "", f,
+                b, f + b, r.ms_mean > 0 ? 100.0 * (f + b) / r.ms_mean : 0.0, total_rate,
+                roof ? percent(total_rate / r.peak_gflops, total_rate > 0).c_str() : "");
   out += buf;
   return out;
 }

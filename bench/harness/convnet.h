@@ -50,6 +50,18 @@ struct LayerRow {
   double backward_ms = 0;
   double share = 0;  // (forward_ms + backward_ms) / mean ms per iteration
   double gflop = 0;  // conv/linear FLOPs of this layer per iteration (0 for other layers)
+  // Bytes its ops read and write per iteration, in GB (1e9): every input and output of each op
+  // (flops.h), activations at the run's dtype (2 bytes for bfloat16/float16), parameters as
+  // float32; train counts 3x forward, as the FLOPs do (backward-data and backward-weights each
+  // move about what forward does). 0 for summary rows.
+  double gbytes = 0;
+  // The roofline (roofline.h, filled by apply_roofline; 0 until then): achieved GFLOP/s and its
+  // fraction of the FMA peak, FLOPs per byte, and where the layer is memory-bound (its bytes at
+  // the measured bandwidth take longer than its FLOPs at the peak) that floor in ms and the
+  // fraction of it achieved (floor / time).
+  double gflops = 0, of_peak = 0, intensity = 0;
+  bool memory_bound = false;
+  double bound_ms = 0, of_bound = 0;
 };
 
 struct RunResult {
@@ -64,6 +76,9 @@ struct RunResult {
   int64_t parameters = 0;
   double gflop_per_iter = 0;   // conv+linear FLOPs per iteration: 2 MACs x batch, x3 for train
   double gflops = 0;           // gflop_per_iter / median seconds
+  // The machine's FMA peak for the run's threads and dtype and the triad bandwidth (peak.h),
+  // and gflops / peak_gflops; 0 where not measured (GPU runs, results read from older files).
+  double peak_gflops = 0, of_peak = 0, bandwidth_gbs = 0;
   std::vector<LayerRow> layers;  // spec.layers only: leaf layers in forward order, then summaries
   // Data parallel runs.
   bool server = false;           // a parameter-server rank: it served, timed nothing

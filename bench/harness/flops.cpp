@@ -35,6 +35,11 @@ double node_macs(const Node& n) {
   return 0;
 }
 
+// Views share their input's storage: their nodes move no bytes.
+bool is_view(const std::string& name) {
+  return name == "ViewBackward" || name == "PermuteBackward" || name == "ExpandBackward" || name == "SliceBackward";
+}
+
 }  // namespace
 
 MacCount count_macs(Module& net, const Shape& sample) {
@@ -54,7 +59,7 @@ MacCount count_macs(Module& net, const Shape& sample) {
   }
   Tensor y;
   try {
-    y = net(zeros(shape, TensorOptions(device)));
+    y = net(zeros(shape, TensorOptions(device).with_requires_grad()));
   } catch (...) {
     profiler::enable(was_profiling);
     profiler::reset();
@@ -67,6 +72,11 @@ MacCount count_macs(Module& net, const Shape& sample) {
   net.train(was_training);
   if (!y.defined() || !y.grad_fn()) return count;  // no parameter requires grad
 
+  // A parameter's edge leads to its accumulator (the same node the graph holds).
+  std::unordered_set<const Node*> param_nodes;
+  for (const auto& [name, p] : net.named_parameters())
+    if (p.requires_grad()) param_nodes.insert(autograd::gradient_edge(p).fn.get());
+
   std::unordered_set<const Node*> seen;
   std::vector<const Node*> stack{y.grad_fn().get()};
   seen.insert(stack.back());
@@ -74,11 +84,20 @@ MacCount count_macs(Module& net, const Shape& sample) {
     const Node* n = stack.back();
     stack.pop_back();
     const double macs = node_macs(*n);
+    // Scope ids index the profiler's rows from 1 (0: outside every layer).
+    const std::string layer = n->scope > 0 && n->scope <= rows.size() ? rows[n->scope - 1].name : "";
     if (macs > 0) {
       count.total += macs;
-      // Scope ids index the profiler's rows from 1 (0: outside every layer).
-      const std::string layer = n->scope > 0 && n->scope <= rows.size() ? rows[n->scope - 1].name : "";
       count.by_layer[layer] += macs;
+    }
+    if (!layer.empty() && !is_view(n->name())) {
+      double act = 0, param = 0;
+      for (const OutputMeta& o : n->outputs) act += double(shape_numel(o.sizes));
+      for (size_t i = 0; i < n->next_edges.size(); ++i)
+        if (const Shape* s = edge_shape(*n, i))
+          (param_nodes.count(n->next_edges[i].fn.get()) ? param : act) += double(shape_numel(*s));
+      count.act_elems_by_layer[layer] += act;
+      count.param_elems_by_layer[layer] += param;
     }
     for (const Edge& e : n->next_edges)
       if (e.valid() && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());

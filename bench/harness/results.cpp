@@ -85,6 +85,11 @@ json run_to_json(const RunResult& r) {
       {"gflop_per_iter", r.gflop_per_iter},
       {"gflops", r.gflops},
   };
+  if (r.peak_gflops > 0) {
+    j["peak_gflops"] = r.peak_gflops;
+    j["of_peak"] = r.of_peak;
+    j["bandwidth_gbs"] = r.bandwidth_gbs;
+  }
   if (!r.losses.empty()) j["losses"] = r.losses;
   if (r.ranks > 1) {
     j["strategy"] = dist::strategy_name(r.spec.dist.strategy);
@@ -105,7 +110,14 @@ json run_to_json(const RunResult& r) {
                       {"forward_ms", l.forward_ms},
                       {"backward_ms", l.backward_ms},
                       {"share", l.share},
-                      {"gflop", l.gflop}});
+                      {"gflop", l.gflop},
+                      {"gbytes", l.gbytes},
+                      {"gflops", l.gflops},
+                      {"of_peak", l.of_peak},
+                      {"intensity", l.intensity},
+                      {"memory_bound", l.memory_bound},
+                      {"bound_ms", l.bound_ms},
+                      {"of_bound", l.of_bound}});
     j["layers"] = rows;
   }
   return j;
@@ -165,12 +177,24 @@ RunResult run_from_json(const json& j, const std::string& where) {
   r.parameters = field<int64_t>(j, "parameters", 0, where);
   r.gflop_per_iter = field<double>(j, "gflop_per_iter", 0, where);
   r.gflops = field<double>(j, "gflops", 0, where);
+  r.peak_gflops = field<double>(j, "peak_gflops", 0, where);
+  r.of_peak = field<double>(j, "of_peak", 0, where);
+  r.bandwidth_gbs = field<double>(j, "bandwidth_gbs", 0, where);
   if (j.contains("layers")) {
     KILN_CHECK(j["layers"].is_array(), where, ": 'layers' is not a list");
-    for (const json& l : j["layers"])
-      r.layers.push_back(LayerRow{field<std::string>(l, "name", "", where), field<std::string>(l, "kind", "", where),
-                                  field<double>(l, "forward_ms", 0, where), field<double>(l, "backward_ms", 0, where),
-                                  field<double>(l, "share", 0, where), field<double>(l, "gflop", 0, where)});
+    for (const json& l : j["layers"]) {
+      LayerRow row{field<std::string>(l, "name", "", where), field<std::string>(l, "kind", "", where),
+                   field<double>(l, "forward_ms", 0, where), field<double>(l, "backward_ms", 0, where),
+                   field<double>(l, "share", 0, where), field<double>(l, "gflop", 0, where)};
+      row.gbytes = field<double>(l, "gbytes", 0, where);
+      row.gflops = field<double>(l, "gflops", 0, where);
+      row.of_peak = field<double>(l, "of_peak", 0, where);
+      row.intensity = field<double>(l, "intensity", 0, where);
+      row.memory_bound = field<bool>(l, "memory_bound", false, where);
+      row.bound_ms = field<double>(l, "bound_ms", 0, where);
+      row.of_bound = field<double>(l, "of_bound", 0, where);
+      r.layers.push_back(row);
+    }
   }
   return r;
 }
@@ -214,6 +238,10 @@ std::string to_json(const Results& results) {
               {"threads", m.threads},
               {"date", m.date}}},
             {"runs", runs}};
+  if (m.peak.threads > 0)
+    j["machine"]["peak"] = {{"threads", m.peak.threads},         {"isa", m.peak.isa},
+                            {"gflops", m.peak.gflops},           {"bf16_isa", m.peak.bf16_isa},
+                            {"bf16_gflops", m.peak.bf16_gflops}, {"bandwidth_gbs", m.peak.bandwidth_gbs}};
   return j.dump(2) + "\n";
 }
 
@@ -239,6 +267,16 @@ Results results_from_json(const std::string& text, const std::string& origin) {
       res.machine.cores = field<int>(m, "cores", 0, where);
       res.machine.threads = field<int>(m, "threads", 0, where);
       res.machine.date = field<std::string>(m, "date", "", where);
+      if (m.contains("peak") && m.at("peak").is_object()) {
+        const json& p = m.at("peak");
+        const std::string pw = where + ": peak";
+        res.machine.peak.threads = field<int>(p, "threads", 0, pw);
+        res.machine.peak.isa = field<std::string>(p, "isa", "", pw);
+        res.machine.peak.gflops = field<double>(p, "gflops", 0, pw);
+        res.machine.peak.bf16_isa = field<std::string>(p, "bf16_isa", "", pw);
+        res.machine.peak.bf16_gflops = field<double>(p, "bf16_gflops", 0, pw);
+        res.machine.peak.bandwidth_gbs = field<double>(p, "bandwidth_gbs", 0, pw);
+      }
     }
     int i = 0;
     for (const json& r : j.at("runs")) res.runs.push_back(run_from_json(r, origin + ": run " + std::to_string(i++)));
@@ -250,7 +288,7 @@ Results results_from_json(const std::string& text, const std::string& origin) {
 
 std::string csv_header() {
   return "model,device,backend,dtype,batch,mode,threads,iters,warmup,ms_min,ms_median,ms_max,ms_mean,images_per_s,"
-         "peak_bytes,parameters,gflop_per_iter,gflops,hostname";
+         "peak_bytes,parameters,gflop_per_iter,gflops,hostname,peak_gflops,of_peak,bandwidth_gbs";
 }
 
 std::string to_csv(const Results& results) {
@@ -262,7 +300,8 @@ std::string to_csv(const Results& results) {
        << csv_field(r.spec.dtype) << ',' << r.spec.batch << ',' << (r.spec.train ? "train" : "forward") << ','
        << r.threads << ',' << r.spec.iters << ',' << r.spec.warmup << ',' << r.ms_min << ',' << r.ms_median << ','
        << r.ms_max << ',' << r.ms_mean << ',' << r.images_per_s << ',' << r.peak_bytes << ',' << r.parameters << ','
-       << r.gflop_per_iter << ',' << r.gflops << ',' << csv_field(results.machine.hostname) << "\n";
+       << r.gflop_per_iter << ',' << r.gflops << ',' << csv_field(results.machine.hostname) << ',' << r.peak_gflops
+       << ',' << r.of_peak << ',' << r.bandwidth_gbs << "\n";
   }
   return os.str();
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/harness/convnet.h"
+#include "bench/harness/peak.h"
 
 namespace kiln::bench {
 
@@ -20,6 +21,7 @@ struct MachineInfo {
   int cores = 0;                   // hardware threads the OS reports
   int threads = 0;                 // threads used inside ops
   std::string date;                // ISO 8601, UTC
+  MachinePeak peak;                // kiln bench's quick measurement (peak.threads 0: none)
 };
 
 struct Results {
