@@ -15,6 +15,7 @@
 #include "kernels/common/error.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/cpu_features.h"
+#include "kernels/cpu/native/gemm_bf16.h"
 #include "kernels/cpu/native/gemm_internal.h"
 #include "kernels/cpu/ref/gemm.h"
 
@@ -285,12 +286,15 @@ void set_gemm_path(GemmPath p) {
   g_path.store(int(p), std::memory_order_release);
 }
 
-bool supports_gemm(const GemmDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; }
+bool supports_gemm(const GemmDesc& d) {
+  return d.dtype == DType::float32 || d.dtype == DType::float64 || d.dtype == DType::bfloat16;
+}
 
 void gemm(const GemmDesc& d, const void* a, const void* b, void* c) {
   check_desc(d);
   KILN_CHECK(supports_gemm(d), "gemm (native): unsupported dtype in ", d.str());
   if (d.batch == 0 || d.m == 0 || d.n == 0) return;
+  if (d.dtype == DType::bfloat16) return gemm_bf16(d, a, b, c);
   if (d.dtype == DType::float64) {
     const auto* A = static_cast<const double*>(a);
     const auto* B = static_cast<const double*>(b);

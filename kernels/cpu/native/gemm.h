@@ -17,7 +17,9 @@
 
 namespace kiln::native {
 
-bool supports_gemm(const GemmDesc& d);  // float32 (and float64 through the portable path)
+// float32, float64 (through the portable path) and bfloat16 (gemm_bf16.h: float32 sums, C
+// rounded once).
+bool supports_gemm(const GemmDesc& d);
 void gemm(const GemmDesc& d, const void* a, const void* b, void* c);
 
 // Plain-pointer entry for other kernels (conv): C[m x n] = alpha * op(A) op(B) + beta * C.

@@ -1,7 +1,9 @@
 // kiln's own inner product (Linear) on its GEMM (kernels/cpu/native/gemm.h): forward writes the
 // bias into dst and accumulates the product on it (beta = 1), backward-data is diff_dst wei,
 // backward-weights diff_dst^T src, and the bias gradient a column sum in a fixed row order
-// (deterministic, parallel over columns). float32 and float64; layouts in kernels/common/linear.h.
+// (deterministic, parallel over columns). float32, float64 and bfloat16 (every operand bfloat16, the
+// bias too: products and bias sums in float32 through gemm_bf16.h, each result rounded once);
+// layouts in kernels/common/linear.h.
 //   ctest --test-dir build -R "test_linear_kernels|test_linalg_grad"    ./build/bench/bench_backends
 #pragma once
 
