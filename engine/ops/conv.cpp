@@ -49,11 +49,12 @@ ConvDesc pick_layout(const Op& op, ConvDesc d, bool want, Device dev) {
 }
 
 // `payload` (may be null) carries the forward kernel's state to the backward calls of the same
-// node (engine/op_decl.h).
+// node (engine/op_decl.h). With d.sum, `dst_in` (dense in the descriptor's layout, owned by this
+// call) holds the residual and becomes the output.
 Tensor run_fwd(const ConvDesc& d, const Tensor& src, const Tensor& wei, const Tensor& bias, Device dev,
-               KernelPayload* payload = nullptr) {
+               KernelPayload* payload = nullptr, const Tensor& dst_in = Tensor()) {
   Tensor s = src.contiguous(format_of(d));
-  Tensor dst = empty({d.N, d.K, d.P, d.Q}, TensorOptions(d.dtype).with_device(dev), format_of(d));
+  Tensor dst = d.sum ? dst_in : empty({d.N, d.K, d.P, d.Q}, TensorOptions(d.dtype).with_device(dev), format_of(d));
   const void* b = d.has_bias ? bias.data_ptr() : nullptr;
   if (payload)
     fwd_op().call_with(dev.type, d, *payload, s.data_ptr(), wei.data_ptr(), b, dst.data_ptr());
@@ -140,8 +141,8 @@ void check_fits(const char* op, const Tensor& x, const Tensor& weight, int64_t H
 
 namespace ops {
 
-Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding,
-                   ConvHW dilation, int64_t groups, bool relu);
+Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual, ConvHW stride,
+                   ConvHW padding, ConvHW dilation, int64_t groups, bool relu);
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding, ConvHW dilation,
               int64_t groups) {
@@ -150,7 +151,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW 
                          {trace::ints("stride", {stride.h, stride.w}), trace::ints("padding", {padding.h, padding.w}),
                           trace::ints("dilation", {dilation.h, dilation.w}), trace::ints("groups", {groups})},
                          [&] { return conv2d(x, weight, bias, stride, padding, dilation, groups); });
-  return conv2d_impl(x, weight, bias, stride, padding, dilation, groups, false);
+  return conv2d_impl(x, weight, bias, Tensor(), stride, padding, dilation, groups, false);
 }
 
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding,
@@ -160,12 +161,25 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, Co
                          {trace::ints("stride", {stride.h, stride.w}), trace::ints("padding", {padding.h, padding.w}),
                           trace::ints("dilation", {dilation.h, dilation.w}), trace::ints("groups", {groups})},
                          [&] { return conv2d_relu(x, weight, bias, stride, padding, dilation, groups); });
-  return conv2d_impl(x, weight, bias, stride, padding, dilation, groups, true);
+  return conv2d_impl(x, weight, bias, Tensor(), stride, padding, dilation, groups, true);
 }
 
-Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding,
-                   ConvHW dilation, int64_t groups, bool relu) {
-  const char* op = relu ? "conv2d_relu" : "conv2d";
+Tensor conv2d_sum(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual, ConvHW stride,
+                  ConvHW padding, ConvHW dilation, int64_t groups, bool relu) {
+  if (trace::top_level())
+    return trace::traced("conv2d_sum", {x, weight, bias, residual},
+                         {trace::ints("stride", {stride.h, stride.w}), trace::ints("padding", {padding.h, padding.w}),
+                          trace::ints("dilation", {dilation.h, dilation.w}), trace::ints("groups", {groups}),
+                          trace::ints("relu", {relu ? 1 : 0})},
+                         [&] { return conv2d_sum(x, weight, bias, residual, stride, padding, dilation, groups, relu); });
+  KILN_CHECK(residual.defined(), "conv2d_sum: undefined residual");
+  return conv2d_impl(x, weight, bias, residual, stride, padding, dilation, groups, relu);
+}
+
+Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual, ConvHW stride,
+                   ConvHW padding, ConvHW dilation, int64_t groups, bool relu) {
+  const bool sum = residual.defined();
+  const char* op = sum ? "conv2d_sum" : relu ? "conv2d_relu" : "conv2d";
   check_operands(op, x, weight, bias);
   check_geometry(op, x, weight, stride, padding, dilation, groups);
   const int64_t C = x.size(1), K = weight.size(0);
@@ -191,29 +205,67 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, Co
   d.groups = groups;
   d.has_bias = bias.defined();
   d.set_output_size();
+  if (sum) {
+    KILN_CHECK(residual.sizes() == Shape({d.N, d.K, d.P, d.Q}), op, ": residual ", shape_str(residual.sizes()),
+               " does not match the output [", d.N, ", ", d.K, ", ", d.P, ", ", d.Q, "] (input ", shape_str(x.sizes()),
+               ", weight ", shape_str(weight.sizes()), ")");
+    KILN_CHECK(residual.dtype() == x.dtype() && residual.device() == x.device(), op, ": residual is ",
+               residual.dtype(), " on ", residual.device(), ", input ", x.dtype(), " on ", x.device());
+  }
 
   const Device dev = x.device();
   // A channels-last input gives a channels-last output when a kernel takes it (PyTorch's rule).
   const bool cl = x.suggest_memory_format() == MemoryFormat::channels_last;
-  d = pick_layout(fwd_op(), d, cl, dev);
+  // The residual post-op is picked with the layout. It runs fused only on the backend that would
+  // run this convolution without it (else a descriptor only the fallback `ref` takes would run
+  // the oracle's loops in place of native's kernels); otherwise the convolution, the add and the
+  // ReLU run as separate ops (same values, two more passes over the output).
+  if (sum) {
+    ConvDesc s = d;
+    s.sum = true;
+    s = pick_layout(fwd_op(), s, cl, dev);
+    ConvDesc alone = s;
+    alone.sum = false;
+    alone.relu = relu;
+    const auto* fused = fwd_op().find(dev.type, s);
+    const auto* plain = fwd_op().find(dev.type, alone);
+    if (!fused || (plain && plain->backend != fused->backend)) {
+      Tensor y = ops::add(conv2d_impl(x, weight, bias, Tensor(), stride, padding, dilation, groups, false), residual);
+      return relu ? ops::relu(y) : y;
+    }
+    d.nhwc = s.nhwc;
+  } else {
+    d = pick_layout(fwd_op(), d, cl, dev);
+  }
   // Half types run as they are where a kernel takes them (bfloat16 on oneDNN), else through
   // float32 copies.
   if (is_half(d.dtype) && !fwd_op().find(dev.type, d))
-    return conv2d_impl(x.to(DType::float32), weight.to(DType::float32), to_float(bias), stride, padding, dilation,
-                       groups, relu)
+    return conv2d_impl(x.to(DType::float32), weight.to(DType::float32), to_float(bias), to_float(residual), stride,
+                       padding, dilation, groups, relu)
         .to(x.dtype());
-  // The post-op is the forward kernel's business; backward descriptors never carry it.
+  // The post-ops are the forward kernel's business; backward descriptors never carry them.
   ConvDesc fd = d;
   fd.relu = relu;
+  fd.sum = sum;
   Tensor xc = x.contiguous(format_of(d)).detach(), wc = weight.contiguous().detach();
   Tensor bc = bias.defined() ? (is_half(d.dtype) ? bias.to(DType::float32) : bias).contiguous().detach() : Tensor();
   // Training: the forward kernel may leave state for this node's backward (oneDNN: its backward
   // primitives). Shared by the node's closure; released with the graph.
-  auto payload = autograd::needs_grad({&x, &weight, &bias}) ? std::make_shared<KernelPayload>() : nullptr;
-  Tensor y = run_fwd(fd, xc, wc, bc, dev, payload.get());
-  autograd::record_fn(relu ? "Conv2dReluBackward" : "Conv2dBackward", {x, weight, bias}, {&y},
+  auto payload = autograd::needs_grad({&x, &weight, &bias, &residual}) ? std::make_shared<KernelPayload>() : nullptr;
+  // The sum post-op accumulates into its output: a fresh copy of the residual in the output's
+  // layout (the residual itself stays as it was).
+  Tensor dst_in;
+  if (sum) {
+    dst_in = empty({d.N, d.K, d.P, d.Q}, TensorOptions(d.dtype).with_device(dev), format_of(d));
+    dst_in.copy_(residual.detach());
+  }
+  Tensor y = run_fwd(fd, xc, wc, bc, dev, payload.get(), dst_in);
+  autograd::record_fn(sum ? (relu ? "Conv2dSumReluBackward" : "Conv2dSumBackward")
+                          : (relu ? "Conv2dReluBackward" : "Conv2dBackward"),
+                      {x, weight, bias, residual}, {&y},
                       [d, xc, wc, dev, payload, need_x = x.requires_grad(), need_w = weight.requires_grad(),
-                       need_b = bias.requires_grad(), y_relu = relu ? y.detach() : Tensor()](std::vector<Tensor>& g) {
+                       need_b = bias.requires_grad(), need_r = residual.requires_grad(),
+                       y_relu = relu ? y.detach() : Tensor()](std::vector<Tensor>& g) {
                         Tensor gy = g[0].to(d.dtype);
                         if (y_relu.defined()) gy = binary_raw(int(BinaryOp::relu_bwd), gy, y_relu);  // y > 0 iff pre > 0
                         Tensor gx, gw, gb;
@@ -236,7 +288,8 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, Co
                             if (gb.defined()) gb = gb.to(d.dtype);
                             return 0;
                           });
-                        return std::vector<Tensor>{gx, gw, gb};
+                        // The residual's gradient is the (masked) output gradient itself.
+                        return std::vector<Tensor>{gx, gw, gb, need_r ? gy : Tensor()};
                       });
   return y;
 }

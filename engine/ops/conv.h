@@ -33,6 +33,16 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), ConvHW stride = 1,
                    ConvHW padding = 0, ConvHW dilation = 1, int64_t groups = 1);
 
+// conv2d(...) + residual, then the ReLU when `relu`, in one kernel call where a backend takes the
+// residual as a post-op (ConvDesc::sum; oneDNN's sum then eltwise post-ops): ResNet's last
+// convolution of a block with its shortcut add. residual: the output's shape [N, K, P, Q], dtype
+// and device, any layout; it is read, never written. Where no kernel of the current preference
+// takes the fused descriptor the convolution, add and ReLU run as separate ops (same values).
+// Differentiable in x, weight, bias and residual (the residual's gradient is the output's,
+// masked by output > 0 with the ReLU).
+Tensor conv2d_sum(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual, ConvHW stride = 1,
+                  ConvHW padding = 0, ConvHW dilation = 1, int64_t groups = 1, bool relu = true);
+
 // x [N, C_in, H, W], weight [C_in, C_out/groups, R, S] (PyTorch's layout), bias [C_out] or
 // undefined -> [N, C_out, H', W'] with H' = (H-1)*stride.h - 2*padding.h + dilation.h*(R-1)
 // + output_padding.h + 1; output_padding must be smaller than stride or dilation.

@@ -193,13 +193,15 @@ class Exporter : public trace::Recorder {
     const std::string op = e.op;
     const Tensor& x = e.inputs.empty() ? e.output : e.inputs[0];
     std::string out;
-    if (op == "conv2d" || op == "conv2d_relu") {
+    if (op == "conv2d" || op == "conv2d_relu" || op == "conv2d_sum") {
       const Tensor& w = e.inputs[1];
       out = node("Conv", {use(x, e.op), use(w, e.op), use(e.inputs[2], e.op)},
                  {attr_ints("kernel_shape", {w.size(2), w.size(3)}), attr_ints("strides", ints_of(e, "stride")),
                   attr_ints("pads", pads4(ints_of(e, "padding"))), attr_ints("dilations", ints_of(e, "dilation")),
                   attr_int("group", int_of(e, "groups"))});
-      if (op == "conv2d_relu") out = node("Relu", {out});
+      // conv2d_sum: the residual add (and the ReLU when its flag says so) as their own nodes.
+      if (op == "conv2d_sum") out = node("Add", {out, use(e.inputs[3], e.op)});
+      if (op == "conv2d_relu" || (op == "conv2d_sum" && int_of(e, "relu") != 0)) out = node("Relu", {out});
     } else if (op == "conv_transpose2d") {
       const Tensor& w = e.inputs[1];
       out = node("ConvTranspose", {use(x, e.op), use(w, e.op), use(e.inputs[2], e.op)},

@@ -17,7 +17,8 @@ std::string ConvDesc::problem() const {
   return os.str();
 }
 
-std::string ConvDesc::str() const { return std::string(dtype_name(dtype)) + " " + problem() + (has_bias ? "" : " nobias") + (nhwc ? " nhwc" : "") + (relu ? " relu" : ""); }
+std::string ConvDesc::str() const { return std::string(dtype_name(dtype)) + " " + problem() + (has_bias ? "" : " nobias") + (nhwc ? " nhwc" : "") + (sum ? " sum" : "") +
+                                    (relu ? " relu" : ""); }
 
 void ConvDesc::set_output_size() {
   P = conv_output_size(H, R, stride_h, pad_h, dilation_h);

@@ -32,6 +32,12 @@ struct ConvDesc {
   bool has_bias = false;
   bool nhwc = false;  // activations channels-last (see above)
   bool relu = false;  // forward only: dst = max(conv + bias, 0), ReLU fused as a post-op
+  // Forward only: a residual accumulated as a post-op (oneDNN's sum post-op, scale 1). dst holds
+  // the residual on entry (same layout as the output) and is read before it is overwritten:
+  // dst = conv + bias + dst_in, then the ReLU if relu. A kernel that does not implement it must
+  // refuse the descriptor in its supports() predicate; the op layer then runs conv, add and ReLU
+  // as separate ops.
+  bool sum = false;
 
   // Offsets of element (n, c, h, w) of src and (n, k, p, q) of dst in the descriptor's layout.
   int64_t src_at(int64_t n, int64_t c, int64_t h, int64_t w) const {
@@ -42,7 +48,7 @@ struct ConvDesc {
   }
 
   // "float32 mb2ic3ih9iw9oc4oh5ow5kh3kw3sh2sw2ph1pw1dh1dw1g1" (+ " nobias" without bias,
-  // + " nhwc" channels-last).
+  // + " nhwc" channels-last, + " sum" and " relu" for the post-ops).
   std::string str() const;
   // The problem part of str(), oneDNN benchdnn style. Unlike benchdnn, dh/dw are the dilation
   // itself (1 = dense), not the number of holes (benchdnn's dh0 = dense).

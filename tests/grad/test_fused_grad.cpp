@@ -11,6 +11,8 @@
 #include <numeric>
 #include <random>
 
+#include "engine/autograd.h"
+#include "engine/dispatch.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/norm.h"
@@ -65,6 +67,56 @@ TEST_CASE("conv2d_relu: native vs ref, gradients, and relu(conv2d)") {
     CHECK_CLOSE(y, z, 1e-12, 1e-12);
     CHECK(ops::amax(ops::neg(y)).item() <= 0);  // no negative output
     CHECK(ops::amax(y).item() > 0);             // and not all clamped
+  }
+}
+
+TEST_CASE("conv2d_sum: every CPU backend vs ref, gradients of all four inputs, and relu(conv2d + residual)") {
+  struct Case {
+    Shape x, w;
+    bool bias, relu;
+    ops::ConvHW stride, pad;
+    int64_t groups;
+  };
+  const std::vector<Case> cases = {{{2, 3, 7, 6}, {4, 3, 3, 3}, true, true, 1, 1, 1},
+                                   {{1, 4, 9, 8}, {6, 2, 3, 2}, false, true, 2, {1, 0}, 2},
+                                   {{2, 3, 5, 5}, {5, 3, 1, 1}, true, false, 1, 0, 1}};
+  std::vector<std::string> backends = {"native"};
+  if (op_table<op::conv2d_fwd>().has("onednn", DeviceType::cpu)) backends.push_back("onednn");
+  for (const Case& c : cases) {
+    CAPTURE(shape_str(c.x));
+    CAPTURE(shape_str(c.w));
+    auto fused = [c](const std::vector<Tensor>& in) {
+      return ops::conv2d_sum(in[0], in[1], in[3].defined() ? in[3] : Tensor(), in[2], c.stride, c.pad, 1, c.groups,
+                             c.relu);
+    };
+    auto plain = [c](const std::vector<Tensor>& in) {
+      Tensor y = ops::add(ops::conv2d(in[0], in[1], in[3], c.stride, c.pad, 1, c.groups), in[2]);
+      return c.relu ? ops::relu(y) : y;
+    };
+    Tensor x = req(make_input(c.x, 1)), w = req(make_input(c.w, 2));
+    Shape out;
+    {
+      NoGradGuard ng;
+      out = ops::conv2d(x, w, Tensor(), c.stride, c.pad, 1, c.groups).sizes();
+    }
+    std::vector<Tensor> in = {x, w, req(make_input(out, 4)), c.bias ? req(make_input({c.w[0]}, 3)) : Tensor()};
+    if (!c.bias) in.pop_back();
+    auto with_bias = [](test::Fn f) {  // in[3] may be missing: pass an undefined bias
+      return [f](const std::vector<Tensor>& v) {
+        std::vector<Tensor> a = v;
+        if (a.size() < 4) a.push_back(Tensor());
+        return f(a);
+      };
+    };
+    for (const std::string& be : backends) {
+      CAPTURE(be);
+      test::RefCompareOptions o = loose();
+      o.backend = be;
+      CHECK_AGAINST_REF(with_bias(fused), in, o);
+    }
+    CHECK_GRAD(with_bias(fused), in);
+    BackendGuard g("ref", true);
+    CHECK_CLOSE(with_bias(fused)(in), with_bias(plain)(in), 1e-12, 1e-12);
   }
 }
 

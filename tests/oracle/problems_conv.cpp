@@ -3,7 +3,9 @@
 // kernels, strides, dilation, groups, depthwise with and without a channel multiplier, enough
 // channels for oneDNN's blocked layouts; each NCHW and channels-last (nhwc), with and without
 // bias, the forward also with the fused ReLU; float32, float64 and bfloat16 (oneDNN takes it; the
-// bias and its gradient stay float32). Backward kernels that take a payload (oneDNN's) run once
+// bias and its gradient stay float32). The forward also with the residual post-op (sum: dst read
+// as the residual, then overwritten), alone and before the ReLU, in float32 and float64, with
+// and without bias. Backward kernels that take a payload (oneDNN's) run once
 // with a fresh payload and once with their own forward's.
 #include "tests/oracle/problems.h"
 
@@ -35,6 +37,13 @@ std::vector<ConvDesc> conv_problems(bool fwd) {
           if (fwd && bias && t == DType::float32) {
             d.relu = true;
             v.push_back(d);
+            d.relu = false;
+          }
+          if (fwd && t != DType::bfloat16) {
+            d.sum = true;
+            v.push_back(d);
+            d.relu = true;
+            v.push_back(d);
           }
         }
   return v;
@@ -42,7 +51,8 @@ std::vector<ConvDesc> conv_problems(bool fwd) {
 
 std::vector<Arg> fwd_args(const ConvDesc& d) {
   return {in("src", d.dtype, d.src_elems()), in("wei", d.dtype, d.wei_elems()),
-          d.has_bias ? in("bias", side_dtype(d.dtype), d.K) : none("bias"), out("dst", d.dtype, d.dst_elems())};
+          d.has_bias ? in("bias", side_dtype(d.dtype), d.K) : none("bias"),
+          d.sum ? inout("dst", d.dtype, d.dst_elems()) : out("dst", d.dtype, d.dst_elems())};
 }
 
 Case<op::conv2d_fwd> fwd_case() {

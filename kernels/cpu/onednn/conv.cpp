@@ -78,6 +78,7 @@ struct FwdEntry : Made {
   dnnl::convolution_forward::primitive_desc pd;
   dnnl::convolution_forward prim;
   Reorder src_in, wei_in, dst_out;
+  Reorder dst_in;  // with the sum post-op: the residual into the primitive's dst layout
 };
 
 // Forward training (it is also the hint of both backward passes).
@@ -88,9 +89,12 @@ std::shared_ptr<const FwdEntry> fwd_entry(const ConvDesc& d) {
       e.g = geom(d);
       const Geom& g = e.g;
       dnnl::primitive_attr attr;
-      if (d.relu) {  // ReLU as an eltwise post-op: applied while the output tile is in registers
+      // Post-ops in ConvDesc's order: the residual (sum: dst += what dst held, read in the
+      // primitive's dst layout), then the ReLU, both applied while the output tile is in registers.
+      if (d.sum || d.relu) {
         dnnl::post_ops po;
-        compat::append_eltwise(po, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+        if (d.sum) po.append_sum(1.f);
+        if (d.relu) compat::append_eltwise(po, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
         attr.set_post_ops(po);
       }
       e.pd = compat::conv_fwd(dnnl::prop_kind::forward_training, g.src_any, g.wei_any, d.has_bias ? &g.bias : nullptr,
@@ -99,6 +103,7 @@ std::shared_ptr<const FwdEntry> fwd_entry(const ConvDesc& d) {
       e.src_in = Reorder(g.src, e.pd.src_desc());
       e.wei_in = Reorder(g.wei, e.pd.weights_desc(), true);
       e.dst_out = Reorder(e.pd.dst_desc(), g.dst);
+      if (d.sum) e.dst_in = Reorder(g.dst, e.pd.dst_desc());
       e.ok = true;
     } catch (const dnnl::error& err) {
       e.why = err.what();
@@ -116,6 +121,7 @@ struct BwdDataEntry : Made {
 
 ConvDesc without_post_ops(ConvDesc d) {
   d.relu = false;
+  d.sum = false;
   return d;
 }
 
@@ -186,7 +192,9 @@ const E& require(const std::shared_ptr<const E>& e, const char* op, const ConvDe
 void run_fwd(const FwdEntry& e, const void* src, const void* wei, const void* bias, void* dst) {
   memory s = operand_in(e.src_in, e.g.src, e.pd.src_desc(), src, 0);
   memory w = operand_in(e.wei_in, e.g.wei, e.pd.weights_desc(), wei, 1);
-  memory o = operand_out(e.dst_out, e.g.dst, e.pd.dst_desc(), dst, 2);
+  // The sum post-op reads dst: a blocked dst starts as the residual's reorder.
+  memory o = e.dst_in.needed ? operand_in(e.dst_in, e.g.dst, e.pd.dst_desc(), dst, 2)
+                             : operand_out(e.dst_out, e.g.dst, e.pd.dst_desc(), dst, 2);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, o}};
   if (bias) args.emplace(DNNL_ARG_BIAS, user_memory(e.g.bias, bias));
   execute(e.prim, args);
@@ -266,7 +274,7 @@ bool same_problem(const ConvDesc& a, const ConvDesc& b) {
          a.S == b.S && a.P == b.P && a.Q == b.Q && a.stride_h == b.stride_h && a.stride_w == b.stride_w &&
          a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.dilation_h == b.dilation_h &&
          a.dilation_w == b.dilation_w && a.groups == b.groups && a.has_bias == b.has_bias && a.nhwc == b.nhwc &&
-         a.relu == b.relu;
+         a.relu == b.relu && a.sum == b.sum;
 }
 
 const ConvPlan* plan_for(const KernelPayload& p, const ConvDesc& d) {

@@ -36,14 +36,18 @@ void for_each_tap(const ConvDesc& d, F&& f) {
 }
 }  // namespace conv_detail
 
-// dst = conv(src, wei) + bias (bias may be null when !d.has_bias), then max(dst, 0) if d.relu.
+// dst = conv(src, wei) + bias (bias may be null when !d.has_bias) [+ dst as it was, if d.sum],
+// then max(dst, 0) if d.relu.
 template <class T>
 void conv2d_fwd(const ConvDesc& d, const T* src, const T* wei, const T* bias, T* dst) {
   const int64_t Cg = d.C / d.groups;
   for (int64_t n = 0; n < d.N; ++n)
     for (int64_t k = 0; k < d.K; ++k)
       for (int64_t p = 0; p < d.P; ++p)
-        for (int64_t q = 0; q < d.Q; ++q) dst[d.dst_at(n, k, p, q)] = d.has_bias && bias ? bias[k] : T(0);
+        for (int64_t q = 0; q < d.Q; ++q) {
+          T& o = dst[d.dst_at(n, k, p, q)];
+          o = (d.sum ? o : T(0)) + (d.has_bias && bias ? bias[k] : T(0));
+        }
   conv_detail::for_each_tap(d, [&](int64_t n, int64_t k, int64_t p, int64_t q, int64_t ci, int64_t c, int64_t r,
                                    int64_t s, int64_t ih, int64_t iw) {
     dst[d.dst_at(n, k, p, q)] +=

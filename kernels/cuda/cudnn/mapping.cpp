@@ -70,6 +70,9 @@ const char* conv_unsupported(const ConvDesc& d) {
   if (d.groups <= 0 || d.C % d.groups || d.K % d.groups) return "channels not divisible by groups";
   if (d.stride_h <= 0 || d.stride_w <= 0 || d.dilation_h <= 0 || d.dilation_w <= 0) return "stride or dilation < 1";
   if (d.pad_h < 0 || d.pad_w < 0) return "negative padding";
+  // The residual post-op (ConvDesc::sum) is not mapped to cuDNN's alpha2/z operand yet: the op
+  // layer runs conv, add and ReLU separately.
+  if (d.sum) return "sum post-op (residual add) not implemented";
   // cuDNN derives the output size from symmetric padding and rejects any other; kiln's
   // descriptor may imply a different bottom/right padding.
   if (d.P != conv_output_size(d.H, d.R, d.stride_h, d.pad_h, d.dilation_h) ||

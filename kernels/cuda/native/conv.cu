@@ -136,6 +136,7 @@ KILN_GLOBAL void bias_grad_kernel(int64_t N, int64_t K, int64_t pq, bool nhwc, c
 
 void check_desc(const ConvDesc& d, const char* what) {
   KILN_CHECK(d.dtype == DType::float32, "cuda native ", what, ": float32 only, got ", d.str());
+  KILN_CHECK(!d.sum, "cuda native ", what, ": no sum post-op (residual add): ", d.str());
   KILN_CHECK(d.groups >= 1 && d.C % d.groups == 0 && d.K % d.groups == 0, "cuda native ", what,
              ": channels not divisible by groups: ", d.str());
   KILN_CHECK(d.stride_h >= 1 && d.stride_w >= 1 && d.dilation_h >= 1 && d.dilation_w >= 1, "cuda native ", what,
@@ -159,8 +160,10 @@ int64_t chunk_images(const ConvDesc& d) {
 
 void set_conv_column_budget(int64_t bytes) { g_col_budget_bytes = bytes > 0 ? bytes : kDefaultColBudgetBytes; }
 
+// The residual post-op (ConvDesc::sum) is not implemented here: the op layer runs conv, add and
+// ReLU separately when it is refused.
 bool supports_conv(const ConvDesc& d) {
-  return d.dtype == DType::float32 && d.groups >= 1 && d.C % d.groups == 0 && d.K % d.groups == 0;
+  return d.dtype == DType::float32 && !d.sum && d.groups >= 1 && d.C % d.groups == 0 && d.K % d.groups == 0;
 }
 
 void conv2d_fwd(const ConvDesc& d, const void* src_v, const void* wei_v, const void* bias_v, void* dst_v) {
