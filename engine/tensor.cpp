@@ -483,6 +483,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   KILN_CHECK(src.defined(), "copy_: undefined source");
   KILN_CHECK(!(requires_grad() && is_leaf() && autograd::grad_mode_enabled()),
              "copy_: in-place write to a leaf that requires grad; wrap it in NoGradGuard");
+  bump_version();
   if (src.device() != device()) {
     NoGradGuard ng;
     copy_kernel(*this, src.to(device()));
@@ -499,6 +500,7 @@ Tensor& Tensor::fill_(double value) {
   d.dtype = dtype();
   d.value = value;
   d.loop = make_loop(*this, {});
+  bump_version();
   dispatch<op::fill>(device().type, d, data_ptr());
   return *this;
 }

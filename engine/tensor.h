@@ -3,6 +3,7 @@
 // Copying a Tensor copies the handle, not the data. Not thread-safe for concurrent mutation.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -30,6 +31,10 @@ struct StorageImpl {
   size_t nbytes = 0;
   Device device;
   std::function<void(void*, size_t)> deleter;
+  // Bumped by kiln's in-place writes (copy_, fill_, random fills, optimizer steps, batch norm's
+  // running statistics): caches derived from the values (folded batch norm) compare it. Writes
+  // through data_ptr() by the caller do not bump it.
+  std::atomic<uint64_t> version{0};
   StorageImpl(void* d, size_t n, Device dev, std::function<void(void*, size_t)> del)
       : data(d), nbytes(n), device(dev), deleter(std::move(del)) {}
   StorageImpl(const StorageImpl&) = delete;
@@ -110,6 +115,10 @@ class Tensor {
     return static_cast<T*>(data_ptr());
   }
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+  // The write counter of the storage (shared by every view of it): see StorageImpl::version.
+  uint64_t version() const { return checked()->storage->version.load(std::memory_order_acquire); }
+  // Marks the storage written (kernels that write a tensor in place call it).
+  void bump_version() const { checked()->storage->version.fetch_add(1, std::memory_order_acq_rel); }
   std::string str() const;  // "Tensor[2, 3] float32 cpu"
 
   // --- views: share storage, no copy; differentiable

@@ -61,6 +61,10 @@ class Scope {
   int prev_depth_;
 };
 
+// True when a recorder is installed on this thread (module-level rewrites such as folded batch
+// norm stand aside then, so an export sees the modules' own ops and parameters).
+inline bool active() { return detail::recorder != nullptr; }
+
 // True when a recorder is installed and no traced op is running on this thread.
 inline bool top_level() { return detail::recorder != nullptr && detail::depth == 0; }
 

@@ -1,11 +1,16 @@
-// Conv2d and ConvTranspose2d modules over ops::conv2d / ops::conv_transpose2d.
-//   Test: ctest --test-dir build -R layers.test_conv_layers
+// Conv2d and ConvTranspose2d modules over ops::conv2d / ops::conv_transpose2d, and the eval-mode
+// folding of a following batch norm into Conv2d.
+//   Test: ctest --test-dir build -R 'layers.test_conv_layers|layers.test_fold'
 #include "layers/conv.h"
 
 #include <cmath>
+#include <vector>
 
 #include "engine/autograd.h"
+#include "engine/ops/elementwise.h"
 #include "engine/random.h"
+#include "engine/trace.h"
+#include "layers/norm.h"
 
 namespace kiln {
 namespace {
@@ -70,6 +75,104 @@ Tensor Conv2d::forward(const Tensor& x) {
 
 Tensor Conv2d::forward_relu(const Tensor& x) {
   return ops::conv2d_relu(x, cast_like(weight(), x), cast_like(bias(), x), stride_, padding_, dilation_, groups_);
+}
+
+// --- batch norm folded into the convolution
+
+namespace {
+
+// What a folded weight was computed from: the storage (weakly: the cache must not keep replaced
+// tensors alive), the element the tensor starts at and the storage's write counter.
+struct Source {
+  std::weak_ptr<StorageImpl> storage;
+  const void* data = nullptr;
+  uint64_t version = 0;
+  bool defined = false;
+
+  explicit Source(const Tensor& t) : defined(t.defined()) {
+    if (!defined) return;
+    storage = t.impl()->storage;
+    data = t.data_ptr();
+    version = t.version();
+  }
+  bool same(const Tensor& t) const {
+    if (!t.defined() || !defined) return t.defined() == defined;
+    return t.data_ptr() == data && t.version() == version && storage.lock() == t.impl()->storage;
+  }
+};
+
+}  // namespace
+
+struct Conv2d::Folded {
+  const BatchNorm* bn = nullptr;
+  std::vector<Source> sources;  // conv weight, conv bias, bn weight, bn bias, running mean, running var
+  Tensor weight, bias;
+};
+
+namespace {
+std::vector<Tensor> fold_inputs(Conv2d& conv, BatchNorm& bn) {
+  return {conv.weight(), conv.bias(), bn.weight(), bn.bias(), bn.running_mean(), bn.running_var()};
+}
+}  // namespace
+
+bool Conv2d::can_fold(BatchNorm& bn, const Tensor& x) {
+  if (!Sequential::fusion() || trace::active() || is_training() || bn.is_training()) return false;
+  if (!dynamic_cast<BatchNorm2d*>(&bn) || !bn.tracks_running_stats() || bn.num_features() != out_) return false;
+  const Tensor w = weight(), b = bias(), g = bn.weight(), beta = bn.bias();
+  if (autograd::needs_grad({&w, &b, &g, &beta})) return false;
+  const DType t = w.dtype();
+  return x.defined() && x.dtype() == t && (t == DType::float32 || t == DType::float64);
+}
+
+const Conv2d::Folded& Conv2d::folded(BatchNorm& bn) {
+  const std::vector<Tensor> in = fold_inputs(*this, bn);
+  if (folded_ && folded_->bn == &bn) {
+    bool fresh = true;
+    for (size_t i = 0; i < in.size() && fresh; ++i) fresh = folded_->sources[i].same(in[i]);
+    if (fresh) return *folded_;
+  }
+  folded_.reset();  // the old copies go before the new ones are made
+  NoGradGuard ng;
+  const Tensor& w = in[0];
+  const DType f64 = DType::float64;
+  // Per-channel factors in float64, rounded once into the weights' dtype.
+  Tensor scale = ops::rsqrt(ops::add(in[5].detach().to(f64), bn.eps()));
+  if (in[2].defined()) scale = ops::mul(scale, in[2].detach().to(f64));
+  Tensor shift = ops::mul(in[4].detach().to(f64), -1.0);
+  if (in[1].defined()) shift = ops::add(shift, in[1].detach().to(f64));
+  shift = ops::mul(shift, scale);
+  if (in[3].defined()) shift = ops::add(shift, in[3].detach().to(f64));
+  auto f = std::make_shared<Folded>();
+  f->bn = &bn;
+  for (const Tensor& t : in) f->sources.emplace_back(t);
+  f->weight = ops::mul(w.detach(), scale.to(w.dtype()).view({out_, 1, 1, 1})).contiguous();
+  f->bias = shift.to(w.dtype()).contiguous();
+  folded_ = std::move(f);
+  ++fold_count_;
+  return *folded_;
+}
+
+Tensor Conv2d::forward_folded(const Tensor& x, BatchNorm& bn, bool relu, const Tensor& residual) {
+  const Folded& f = folded(bn);
+  if (residual.defined())
+    return ops::conv2d_sum(x, f.weight, f.bias, residual, stride_, padding_, dilation_, groups_, relu);
+  return relu ? ops::conv2d_relu(x, f.weight, f.bias, stride_, padding_, dilation_, groups_)
+              : ops::conv2d(x, f.weight, f.bias, stride_, padding_, dilation_, groups_);
+}
+
+void Conv2d::train_changed(bool training) {
+  if (training) folded_.reset();  // eval-only copies of the weights: not kept while training
+}
+
+Tensor conv_bn(Conv2d& conv, BatchNorm& bn, Module* relu, const Tensor& x, const Tensor& residual) {
+  if (conv.can_fold(bn, x)) {
+    Tensor y = conv.call_as([&] { return conv.forward_folded(x, bn, relu != nullptr, residual); });
+    y = bn.call_as([&] { return y; });  // ran inside the convolution; keeps its profile row
+    return relu ? relu->call_as([&] { return y; }) : y;
+  }
+  if (!residual.defined()) return relu ? bn_relu(bn, *relu, conv(x)) : bn(conv(x));
+  Tensor y = ops::add(bn(conv(x)), residual);
+  return relu ? (*relu)(y) : y;
 }
 
 std::string Conv2d::repr() const {

@@ -94,6 +94,7 @@ int64_t Module::num_parameters() const {
 
 void Module::train(bool on) {
   training_ = on;
+  train_changed(on);
   for (auto& [n, c] : children_) c->train(on);
 }
 
@@ -213,6 +214,13 @@ Tensor Sequential::forward(const Tensor& x) {
         continue;
       }
       auto* conv = dynamic_cast<Conv2d*>(&c);
+      // Eval: Conv2d, BatchNorm2d[, ReLU] as one convolution with the batch norm folded in.
+      if (auto* bn = conv ? dynamic_cast<BatchNorm*>(&next) : nullptr; bn && conv->can_fold(*bn, y)) {
+        Module* relu = i + 2 < cs.size() && dynamic_cast<ReLU*>(cs[i + 2].second.get()) ? cs[i + 2].second.get() : nullptr;
+        y = conv_bn(*conv, *bn, relu, y);
+        i += relu ? 2 : 1;
+        continue;
+      }
       if (conv && dynamic_cast<ReLU*>(&next)) {
         y = conv->call_as([&] { return conv->forward_relu(y); });
         // The ReLU ran inside the convolution; its (empty) call keeps its row in per-layer profiles.

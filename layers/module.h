@@ -68,6 +68,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // Parameter/buffer slots by name (for layers that keep typed members pointing at them).
   Tensor& param(const std::string& name);
   Tensor& buffer(const std::string& name);
+  // Called by train() on this module after its mode is set (before its children's): layers drop
+  // eval-only caches here (Conv2d's folded batch norm).
+  virtual void train_changed(bool training) { (void)training; }
 
  private:
   void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out) const;
@@ -85,8 +88,10 @@ using ModulePtr = std::shared_ptr<Module>;
 
 // Runs children in order. Children are named "0", "1", ... unless named explicitly. A Conv2d or
 // a BatchNorm followed by a ReLU runs as one fused kernel call (the ReLU a post-op of the
-// convolution, or applied in batch norm's output pass), unless set_fusion(false) or KILN_FUSE=0;
-// the ReLU child stays in the tree and the state dict.
+// convolution, or applied in batch norm's output pass), and in eval mode a Conv2d followed by a
+// BatchNorm2d (and a ReLU) runs as one convolution with the batch norm folded into its weights
+// (conv_bn, layers/conv.h), unless set_fusion(false) or KILN_FUSE=0; the fused children stay in
+// the tree and the state dict.
 class Sequential : public Module {
  public:
   Sequential() = default;
@@ -96,7 +101,8 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   std::string repr() const override { return "Sequential"; }
   size_t size() const { return children().size(); }
-  // Process-wide switch of the Conv2d+ReLU fusion (default on; KILN_FUSE=0 turns it off).
+  // Process-wide switch of the fusions above and of the folded batch norm and fused residual add
+  // of ResNet's blocks (default on; KILN_FUSE=0 turns them off).
   static void set_fusion(bool on);
   static bool fusion();
   ModulePtr operator[](size_t i) const { return children()[i].second; }

@@ -32,6 +32,15 @@ class BatchNorm : public Module {
   Tensor forward_relu(const Tensor& x);
   std::string repr() const override;
   int64_t num_features() const { return num_features_; }
+  double eps() const { return eps_; }
+  bool affine() const { return affine_; }
+  bool tracks_running_stats() const { return track_; }
+  // The parameters and statistics (undefined where absent: weight and bias without affine, the
+  // statistics without track_running_stats). Shared with the module, not copies.
+  Tensor weight() { return affine_ ? param("weight") : Tensor(); }
+  Tensor bias() { return affine_ ? param("bias") : Tensor(); }
+  Tensor running_mean() { return track_ ? buffer("running_mean") : Tensor(); }
+  Tensor running_var() { return track_ ? buffer("running_var") : Tensor(); }
   // Synchronised batch norm (PyTorch's SyncBatchNorm): in training the batch statistics are the
   // mean and variance over every rank's batch, summed by `sum` (nullptr: this rank's batch only).
   void set_cross_replica_sum(std::shared_ptr<CrossReplicaSum> sum) { cross_replica_ = std::move(sum); }

@@ -23,6 +23,9 @@ ModulePtr conv1x1(int64_t in, int64_t out, int64_t stride) {
   return make<Conv2d>(in, out, 1, stride, 0, 1, 1, /*bias=*/false);
 }
 
+Conv2d& conv_of(const ModulePtr& m) { return dynamic_cast<Conv2d&>(*m); }
+BatchNorm& bn_of(const ModulePtr& m) { return dynamic_cast<BatchNorm&>(*m); }
+
 std::string block_repr(const char* kind, int64_t in, int64_t planes, int64_t stride, bool downsample) {
   return std::string(kind) + "(" + std::to_string(in) + ", " + std::to_string(planes) +
          ", stride=" + std::to_string(stride) + (downsample ? ", downsample" : "") + ")";
@@ -77,14 +80,18 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Module
   if (downsample) downsample_ = register_module("downsample", downsample);
 }
 
+// In eval mode (conv_bn, layers/conv.h) each conv-bn pair is one convolution with the batch norm
+// folded in, and the last one takes the shortcut add and the ReLU as post-ops; in training the
+// modules run one after another.
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = bn_relu(dynamic_cast<BatchNorm&>(*bn1_), *relu_, (*conv1_)(x));
-  out = (*bn2_)((*conv2_)(out));
+  const Tensor out = conv_bn(conv_of(conv1_), bn_of(bn1_), relu_.get(), x);
   const Tensor identity = downsample_ ? (*downsample_)(x) : x;
-  KILN_CHECK(identity.sizes() == out.sizes(), "BasicBlock(", in_planes_, ", ", planes_, ", stride=", stride_,
-             "): the shortcut gives ", shape_str(identity.sizes()), " but the residual ", shape_str(out.sizes()),
+  // conv2 (3x3, stride 1, pad 1) keeps the size of `out`.
+  const Shape residual = {out.size(0), planes_, out.size(2), out.size(3)};
+  KILN_CHECK(identity.sizes() == residual, "BasicBlock(", in_planes_, ", ", planes_, ", stride=", stride_,
+             "): the shortcut gives ", shape_str(identity.sizes()), " but the residual ", shape_str(residual),
              " (input ", shape_str(x.sizes()), "; a block that changes the shape needs a downsample)");
-  return (*relu_)(out + identity);
+  return conv_bn(conv_of(conv2_), bn_of(bn2_), relu_.get(), out, identity);
 }
 
 std::string BasicBlock::repr() const { return block_repr("BasicBlock", in_planes_, planes_, stride_, bool(downsample_)); }
@@ -104,14 +111,15 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, Module
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = bn_relu(dynamic_cast<BatchNorm&>(*bn1_), *relu_, (*conv1_)(x));
-  out = bn_relu(dynamic_cast<BatchNorm&>(*bn2_), *relu_, (*conv2_)(out));
-  out = (*bn3_)((*conv3_)(out));
+  Tensor out = conv_bn(conv_of(conv1_), bn_of(bn1_), relu_.get(), x);
+  out = conv_bn(conv_of(conv2_), bn_of(bn2_), relu_.get(), out);
   const Tensor identity = downsample_ ? (*downsample_)(x) : x;
-  KILN_CHECK(identity.sizes() == out.sizes(), "Bottleneck(", in_planes_, ", ", planes_, ", stride=", stride_,
-             "): the shortcut gives ", shape_str(identity.sizes()), " but the residual ", shape_str(out.sizes()),
+  // conv3 (1x1, stride 1) keeps the spatial size of `out`.
+  const Shape residual = {out.size(0), planes_ * kExpansion, out.size(2), out.size(3)};
+  KILN_CHECK(identity.sizes() == residual, "Bottleneck(", in_planes_, ", ", planes_, ", stride=", stride_,
+             "): the shortcut gives ", shape_str(identity.sizes()), " but the residual ", shape_str(residual),
              " (input ", shape_str(x.sizes()), "; a block that changes the shape needs a downsample)");
-  return (*relu_)(out + identity);
+  return conv_bn(conv_of(conv3_), bn_of(bn3_), relu_.get(), out, identity);
 }
 
 std::string Bottleneck::repr() const { return block_repr("Bottleneck", in_planes_, planes_, stride_, bool(downsample_)); }

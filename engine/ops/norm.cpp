@@ -134,6 +134,10 @@ Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bia
               mut_ptr_or_null(rv), y.data_ptr(), save_mean.data_ptr(), save_invstd.data_ptr());
   write_back(rm, running_mean);
   write_back(rv, running_var);
+  if (training && running_mean.defined()) {  // the kernel updated the running statistics in place
+    running_mean.bump_version();
+    running_var.bump_version();
+  }
 
   BatchNormDesc bd = d;
   bd.relu = false;

@@ -55,6 +55,7 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, SGDSte
   d.dtype = param.dtype();
   d.n = param.numel();
   ++g_update_calls;
+  param.bump_version();
   dispatch<op::sgd_step>(param.device().type, d, param.data_ptr(), grad.data_ptr(),
                 d.momentum != 0 ? buf.data_ptr() : nullptr);
 }
@@ -68,6 +69,7 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const T
   d.dtype = param.dtype();
   d.n = param.numel();
   ++g_update_calls;
+  param.bump_version();
   dispatch<op::adam_step>(param.device().type, d, param.data_ptr(), grad.data_ptr(), m.data_ptr(), v.data_ptr());
 }
 
@@ -78,6 +80,7 @@ void lars_step(const Tensor& param, const Tensor& grad, const Tensor& buf, LarsS
   d.dtype = param.dtype();
   d.n = param.numel();
   ++g_update_calls;
+  param.bump_version();
   dispatch<op::lars_step>(param.device().type, d, param.data_ptr(), grad.data_ptr(), buf.data_ptr());
 }
 
@@ -104,6 +107,7 @@ void scale_(const Tensor& x, double s) {
   d.dtype = x.dtype();
   d.n = x.numel();
   d.scale = s;
+  x.bump_version();
   dispatch<op::scale>(x.device().type, d, x.data_ptr());
 }
 
@@ -182,6 +186,7 @@ void multi_tensor_step(const std::vector<MultiTensorItem>& items, MultiTensorDes
   Tensor keep;
   const TensorListEntry* placed = place_entries(entries, dev, keep);
   ++g_update_calls;
+  for (const MultiTensorItem& it : items) it.param.bump_version();
   dispatch<op::multi_tensor_step>(dev.type, d, placed);
 }
 

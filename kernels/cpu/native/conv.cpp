@@ -15,6 +15,7 @@
 
 #include "kernels/common/error.h"
 #include "kernels/common/parallel.h"
+#include "kernels/cpu/native/conv_bf16.h"
 #include "kernels/cpu/native/gemm.h"
 
 namespace kiln::native {
@@ -163,6 +164,7 @@ void zero(float* p, int64_t n) {
 }  // namespace
 
 bool supports_conv(const ConvDesc& d) {
+  if (d.dtype == DType::bfloat16) return supports_conv_bf16(d);
   return d.dtype == DType::float32 && (!d.nhwc || supports_conv_nhwc(d) || is_depthwise(d));
 }
 
@@ -199,6 +201,7 @@ static void conv2d_fwd_plain(const ConvDesc& d, const void* src_v, const void* w
 }
 
 void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void* bias, void* dst) {
+  if (d.dtype == DType::bfloat16) return conv2d_fwd_bf16(d, src, wei, bias, dst);
   conv2d_fwd_plain(d, src, wei, bias, dst);
   if (!d.relu) return;
   // The fused ReLU: one pass over the output while much of it is still in cache (the op saves
@@ -211,6 +214,7 @@ void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void*
 }
 
 void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst_v, const void* wei_v, void* diff_src_v) {
+  if (d.dtype == DType::bfloat16) return conv2d_bwd_data_bf16(d, diff_dst_v, wei_v, diff_src_v);
   const float* diff_dst = static_cast<const float*>(diff_dst_v);
   const float* wei = static_cast<const float*>(wei_v);
   float* diff_src = static_cast<float*>(diff_src_v);
@@ -241,6 +245,7 @@ void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst_v, const void* wei_
 
 void conv2d_bwd_weights(const ConvDesc& d, const void* src_v, const void* diff_dst_v, void* diff_wei_v,
                         void* diff_bias_v) {
+  if (d.dtype == DType::bfloat16) return conv2d_bwd_weights_bf16(d, src_v, diff_dst_v, diff_wei_v, diff_bias_v);
   const float* src = static_cast<const float*>(src_v);
   const float* diff_dst = static_cast<const float*>(diff_dst_v);
   float* diff_wei = static_cast<float*>(diff_wei_v);

@@ -1,0 +1,198 @@
+// Native bfloat16 convolution, channels-last, groups == 1 (conv_bf16.h): conv_nhwc.cpp's float32
+// scheme on the bfloat16 GEMM. With pixels m = (n, p, q) of the output as rows, RSC = R*S*C and
+// the weights permuted to wt[K, R, S, C]:
+//   forward         dst[M, K]       = round(col[M, RSC] * wt^T + bias [relu])
+//   backward-data   colf[M, RSC]    = diff_dst[M, K] * wt (float32);  col2im -> float32 sums -> round
+//   backward-wei    dwt[K, RSC]    += diff_dst^T * col (float32 over all chunks);  permute + round
+// where row m of col holds, for every tap (r, s), the C channels of the input pixel that output
+// pixel m reads through it (zeros in the padding). A 1x1, stride-1, unpadded convolution needs no
+// col: each pass is one GEMM over the whole batch. Rows are done in chunks that bound the scratch.
+//   ctest --test-dir build -R kernels.test_conv_bf16
+#include "kernels/cpu/native/conv_bf16.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/common/error.h"
+#include "kernels/common/parallel.h"
+#include "kernels/cpu/native/gemm_bf16.h"
+
+namespace kiln::native {
+namespace {
+
+// Column scratch in elements per chunk (4 MiB of bfloat16 col, or 8 MiB of float32 col in
+// backward-data): hundreds of GEMM rows per chunk.
+constexpr int64_t kColBudget = int64_t(2) << 20;
+
+struct Geom {
+  int64_t M, RSC, chunk;
+  bool direct;
+  explicit Geom(const ConvDesc& d)
+      : M(d.N * d.P * d.Q), RSC(d.R * d.S * d.C),
+        direct(d.R == 1 && d.S == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0 &&
+               d.P == d.H && d.Q == d.W) {
+    chunk = std::max<int64_t>(1, std::min<int64_t>(M, kColBudget / std::max<int64_t>(RSC, 1)));
+  }
+};
+
+// wei [K, C, R, S] -> wt [K, R, S, C]; `to` may be float32 (from float32 sums) to round into.
+template <class From, class To>
+void permute_weights(const ConvDesc& d, const From* from, To* to, bool inverse) {
+  parallel_for(0, d.K, 1, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k)
+      for (int64_t c = 0; c < d.C; ++c)
+        for (int64_t r = 0; r < d.R; ++r)
+          for (int64_t s = 0; s < d.S; ++s) {
+            const int64_t kcrs = ((k * d.C + c) * d.R + r) * d.S + s, krsc = ((k * d.R + r) * d.S + s) * d.C + c;
+            if (inverse) to[kcrs] = To(from[krsc]);
+            else to[krsc] = To(from[kcrs]);
+          }
+  });
+}
+
+// Input pixel read by output pixel m through tap (r, s), or -1 in the padding.
+inline int64_t tap_pixel(const ConvDesc& d, int64_t m, int64_t r, int64_t s) {
+  const int64_t q = m % d.Q, p = (m / d.Q) % d.P, n = m / (d.P * d.Q);
+  const int64_t ih = p * d.stride_h - d.pad_h + r * d.dilation_h, iw = q * d.stride_w - d.pad_w + s * d.dilation_w;
+  if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) return -1;
+  return (n * d.H + ih) * d.W + iw;
+}
+
+void im2col(const ConvDesc& d, const Geom& g, const BFloat16* src, int64_t m0, int64_t m1, BFloat16* col) {
+  parallel_for(m0, m1, std::max<int64_t>(1, 8192 / std::max<int64_t>(g.RSC, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t m = b; m < e; ++m) {
+      BFloat16* row = col + (m - m0) * g.RSC;
+      for (int64_t r = 0; r < d.R; ++r)
+        for (int64_t s = 0; s < d.S; ++s) {
+          BFloat16* out = row + (r * d.S + s) * d.C;
+          const int64_t px = tap_pixel(d, m, r, s);
+          if (px < 0) std::memset(static_cast<void*>(out), 0, sizeof(BFloat16) * size_t(d.C));
+          else std::memcpy(static_cast<void*>(out), src + px * d.C, sizeof(BFloat16) * size_t(d.C));
+        }
+    }
+  });
+}
+
+// acc += col2im(col) for rows [m0, m1), in float32. Threads own channel ranges and each element's
+// sum runs in row order: bits independent of the thread count.
+void col2im(const ConvDesc& d, const Geom& g, const float* col, int64_t m0, int64_t m1, float* acc) {
+  const int64_t cgrain = std::max<int64_t>(16, d.C / std::max(1, num_threads()));
+  parallel_for(0, d.C, cgrain, [&](int64_t c0, int64_t c1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const float* row = col + (m - m0) * g.RSC;
+      for (int64_t r = 0; r < d.R; ++r)
+        for (int64_t s = 0; s < d.S; ++s) {
+          const int64_t px = tap_pixel(d, m, r, s);
+          if (px < 0) continue;
+          const float* in = row + (r * d.S + s) * d.C;
+          float* out = acc + px * d.C;
+#pragma omp simd
+          for (int64_t c = c0; c < c1; ++c) out[c] += in[c];
+        }
+    }
+  });
+}
+
+void fill_bf16(BFloat16* p, int64_t n) {
+  parallel_for(0, n, 65536, [&](int64_t b, int64_t e) {
+    std::memset(static_cast<void*>(p + b), 0, sizeof(BFloat16) * size_t(e - b));
+  });
+}
+
+}  // namespace
+
+bool supports_conv_bf16(const ConvDesc& d) { return d.dtype == DType::bfloat16 && d.nhwc && d.groups == 1; }
+
+void conv2d_fwd_bf16(const ConvDesc& d, const void* src_v, const void* wei_v, const void* bias_v, void* dst_v) {
+  KILN_CHECK(supports_conv_bf16(d), "conv2d_fwd (native bfloat16): unsupported ", d.str());
+  const auto* src = static_cast<const BFloat16*>(src_v);
+  const auto* wei = static_cast<const BFloat16*>(wei_v);
+  auto* dst = static_cast<BFloat16*>(dst_v);
+  const Geom g(d);
+  if (g.M == 0 || d.K == 0) return;
+  Bf16Epilogue epi;
+  epi.col_bias = d.has_bias ? static_cast<const float*>(bias_v) : nullptr;
+  epi.relu = d.relu;
+  if (g.direct)  // dst[M, K] = src[M, C] * wei[K, C]^T
+    return bf16gemm_round(false, true, g.M, d.K, d.C, 1.f, src, d.C, wei, d.C, 0.f, dst, d.K, epi);
+  std::vector<BFloat16> wt(size_t(d.K * g.RSC));
+  permute_weights(d, wei, wt.data(), false);
+  std::vector<BFloat16> col(size_t(g.chunk * g.RSC));
+  for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
+    const int64_t m1 = std::min(g.M, m0 + g.chunk);
+    im2col(d, g, src, m0, m1, col.data());
+    bf16gemm_round(false, true, m1 - m0, d.K, g.RSC, 1.f, col.data(), g.RSC, wt.data(), g.RSC, 0.f, dst + m0 * d.K,
+                   d.K, epi);
+  }
+}
+
+void conv2d_bwd_data_bf16(const ConvDesc& d, const void* diff_dst_v, const void* wei_v, void* diff_src_v) {
+  KILN_CHECK(supports_conv_bf16(d), "conv2d_bwd_data (native bfloat16): unsupported ", d.str());
+  const auto* diff_dst = static_cast<const BFloat16*>(diff_dst_v);
+  const auto* wei = static_cast<const BFloat16*>(wei_v);
+  auto* diff_src = static_cast<BFloat16*>(diff_src_v);
+  const Geom g(d);
+  if (g.direct)  // diff_src[M, C] = diff_dst[M, K] * wei[K, C]
+    return bf16gemm_round(false, false, g.M, d.C, d.K, 1.f, diff_dst, d.K, wei, d.C, 0.f, diff_src, d.C);
+  const int64_t src_elems = d.src_elems();
+  if (g.M == 0 || d.K == 0) return fill_bf16(diff_src, src_elems);
+  // Taps of neighbouring output pixels overlap (and chunk borders cut through them): the sums
+  // stay in float32 until every chunk is in.
+  std::vector<float> acc(static_cast<size_t>(src_elems));
+  parallel_for(0, src_elems, 65536, [&](int64_t b, int64_t e) {
+    std::memset(acc.data() + b, 0, sizeof(float) * size_t(e - b));
+  });
+  std::vector<BFloat16> wt(size_t(d.K * g.RSC));
+  permute_weights(d, wei, wt.data(), false);
+  std::vector<float> col(size_t(g.chunk * g.RSC));
+  for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
+    const int64_t m1 = std::min(g.M, m0 + g.chunk);
+    bf16gemm(false, false, m1 - m0, g.RSC, d.K, 1.f, diff_dst + m0 * d.K, d.K, wt.data(), g.RSC, 0.f, col.data(),
+             g.RSC);
+    col2im(d, g, col.data(), m0, m1, acc.data());
+  }
+  parallel_for(0, src_elems, 65536, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) diff_src[i] = BFloat16(acc[size_t(i)]);
+  });
+}
+
+void conv2d_bwd_weights_bf16(const ConvDesc& d, const void* src_v, const void* diff_dst_v, void* diff_wei_v,
+                             void* diff_bias_v) {
+  KILN_CHECK(supports_conv_bf16(d), "conv2d_bwd_weights (native bfloat16): unsupported ", d.str());
+  const auto* src = static_cast<const BFloat16*>(src_v);
+  const auto* diff_dst = static_cast<const BFloat16*>(diff_dst_v);
+  auto* diff_wei = static_cast<BFloat16*>(diff_wei_v);
+  auto* diff_bias = static_cast<float*>(diff_bias_v);
+  const Geom g(d);
+  if (diff_bias) {  // column sums of diff_dst[M, K] (float32, ConvDesc's contract); threads own columns
+    const int64_t kgrain = std::max<int64_t>(16, d.K / std::max(1, num_threads()));
+    parallel_for(0, d.K, kgrain, [&](int64_t k0, int64_t k1) {
+      std::vector<double> acc(size_t(k1 - k0), 0.0);
+      std::vector<float> part(size_t(k1 - k0), 0.f);
+      for (int64_t m = 0; m < g.M; ++m) {
+        const BFloat16* row = diff_dst + m * d.K;
+        for (int64_t k = k0; k < k1; ++k) part[size_t(k - k0)] += float(row[k]);
+        if ((m & 255) == 255) {  // fold into double every 256 rows: N*P*Q terms of either sign
+          for (int64_t k = k0; k < k1; ++k) acc[size_t(k - k0)] += part[size_t(k - k0)], part[size_t(k - k0)] = 0.f;
+        }
+      }
+      for (int64_t k = k0; k < k1; ++k) diff_bias[k] = float(acc[size_t(k - k0)] + part[size_t(k - k0)]);
+    });
+  }
+  if (!diff_wei) return;
+  if (g.M == 0) return fill_bf16(diff_wei, d.wei_elems());
+  if (g.direct)  // diff_wei[K, C] = diff_dst[M, K]^T * src[M, C]
+    return bf16gemm_round(true, false, d.K, d.C, g.M, 1.f, diff_dst, d.K, src, d.C, 0.f, diff_wei, d.C);
+  std::vector<float> dwt(size_t(d.K * g.RSC));
+  std::vector<BFloat16> col(size_t(g.chunk * g.RSC));
+  for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
+    const int64_t m1 = std::min(g.M, m0 + g.chunk);
+    im2col(d, g, src, m0, m1, col.data());
+    bf16gemm(true, false, d.K, g.RSC, m1 - m0, 1.f, diff_dst + m0 * d.K, d.K, col.data(), g.RSC, m0 == 0 ? 0.f : 1.f,
+             dwt.data(), g.RSC);
+  }
+  permute_weights(d, dwt.data(), diff_wei, true);
+}
+
+}  // namespace kiln::native
