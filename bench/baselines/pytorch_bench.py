@@ -8,13 +8,14 @@ iterations of forward (torch.no_grad, eval mode) or forward+backward (train mode
 with a fixed random output gradient, no weight update). Prints the same columns as `kiln bench`
 and, with --out, writes the same JSON as `kiln bench --out` (`kiln compare`, `kiln plot` read it).
 
-    tools/install-deps.sh --baseline     # Debian's python3-torch 1.13 + OpenBLAS
+    tools/install-deps.sh --baseline     # the venv's PyTorch 2.x (.venv), Debian's python3-torch 1.13 + OpenBLAS
+    .venv/bin/python bench/baselines/pytorch_bench.py --list
     /usr/bin/python3 bench/baselines/pytorch_bench.py --list
     /usr/bin/python3 bench/baselines/pytorch_bench.py --model alexnet,vgg11 --batch 16,64 --threads 2 --out pt.json
     # PyTorch at its best here: channels-last and glibc malloc told not to unmap
     GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295 \\
         /usr/bin/python3 bench/baselines/pytorch_bench.py --channels-last ...
-    build/tools/kiln bench --model alexnet --vs-pytorch    # runs both variants and prints kiln/pytorch
+    build/tools/kiln bench --model alexnet --vs-pytorch    # every peer (bench/harness/baseline.h), kiln/peer per row
     # on a GPU (tools/gpu-check runs this): cuDNN benchmark mode on, timed between synchronisations
     python3 bench/baselines/pytorch_bench.py --device cuda --model resnet50 --batch 64 --mode train
     python3 bench/baselines/pytorch_bench.py --device cuda --amp float16 ...   # torch.autocast, as kiln --dtype float16

@@ -5,6 +5,10 @@
 #include "bench/harness/peak_kernels.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
+// GCC 12's own intrinsics use _mm512_undefined_ps() and trip its -W(maybe-)uninitialized
+// (GCC bug 105593, fixed in 13), as in kernels/cpu/native/gemm_avx512.cpp.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 namespace kiln::bench::peak_detail {

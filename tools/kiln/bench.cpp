@@ -2,8 +2,11 @@
 //   kiln bench                                   # alexnet, overfeat, vgg11, googlenet at their batch sizes
 //   kiln bench --model vgg11 --batch 16,64 --mode forward,train --layers --out results.json
 //   kiln bench --model resnet50 --batch 64 --mode train --tf-compat     # tf_cnn_benchmarks' log lines
-//   kiln bench --model alexnet --batch 64 --vs-pytorch                  # kiln/PyTorch ratio per row
+//   kiln bench --model alexnet --batch 64 --vs-pytorch                  # kiln/peer ratio per row
+// On the CPU it first measures the machine's FMA peak and triad bandwidth on its threads (~0.3 s,
+// bench/harness/peak.h) and prints achieved/peak per row (with --layers the roofline per layer).
 // The table goes to stdout, the progress line of a sweep to stderr.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -12,8 +15,10 @@
 
 #include "bench/harness/baseline.h"
 #include "bench/harness/convnet.h"
+#include "bench/harness/peak.h"
 #include "bench/harness/progress.h"
 #include "bench/harness/results.h"
+#include "bench/harness/roofline.h"
 #include "bench/harness/tf_compat.h"
 #include "kernels/common/parallel.h"
 #ifdef KILN_HAVE_CUDNN
@@ -35,7 +40,7 @@ struct BenchOptions {
   std::string models, batches, modes = "forward,train", device = "cpu", backend = "auto", dtype = "float32", layout = "auto";
   std::string data;
   int iters = 10, warmup = 2, threads = 0;
-  bool layers = false, tf_compat = false, vs_pytorch = false, no_progress = false;
+  bool layers = false, tf_compat = false, vs_pytorch = false, no_progress = false, no_peak = false;
   bool cudnn_benchmark = true;
   std::vector<std::string> outs;
   CLI::Option* iters_opt = nullptr;
@@ -103,25 +108,30 @@ void aggregate(bench::RunResult& r, dist::Communicator& comm) {
   std::printf("\n  aggregate %.1f images/s\n", r.aggregate_images_per_s);
 }
 
-// kiln/PyTorch per row, for each baseline variant.
-void print_ratios(const bench::Results& kiln, const std::vector<bench::Results>& baselines) {
+// kiln/peer per row, for each peer that ran; "-" where a peer has no such row.
+void print_ratios(const bench::Results& kiln, const std::vector<std::pair<bench::Peer, bench::Results>>& peers) {
   using Key = std::tuple<std::string, int64_t, bool>;
   std::printf("\n%-12s %6s %-8s %12s", "model", "batch", "mode", "kiln img/s");
-  for (const auto& v : bench::baseline_variants())
-    std::printf(" %16s %15s", (v.backend + " img/s").c_str(), ("kiln/" + v.backend).c_str());
+  std::vector<int> width;
+  for (const auto& [peer, res] : peers) {
+    const std::string rate = peer.backend + " img/s", ratio = "kiln/" + peer.backend;
+    width.push_back(int(std::max(rate.size(), ratio.size())));
+    std::printf(" %*s %*s", width.back(), rate.c_str(), int(ratio.size()), ratio.c_str());
+  }
   std::printf("\n");
-  std::vector<std::map<Key, double>> base(baselines.size());
-  for (size_t i = 0; i < baselines.size(); ++i)
-    for (const auto& r : baselines[i].runs) base[i][Key{r.spec.model, r.spec.batch, r.spec.train}] = r.images_per_s;
+  std::vector<std::map<Key, double>> base(peers.size());
+  for (size_t i = 0; i < peers.size(); ++i)
+    for (const auto& r : peers[i].second.runs) base[i][Key{r.spec.model, r.spec.batch, r.spec.train}] = r.images_per_s;
   for (const auto& r : kiln.runs) {
     std::printf("%-12s %6lld %-8s %12.1f", r.spec.model.c_str(), static_cast<long long>(r.spec.batch),
                 r.spec.train ? "train" : "forward", r.images_per_s);
-    for (size_t i = 0; i < baselines.size(); ++i) {
+    for (size_t i = 0; i < peers.size(); ++i) {
+      const int ratio_w = int(("kiln/" + peers[i].first.backend).size());
       auto it = base[i].find(Key{r.spec.model, r.spec.batch, r.spec.train});
       if (it == base[i].end() || it->second <= 0)
-        std::printf(" %16s %15s", "-", "-");
+        std::printf(" %*s %*s", width[i], "-", ratio_w, "-");
       else
-        std::printf(" %16.1f %15.3f", it->second, r.images_per_s / it->second);
+        std::printf(" %*.1f %*.3f", width[i], it->second, ratio_w, r.images_per_s / it->second);
     }
     std::printf("\n");
   }
@@ -158,13 +168,27 @@ int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSes
     }
   }
 
-  std::string python, script;
+  std::string pytorch_script, ort_script;
+  bench::PeerPlan plan;
   if (o.vs_pytorch) {  // fail before the sweep, not after it
-    script = bench::find_baseline_script(bench::executable_dir(), KILN_SOURCE_DIR);
-    python = bench::baseline_python();
-    bench::check_pytorch(python);
+    pytorch_script = bench::find_baseline_script(bench::executable_dir(), KILN_SOURCE_DIR, "pytorch_bench.py");
+    ort_script = bench::find_baseline_script(bench::executable_dir(), KILN_SOURCE_DIR, "onnxruntime_bench.py");
+    plan = bench::plan_peers(bench::baseline_python(KILN_SOURCE_DIR), bench::baseline_venv(KILN_SOURCE_DIR),
+                             bench::kDebianPython);
   }
   if (o.threads > 0) set_num_threads(o.threads);
+  // The roofline of this machine for the threads the runs use: one process on the CPU only (ranks
+  // sharing a node would measure each other).
+  bench::MachinePeak peak;
+  if (!o.no_peak && !session.active() && !Device(o.device).is_cuda()) {
+    peak = bench::measure_machine_peak(num_threads(), bench::quick_peak_config());
+    if (!o.tf_compat) {
+      std::printf("peak: %s FMA %.1f GFLOP/s", peak.isa.c_str(), peak.gflops);
+      if (peak.bf16_isa != peak.isa) std::printf(", %s %.1f GFLOP/s", peak.bf16_isa.c_str(), peak.bf16_gflops);
+      std::printf(", triad %.1f GB/s on %d thread%s (quick measurement; build/bench/bench_peak for the full one)\n",
+                  peak.bandwidth_gbs, peak.threads, peak.threads == 1 ? "" : "s");
+    }
+  }
 #ifdef KILN_HAVE_CUDNN
   // cuDNN algorithms timed once per shape, as convnet-benchmarks and tf_cnn_benchmarks ran (and
   // the PyTorch baseline's torch.backends.cudnn.benchmark).
@@ -182,6 +206,7 @@ int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSes
     progress.start(i);
     bench::RunResult r = bench::run(specs[i], chief ? tf.get() : nullptr);
     progress.finish();
+    if (peak.threads > 0) bench::apply_roofline(r, peak);
     if (chief && !r.server) {
       if (!tf) std::printf("%s\n", bench::table_row(r).c_str());
       if (o.layers) std::printf("%s", bench::layer_table(r).c_str());
@@ -192,22 +217,46 @@ int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSes
   }
   if (!chief) return 0;
 
+  bool peer_failed = false;
   if (o.vs_pytorch) {
-    std::vector<bench::Results> baselines;
-    for (const auto& variant : bench::baseline_variants()) {
-      std::fprintf(stderr, "kiln: running the PyTorch baseline (%s)\n", variant.backend.c_str());
-      baselines.push_back(bench::run_pytorch_baseline(python, script, specs, variant, num_threads()));
+    std::vector<std::pair<bench::Peer, bench::Results>> ran;
+    std::vector<std::string> notes = plan.notes;
+    for (const bench::Peer& peer : plan.peers) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "kiln: running %s (%s %s, %s)\n", peer.backend.c_str(),
+                   peer.kind == bench::PeerKind::pytorch ? "PyTorch" : "onnxruntime", peer.version.c_str(),
+                   peer.python.c_str());
+      try {
+        bench::Results res =
+            peer.kind == bench::PeerKind::pytorch
+                ? bench::run_pytorch_peer(peer, pytorch_script, specs, num_threads())
+                : bench::run_onnxruntime_peer(peer, ort_script, specs, num_threads(), &notes);
+        ran.emplace_back(peer, std::move(res));
+      } catch (const Error& e) {
+        notes.push_back(peer.backend + ": failed: " + e.what());
+        peer_failed = true;
+      }
     }
-    print_ratios(results, baselines);
-    for (auto& b : baselines)
-      for (auto& r : b.runs) results.runs.push_back(r);
+    std::printf("\n");
+    for (const auto& [peer, res] : ran)
+      std::printf("%s: %s %s (%s)%s\n", peer.backend.c_str(),
+                  peer.kind == bench::PeerKind::pytorch ? "PyTorch" : "onnxruntime", peer.version.c_str(),
+                  peer.python.c_str(),
+                  peer.kind == bench::PeerKind::onnxruntime ? ", forward float32 rows, kiln's ONNX export"
+                  : peer.channels_last                      ? ", channels-last, tuned malloc"
+                                                            : ", as installed");
+    for (const std::string& n : notes) std::printf("%s\n", n.c_str());
+    print_ratios(results, ran);
+    for (auto& [peer, res] : ran)
+      for (auto& r : res.runs) results.runs.push_back(r);
   }
   results.machine.threads = num_threads();
+  results.machine.peak = peak;
   for (const std::string& path : o.outs) {
     bench::write_results(results, path);
     std::fprintf(stderr, "kiln: wrote %s\n", path.c_str());
   }
-  return 0;
+  return peer_failed ? 1 : 0;
 }
 
 }  // namespace
@@ -247,8 +296,10 @@ Command add_bench(CLI::App& app) {
   sub->add_flag("--tf-compat", o->tf_compat,
                 "print tf_cnn_benchmarks' log lines (real cross-entropy loss against fixed random labels)");
   sub->add_flag("--vs-pytorch", o->vs_pytorch,
-                "also run bench/baselines/pytorch_bench.py (as installed, and channels-last with tuned malloc) "
-                "and print kiln/PyTorch per row");
+                "also run the peers and print kiln/peer per row: the venv's PyTorch 2.x (as installed, and "
+                "channels-last with tuned malloc), Debian's PyTorch 1.13 (channels-last, tuned malloc) and, for "
+                "forward float32 rows, onnxruntime on kiln's ONNX export; a peer not installed is a note");
+  sub->add_flag("--no-peak", o->no_peak, "skip the ~0.3 s FMA peak and bandwidth measurement (no achieved/peak)");
   sub->add_flag("--no-progress", o->no_progress, "no progress line on stderr");
   add_dist_flags(sub, &o->dist, false);
   return Command{sub, [o] { return run_bench(*o); }};
