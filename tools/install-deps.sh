@@ -11,9 +11,12 @@
 #                                  # safetensors, numpy, onnx, onnxruntime; PyTorch with
 #                                  # torchvision and onnxscript for the ONNX exporters' files)
 #   tools/install-deps.sh --all --baseline
-#                                  # also Debian's PyTorch 1.13 with OpenBLAS, for bench/baselines
-#                                  # (without libopenblas0 Debian's PyTorch falls back to the
-#                                  # reference BLAS and its linear layers run ~40x slower)
+#                                  # also the peers of `kiln bench --vs-pytorch` (bench/baselines):
+#                                  # Debian's PyTorch 1.13 with OpenBLAS (without libopenblas0
+#                                  # Debian's PyTorch falls back to the reference BLAS and its
+#                                  # linear layers run ~40x slower), and PyTorch 2.x and
+#                                  # onnxruntime from PyPI in the same venv --test makes (one venv,
+#                                  # not a second ~5 GB one: --test needs both packages anyway)
 set -euo pipefail
 
 required=(cmake ninja-build g++ ccache pkg-config libeigen3-dev doctest-dev libcli11-dev
@@ -27,7 +30,7 @@ testing+=(shellcheck lua5.4)
 # Fuzzing (issue 18, tools/fuzz): clang with libFuzzer, whose runtime libclang-rt-dev carries.
 testing+=(clang libclang-rt-dev)
 
-baseline=(python3-torch libopenblas0-pthread)
+baseline=(python3-torch libopenblas0-pthread python3-venv python3-pip)
 
 want=("${required[@]}")
 venv=0
@@ -35,7 +38,7 @@ for arg in "$@"; do
   case "$arg" in
     --all) want+=("${optional[@]}") ;;
     --test) want+=("${testing[@]}"); venv=1 ;;
-    --baseline) want+=("${baseline[@]}") ;;
+    --baseline) want+=("${baseline[@]}"); venv=1 ;;
     *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -52,7 +55,8 @@ onnx_version=1.23.2
 make_venv() {
   local dir="${KILN_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}"
   local mods="tensorboard, safetensors, numpy, onnx, onnxruntime, torch, torchvision, onnxscript"
-  if "$dir/bin/python" -c "import $mods; assert onnx.__version__ == '$onnx_version'" 2>/dev/null; then
+  if "$dir/bin/python" -c "import $mods; assert onnx.__version__ == '$onnx_version'
+assert int(torch.__version__.split('.')[0]) >= 2" 2>/dev/null; then
     echo "install-deps: python venv $dir ready"
     return
   fi
@@ -64,9 +68,10 @@ make_venv() {
   # version knows, and the conformance test fails on a newer one until the table is reviewed.
   # torch, torchvision, onnxscript: tests/onnx/test_onnx_torchvision exports the zoo's torchvision
   # nets with both PyTorch exporters (PyPI's wheels bring their CUDA libraries: about 5.6 GB, about
-  # two minutes to fetch and unpack).
+  # two minutes to fetch and unpack). torch and onnxruntime are also the peers of
+  # `kiln bench --vs-pytorch` (--baseline): PyTorch 2.x beside Debian's 1.13, onnxruntime on kiln's export.
   "$dir/bin/pip" install -q --disable-pip-version-check tensorboard safetensors numpy "onnx==$onnx_version" \
-    onnxruntime torch torchvision onnxscript
+    onnxruntime "torch>=2" torchvision onnxscript
 }
 
 if ((${#missing[@]} == 0)); then
