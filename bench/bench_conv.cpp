@@ -46,14 +46,16 @@ double median_ms(int reps, const std::function<void()>& f) {
 int main(int argc, char** argv) {
   int reps = 5;
   std::string backend = "native";
+  bool nhwc = false;
   std::vector<std::string> problems;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--threads" && i + 1 < argc) set_num_threads(std::atoi(argv[++i]));
     else if (a == "--backend" && i + 1 < argc) backend = argv[++i];
+    else if (a == "--layout" && i + 1 < argc) nhwc = std::string(argv[++i]) == "nhwc";
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_conv [--reps N] [--threads T] [--backend native|ref] [problem ...]\n");
+      std::printf("usage: bench_conv [--reps N] [--threads T] [--backend native|onednn|ref] [--layout nchw|nhwc] [problem ...]\n");
       return 0;
     } else problems.push_back(a);
   }
@@ -66,11 +68,13 @@ int main(int argc, char** argv) {
         "g32mb16ic32ih56oc32oh56kh3ph1", // depthwise 3x3
     };
   BackendGuard guard(backend);
-  std::printf("bench_conv: backend %s, %d threads, median of %d\n", backend.c_str(), num_threads(), reps);
+  std::printf("bench_conv: backend %s, %s, %d threads, median of %d\n", backend.c_str(), nhwc ? "nhwc" : "nchw",
+              num_threads(), reps);
   std::printf("%-34s %-9s %10s %10s\n", "problem", "pass", "ms", "GFLOP/s");
   try {
     for (const std::string& p : problems) {
       ConvDesc d = parse_conv_problem(p, DType::float32, /*has_bias=*/true);
+      d.nhwc = nhwc;
       std::vector<float> src = random_buffer(d.src_elems(), 1), wei = random_buffer(d.wei_elems(), 2),
                          bias = random_buffer(d.K, 3), dst(size_t(d.dst_elems())),
                          diff_dst = random_buffer(d.dst_elems(), 4), diff_src(size_t(d.src_elems())),

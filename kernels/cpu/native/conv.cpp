@@ -164,6 +164,8 @@ void zero(float* p, int64_t n) {
 }  // namespace
 
 bool supports_conv(const ConvDesc& d) {
+  // The residual post-op (d.sum) on the channels-last paths, which read dst before they write it.
+  if (d.sum && !(d.nhwc && supports_conv_nhwc(d))) return false;
   if (d.dtype == DType::bfloat16) return supports_conv_bf16(d);
   return d.dtype == DType::float32 && (!d.nhwc || supports_conv_nhwc(d) || is_depthwise(d));
 }
@@ -174,7 +176,7 @@ static void conv2d_fwd_plain(const ConvDesc& d, const void* src_v, const void* w
   const float* bias = d.has_bias ? static_cast<const float*>(bias_v) : nullptr;
   float* dst = static_cast<float*>(dst_v);
   if (is_depthwise(d)) return conv2d_fwd_depthwise(d, src, wei, bias, dst);
-  if (d.nhwc) return conv2d_fwd_nhwc(d, src, wei, bias, dst);
+  if (d.nhwc) return conv2d_fwd_nhwc(d, src, wei, bias, dst, d.sum);
   const Geom gm(d);
   const int64_t items = d.N * gm.G;
   const int64_t parts = num_parts(items);
@@ -202,6 +204,9 @@ static void conv2d_fwd_plain(const ConvDesc& d, const void* src_v, const void* w
 
 void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void* bias, void* dst) {
   if (d.dtype == DType::bfloat16) return conv2d_fwd_bf16(d, src, wei, bias, dst);
+  if (conv_direct_fwd_applies(d))  // ReLU and residual applied in the tile's store
+    return conv2d_fwd_direct(d, static_cast<const float*>(src), static_cast<const float*>(wei),
+                             static_cast<const float*>(bias), static_cast<float*>(dst), d.sum);
   conv2d_fwd_plain(d, src, wei, bias, dst);
   if (!d.relu) return;
   // The fused ReLU: one pass over the output while much of it is still in cache (the op saves
@@ -219,6 +224,7 @@ void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst_v, const void* wei_
   const float* wei = static_cast<const float*>(wei_v);
   float* diff_src = static_cast<float*>(diff_src_v);
   if (is_depthwise(d)) return conv2d_bwd_data_depthwise(d, diff_dst, wei, diff_src);
+  if (conv_direct_bwd_data_applies(d)) return conv2d_bwd_data_direct(d, diff_dst, wei, diff_src);
   if (d.nhwc) return conv2d_bwd_data_nhwc(d, diff_dst, wei, diff_src);
   const Geom gm(d);
   const int64_t items = d.N * gm.G;

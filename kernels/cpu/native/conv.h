@@ -25,10 +25,31 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src, const void* diff_dst
 // Channels-last (d.nhwc) paths, conv_nhwc.cpp: pixels as GEMM rows, groups == 1. The entry
 // points above call them when d.nhwc.
 bool supports_conv_nhwc(const ConvDesc& d);
-void conv2d_fwd_nhwc(const ConvDesc& d, const float* src, const float* wei, const float* bias, float* dst);
+// With accumulate the result is added to what dst holds (the residual post-op, d.sum).
+void conv2d_fwd_nhwc(const ConvDesc& d, const float* src, const float* wei, const float* bias, float* dst,
+                     bool accumulate = false);
 void conv2d_bwd_data_nhwc(const ConvDesc& d, const float* diff_dst, const float* wei, float* diff_src);
 void conv2d_bwd_weights_nhwc(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei,
                              float* diff_bias);
+
+// Direct channels-last convolution, conv_direct.cpp (float32, groups == 1, no im2col): forward,
+// backward-data and backward-weights for every shape but the 1x1 stride-1 unpadded one (a plain
+// GEMM); backward-data at a stride needs no dilation along the strided axis. The forward applies
+// d.relu and, with accumulate (d.sum), adds what dst holds. The entry points above take it first
+// where it applies. Path: avx512 or avx2 as the CPU has them; "off" (or
+// KILN_CONV_DIRECT=off) sends these convolutions down the im2col path, to compare the two.
+bool conv_direct_fwd_applies(const ConvDesc& d);
+bool conv_direct_bwd_data_applies(const ConvDesc& d);
+void conv2d_fwd_direct(const ConvDesc& d, const float* src, const float* wei, const float* bias, float* dst,
+                       bool accumulate);
+void conv2d_bwd_data_direct(const ConvDesc& d, const float* diff_dst, const float* wei, float* diff_src);
+// Where conv_direct_fwd_applies; the bias gradient is the caller's.
+void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei);
+// The direct path in use (avx512, avx2 or off); set_conv_direct_path takes those or "auto" and
+// throws kiln::Error on an unknown or unavailable one. Process-wide, for tests and benchmarks.
+const char* conv_direct_path();
+bool conv_direct_path_available(const std::string& name);
+void set_conv_direct_path(const std::string& name);
 
 // Depthwise (groups == C > 1, K a multiple of C), conv_depthwise.cpp: direct loops, NCHW and
 // NHWC, no im2col. The entry points above call them first when is_depthwise(d) (which

@@ -101,15 +101,33 @@ void fill_rows(float* dst, int64_t rows, int64_t cols, const float* row) {
   });
 }
 
+// dst[i, :] += row for every row i.
+void add_rows(float* dst, int64_t rows, int64_t cols, const float* row) {
+  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float* out = dst + i * cols;
+#pragma omp simd
+      for (int64_t k = 0; k < cols; ++k) out[k] += row[k];
+    }
+  });
+}
+
 }  // namespace
 
 bool supports_conv_nhwc(const ConvDesc& d) { return d.dtype == DType::float32 && d.groups == 1; }
 
-void conv2d_fwd_nhwc(const ConvDesc& d, const float* src, const float* wei, const float* bias, float* dst) {
+void conv2d_fwd_nhwc(const ConvDesc& d, const float* src, const float* wei, const float* bias, float* dst,
+                     bool accumulate) {
   const NhwcGeom g(d);
   if (g.M == 0) return;
-  if (bias) fill_rows(dst, g.M, d.K, bias);
-  const float beta = bias ? 1.f : 0.f;
+  // With a residual in dst the GEMMs add onto it and the bias follows in a pass of its own.
+  if (bias && !accumulate) fill_rows(dst, g.M, d.K, bias);
+  const float beta = bias || accumulate ? 1.f : 0.f;
+  if (accumulate && bias) {
+    conv2d_fwd_nhwc(d, src, wei, nullptr, dst, true);
+    add_rows(dst, g.M, d.K, bias);
+    return;
+  }
   if (g.direct) {  // dst[M, K] = src[M, C] * wei[K, C]^T
     sgemm(false, true, g.M, d.K, d.C, 1.f, src, d.C, wei, d.C, beta, dst, d.K);
     return;
@@ -168,6 +186,7 @@ void conv2d_bwd_weights_nhwc(const ConvDesc& d, const float* src, const float* d
     std::memset(diff_wei, 0, sizeof(float) * size_t(d.wei_elems()));
     return;
   }
+  if (conv_direct_fwd_applies(d)) return conv2d_bwd_weights_direct(d, src, diff_dst, diff_wei);
   if (g.direct) {  // diff_wei[K, C] = diff_dst[M, K]^T * src[M, C]
     sgemm(true, false, d.K, d.C, g.M, 1.f, diff_dst, d.K, src, d.C, 0.f, diff_wei, d.C);
     return;

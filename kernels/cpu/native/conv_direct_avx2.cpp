@@ -1,0 +1,143 @@
+// AVX2 + FMA register tile of the native direct convolution (see conv_direct.h): up to 6 pixels x
+// 16 output channels, 12 ymm accumulators; per reduction step two aligned loads of the weight
+// panel and one broadcast per pixel feed 12 FMAs.
+//   Test: ctest --test-dir build -R test_conv_direct
+#include "kernels/cpu/native/conv_direct.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+namespace kiln::native::direct {
+namespace {
+
+constexpr int kMR = 6, kNR = 16;
+
+// Lane mask for the first n of 8 floats (the sign bit selects a lane in maskload/maskstore).
+inline __m256i lanes(int64_t n) {
+  const int64_t k = n < 0 ? 0 : n > 8 ? 8 : n;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(k)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <int NB>
+void tile(const TileArgs& t) {
+  const __m256i m0 = lanes(t.kn), m1 = lanes(t.kn - 8);
+  __m256 c0[NB], c1[NB];
+#pragma GCC unroll 6
+  for (int i = 0; i < NB; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
+  const float* b = t.b;
+  for (int64_t sg = 0; sg < t.nseg; ++sg) {
+    const float* a = t.a + t.seg[sg];
+    for (int64_t l = 0; l < t.seg_len; ++l, b += kNR) {
+      const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < NB; ++i) {
+        const __m256 x = _mm256_broadcast_ss(a + i * t.a_step + l);
+        c0[i] = _mm256_fmadd_ps(x, b0, c0[i]);
+        c1[i] = _mm256_fmadd_ps(x, b1, c1[i]);
+      }
+    }
+  }
+  const __m256 z = _mm256_setzero_ps();
+  const __m256 bias0 = t.bias ? _mm256_maskload_ps(t.bias, m0) : z;
+  const __m256 bias1 = t.bias ? _mm256_maskload_ps(t.bias + 8, m1) : z;
+#pragma GCC unroll 6
+  for (int i = 0; i < NB; ++i) {
+    float* c = t.c + i * t.c_step;
+    __m256 v0 = _mm256_add_ps(c0[i], bias0), v1 = _mm256_add_ps(c1[i], bias1);
+    if (t.accumulate) {
+      v0 = _mm256_add_ps(v0, _mm256_maskload_ps(c, m0));
+      v1 = _mm256_add_ps(v1, _mm256_maskload_ps(c + 8, m1));
+    }
+    if (t.relu) v0 = _mm256_max_ps(v0, z), v1 = _mm256_max_ps(v1, z);
+    _mm256_maskstore_ps(c, m0, v0);
+    _mm256_maskstore_ps(c + 8, m1, v1);
+  }
+}
+
+void tile_any(const TileArgs& t) {
+  static constexpr TileFn kTiles[kMR + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>};
+  kTiles[t.nb](t);
+}
+
+// Backward-weights: 6 output channels x 16 lanes of one kernel row's run, summed over pixels.
+template <int NK>
+void wei_tile(const WeiTileArgs& t) {
+  const __m256i m0 = lanes(t.nl), m1 = lanes(t.nl - 8);
+  __m256 c0[NK], c1[NK];
+#pragma GCC unroll 6
+  for (int i = 0; i < NK; ++i) {
+    c0[i] = _mm256_maskload_ps(t.dw + i * t.dw_step, m0);
+    c1[i] = _mm256_maskload_ps(t.dw + i * t.dw_step + 8, m1);
+  }
+  for (int64_t row = 0; row < t.nrows; ++row) {
+    const float* x = t.x + row * t.x_row;
+    const float* dy = t.dy + row * t.npx * t.dy_step;
+    for (int64_t q = 0; q < t.npx; ++q, x += t.x_step, dy += t.dy_step) {
+      const __m256 b0 = _mm256_maskload_ps(x, m0), b1 = _mm256_maskload_ps(x + 8, m1);
+#pragma GCC unroll 6
+      for (int i = 0; i < NK; ++i) {
+        const __m256 g = _mm256_broadcast_ss(dy + i);
+        c0[i] = _mm256_fmadd_ps(g, b0, c0[i]);
+        c1[i] = _mm256_fmadd_ps(g, b1, c1[i]);
+      }
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < NK; ++i) {
+    _mm256_maskstore_ps(t.dw + i * t.dw_step, m0, c0[i]);
+    _mm256_maskstore_ps(t.dw + i * t.dw_step + 8, m1, c1[i]);
+  }
+}
+
+void wei_tile_any(const WeiTileArgs& t) {
+  static constexpr WeiTileFn kTiles[kMR + 1] = {nullptr,     wei_tile<1>, wei_tile<2>, wei_tile<3>,
+                                                wei_tile<4>, wei_tile<5>, wei_tile<6>};
+  kTiles[t.nk](t);
+}
+
+// Backward-weights, transposed: 6 lanes of one kernel row's run x 16 output channels.
+template <int NL>
+void wei_tile_t(const WeiTileArgs& t) {
+  const __m256i m0 = lanes(t.nk), m1 = lanes(t.nk - 8);
+  __m256 c0[NL], c1[NL];
+#pragma GCC unroll 6
+  for (int i = 0; i < NL; ++i) {
+    c0[i] = _mm256_maskload_ps(t.dw + i * t.dw_step, m0);
+    c1[i] = _mm256_maskload_ps(t.dw + i * t.dw_step + 8, m1);
+  }
+  for (int64_t row = 0; row < t.nrows; ++row) {
+    const float* x = t.x + row * t.x_row;
+    const float* dy = t.dy + row * t.npx * t.dy_step;
+    for (int64_t q = 0; q < t.npx; ++q, x += t.x_step, dy += t.dy_step) {
+      const __m256 g0 = _mm256_maskload_ps(dy, m0), g1 = _mm256_maskload_ps(dy + 8, m1);
+#pragma GCC unroll 6
+      for (int i = 0; i < NL; ++i) {
+        const __m256 v = _mm256_broadcast_ss(x + i);
+        c0[i] = _mm256_fmadd_ps(v, g0, c0[i]);
+        c1[i] = _mm256_fmadd_ps(v, g1, c1[i]);
+      }
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < NL; ++i) {
+    _mm256_maskstore_ps(t.dw + i * t.dw_step, m0, c0[i]);
+    _mm256_maskstore_ps(t.dw + i * t.dw_step + 8, m1, c1[i]);
+  }
+}
+
+void wei_tile_t_any(const WeiTileArgs& t) {
+  static constexpr WeiTileTFn kTiles[kMR + 1] = {nullptr,       wei_tile_t<1>, wei_tile_t<2>, wei_tile_t<3>,
+                                                 wei_tile_t<4>, wei_tile_t<5>, wei_tile_t<6>};
+  kTiles[t.nl](t);
+}
+
+}  // namespace
+
+Isa avx2_isa() { return Isa{"avx2", kMR, kNR, tile_any, kMR, kNR, wei_tile_any, wei_tile_t_any}; }
+
+}  // namespace kiln::native::direct
+#else
+namespace kiln::native::direct {
+Isa avx2_isa() { return Isa{}; }
+}  // namespace kiln::native::direct
+#endif

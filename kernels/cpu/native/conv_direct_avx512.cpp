@@ -1,0 +1,145 @@
+// AVX-512 register tile of the native direct convolution (see conv_direct.h): up to 12 pixels x
+// 32 output channels, 24 zmm accumulators; per reduction step two aligned loads of the weight
+// panel and one broadcast per pixel feed 24 FMAs. Compiled with -mavx512f alone (CMakeLists.txt),
+// so it runs on Knights Landing too.
+//   Test: ctest --test-dir build -R test_conv_direct
+#include "kernels/cpu/native/conv_direct.h"
+
+#if defined(__AVX512F__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's _mm512_undefined_ps (bug 105593)
+#include <immintrin.h>
+
+namespace kiln::native::direct {
+namespace {
+
+constexpr int kMR = 12, kNR = 32;
+
+inline __mmask16 lanes(int64_t n) { return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1u); }
+
+template <int NB>
+void tile(const TileArgs& t) {
+  const __mmask16 m0 = lanes(t.kn), m1 = lanes(t.kn - 16);
+  __m512 c0[NB], c1[NB];
+#pragma GCC unroll 12
+  for (int i = 0; i < NB; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
+  const float* b = t.b;
+  for (int64_t sg = 0; sg < t.nseg; ++sg) {
+    const float* a = t.a + t.seg[sg];
+    for (int64_t l = 0; l < t.seg_len; ++l, b += kNR) {
+      const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+      for (int i = 0; i < NB; ++i) {
+        const __m512 x = _mm512_set1_ps(a[i * t.a_step + l]);
+        c0[i] = _mm512_fmadd_ps(x, b0, c0[i]);
+        c1[i] = _mm512_fmadd_ps(x, b1, c1[i]);
+      }
+    }
+  }
+  const __m512 z = _mm512_setzero_ps();
+  const __m512 bias0 = t.bias ? _mm512_maskz_loadu_ps(m0, t.bias) : z;
+  const __m512 bias1 = t.bias ? _mm512_maskz_loadu_ps(m1, t.bias + 16) : z;
+#pragma GCC unroll 12
+  for (int i = 0; i < NB; ++i) {
+    float* c = t.c + i * t.c_step;
+    __m512 v0 = _mm512_add_ps(c0[i], bias0), v1 = _mm512_add_ps(c1[i], bias1);
+    if (t.accumulate) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, c));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, c + 16));
+    }
+    if (t.relu) v0 = _mm512_max_ps(v0, z), v1 = _mm512_max_ps(v1, z);
+    _mm512_mask_storeu_ps(c, m0, v0);
+    _mm512_mask_storeu_ps(c + 16, m1, v1);
+  }
+}
+
+void tile_any(const TileArgs& t) {
+  static constexpr TileFn kTiles[kMR + 1] = {nullptr,  tile<1>, tile<2>, tile<3>,  tile<4>,  tile<5>, tile<6>,
+                                             tile<7>,  tile<8>, tile<9>, tile<10>, tile<11>, tile<12>};
+  kTiles[t.nb](t);
+}
+
+// Backward-weights: 12 output channels x 32 lanes of one kernel row's run, summed over pixels.
+template <int NK>
+void wei_tile(const WeiTileArgs& t) {
+  const __mmask16 m0 = lanes(t.nl), m1 = lanes(t.nl - 16);
+  __m512 c0[NK], c1[NK];
+#pragma GCC unroll 12
+  for (int i = 0; i < NK; ++i) {
+    c0[i] = _mm512_maskz_loadu_ps(m0, t.dw + i * t.dw_step);
+    c1[i] = _mm512_maskz_loadu_ps(m1, t.dw + i * t.dw_step + 16);
+  }
+  for (int64_t row = 0; row < t.nrows; ++row) {
+    const float* x = t.x + row * t.x_row;
+    const float* dy = t.dy + row * t.npx * t.dy_step;
+    for (int64_t q = 0; q < t.npx; ++q, x += t.x_step, dy += t.dy_step) {
+      const __m512 b0 = _mm512_maskz_loadu_ps(m0, x), b1 = _mm512_maskz_loadu_ps(m1, x + 16);
+#pragma GCC unroll 12
+      for (int i = 0; i < NK; ++i) {
+        const __m512 g = _mm512_set1_ps(dy[i]);
+        c0[i] = _mm512_fmadd_ps(g, b0, c0[i]);
+        c1[i] = _mm512_fmadd_ps(g, b1, c1[i]);
+      }
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < NK; ++i) {
+    _mm512_mask_storeu_ps(t.dw + i * t.dw_step, m0, c0[i]);
+    _mm512_mask_storeu_ps(t.dw + i * t.dw_step + 16, m1, c1[i]);
+  }
+}
+
+void wei_tile_any(const WeiTileArgs& t) {
+  static constexpr WeiTileFn kTiles[kMR + 1] = {nullptr,      wei_tile<1>, wei_tile<2>,  wei_tile<3>, wei_tile<4>,
+                                                wei_tile<5>,  wei_tile<6>, wei_tile<7>,  wei_tile<8>, wei_tile<9>,
+                                                wei_tile<10>, wei_tile<11>, wei_tile<12>};
+  kTiles[t.nk](t);
+}
+
+// Backward-weights, transposed: 12 lanes of one kernel row's run x 32 output channels.
+template <int NL>
+void wei_tile_t(const WeiTileArgs& t) {
+  const __mmask16 m0 = lanes(t.nk), m1 = lanes(t.nk - 16);
+  __m512 c0[NL], c1[NL];
+#pragma GCC unroll 12
+  for (int i = 0; i < NL; ++i) {
+    c0[i] = _mm512_maskz_loadu_ps(m0, t.dw + i * t.dw_step);
+    c1[i] = _mm512_maskz_loadu_ps(m1, t.dw + i * t.dw_step + 16);
+  }
+  for (int64_t row = 0; row < t.nrows; ++row) {
+    const float* x = t.x + row * t.x_row;
+    const float* dy = t.dy + row * t.npx * t.dy_step;
+    for (int64_t q = 0; q < t.npx; ++q, x += t.x_step, dy += t.dy_step) {
+      const __m512 g0 = _mm512_maskz_loadu_ps(m0, dy), g1 = _mm512_maskz_loadu_ps(m1, dy + 16);
+#pragma GCC unroll 12
+      for (int i = 0; i < NL; ++i) {
+        const __m512 v = _mm512_set1_ps(x[i]);
+        c0[i] = _mm512_fmadd_ps(v, g0, c0[i]);
+        c1[i] = _mm512_fmadd_ps(v, g1, c1[i]);
+      }
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < NL; ++i) {
+    _mm512_mask_storeu_ps(t.dw + i * t.dw_step, m0, c0[i]);
+    _mm512_mask_storeu_ps(t.dw + i * t.dw_step + 16, m1, c1[i]);
+  }
+}
+
+void wei_tile_t_any(const WeiTileArgs& t) {
+  static constexpr WeiTileTFn kTiles[kMR + 1] = {nullptr,        wei_tile_t<1>,  wei_tile_t<2>,  wei_tile_t<3>,
+                                                 wei_tile_t<4>,  wei_tile_t<5>,  wei_tile_t<6>,  wei_tile_t<7>,
+                                                 wei_tile_t<8>,  wei_tile_t<9>,  wei_tile_t<10>, wei_tile_t<11>,
+                                                 wei_tile_t<12>};
+  kTiles[t.nl](t);
+}
+
+}  // namespace
+
+Isa avx512_isa() { return Isa{"avx512", kMR, kNR, tile_any, kMR, kNR, wei_tile_any, wei_tile_t_any}; }
+
+}  // namespace kiln::native::direct
+#else
+namespace kiln::native::direct {
+Isa avx512_isa() { return Isa{}; }
+}  // namespace kiln::native::direct
+#endif
