@@ -35,9 +35,11 @@ double node_macs(const Node& n) {
   return 0;
 }
 
-// Views share their input's storage: their nodes move no bytes.
-bool is_view(const std::string& name) {
-  return name == "ViewBackward" || name == "PermuteBackward" || name == "ExpandBackward" || name == "SliceBackward";
+// Nodes that move no bytes: views share their input's storage, and a leaf's accumulator (made
+// in the scope of the layer that first uses the leaf) is no op.
+bool moves_nothing(const std::string& name) {
+  return name == "ViewBackward" || name == "PermuteBackward" || name == "ExpandBackward" || name == "SliceBackward" ||
+         name == "AccumulateGrad";
 }
 
 }  // namespace
@@ -90,7 +92,7 @@ MacCount count_macs(Module& net, const Shape& sample) {
       count.total += macs;
       count.by_layer[layer] += macs;
     }
-    if (!layer.empty() && !is_view(n->name())) {
+    if (!layer.empty() && !moves_nothing(n->name())) {
       double act = 0, param = 0;
       for (const OutputMeta& o : n->outputs) act += double(shape_numel(o.sizes));
       for (size_t i = 0; i < n->next_edges.size(); ++i)
