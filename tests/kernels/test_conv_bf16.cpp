@@ -9,6 +9,8 @@
 #include <cmath>
 #include <random>
 
+#include "engine/backend_preference.h"
+#include "engine/ops/conv.h"
 #include "kernels/common/conv.h"
 #include "kernels/common/half.h"
 #include "kernels/common/parallel.h"
@@ -177,4 +179,44 @@ TEST_CASE("native bf16 convolution: im2col chunks crossed") {
   ConvDesc d = parse_conv_problem("mb4ic64ih32oc8kh3ph1", DType::bfloat16, true);
   d.nhwc = true;
   check_problem(d);
+}
+
+TEST_CASE("conv2d op on native: bfloat16 channels-last forward and backward near float64") {
+  // The op layer hands bfloat16 channels-last problems to the native kernels as they are (bias
+  // and its gradient float32 inside), and the result stays bfloat16 and channels-last.
+  for (const char* s : {"mb2ic5ih9oc7kh3ph1", "mb1ic8ih6oc4kh1"}) {
+    CAPTURE(s);
+    const ConvDesc d = parse_conv_problem(s, DType::float64, true);
+    Tensor x = test::make_input({d.N, d.C, d.H, d.W}, 11).to(DType::bfloat16);
+    Tensor w = test::make_input({d.K, d.C, d.R, d.S}, 12).to(DType::bfloat16);
+    Tensor b = test::make_input({d.K}, 13).to(DType::bfloat16);
+    Tensor gy = test::make_input({d.N, d.K, d.P, d.Q}, 14).to(DType::bfloat16);
+    auto run = [&](DType t, MemoryFormat f, Tensor& gx, Tensor& gw, Tensor& gb) {
+      Tensor xi = x.to(t).contiguous(f).detach().requires_grad_(true);
+      Tensor wi = w.to(t).detach().requires_grad_(true), bi = b.to(t).detach().requires_grad_(true);
+      Tensor y = ops::conv2d(xi, wi, bi, {d.stride_h, d.stride_w}, {d.pad_h, d.pad_w});
+      y.backward(gy.to(t).contiguous(f));
+      gx = xi.grad(), gw = wi.grad(), gb = bi.grad();
+      return y;
+    };
+    Tensor gx0, gw0, gb0, gx1, gw1, gb1, y0, y1;
+    {
+      BackendGuard g("ref", true);
+      y0 = run(DType::float64, MemoryFormat::contiguous, gx0, gw0, gb0);
+    }
+    {
+      BackendGuard g("native");
+      y1 = run(DType::bfloat16, MemoryFormat::channels_last, gx1, gw1, gb1);
+    }
+    CHECK(y1.dtype() == DType::bfloat16);
+    CHECK(y1.suggest_memory_format() == MemoryFormat::channels_last);
+    CHECK(gw1.dtype() == DType::bfloat16);
+    // Inputs are the same bfloat16 values; sums of <= 72 products of magnitude < 1 in float32,
+    // each result rounded to bfloat16 once (half an ulp: 2^-8 relative), plus the gradient's own
+    // rounding on the way in.
+    CHECK_CLOSE(y1.to(DType::float64), y0, 1e-2, 1e-2);
+    CHECK_CLOSE(gx1.to(DType::float64), gx0, 1e-2, 1e-2);
+    CHECK_CLOSE(gw1.to(DType::float64), gw0, 1e-2, 2e-2);
+    CHECK_CLOSE(gb1.to(DType::float64), gb0, 1e-2, 2e-2);
+  }
 }

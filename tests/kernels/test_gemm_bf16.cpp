@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -325,4 +326,20 @@ TEST_CASE("native bf16 linear: three passes against the reference in double") {
         if (bias) close(db, db64, n);
       }
   }
+}
+
+TEST_CASE("KILN_GEMM_BF16 forces a path; an unknown one is an error naming it") {
+  const char* env = std::getenv("KILN_GEMM_BF16");
+  if (env && *env) {  // the runs below (or a caller that forced a path): the path is the forced one
+    CHECK(std::string(native::bf16_gemm_path_name(native::bf16_gemm_path())) == env);
+    return;
+  }
+  const std::string self = test::self_command() +
+                           " '--source-file=*kernels/test_gemm_bf16.cpp' '--test-case=KILN_GEMM_BF16*' --no-intro 2>&1";
+  int rc = 0;
+  std::string out = test::run_capture("KILN_GEMM_BF16=widen " + self, &rc);
+  CHECK_MESSAGE(rc == 0, out);
+  out = test::run_capture("KILN_GEMM_BF16=bogus " + self, &rc);
+  CHECK(rc != 0);
+  CHECK_MESSAGE(out.find("KILN_GEMM_BF16=bogus") != std::string::npos, out);
 }

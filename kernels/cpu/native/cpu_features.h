@@ -60,7 +60,10 @@ struct KernelPaths {
   const char* conv_depthwise;  // direct depthwise loops: avx512, avx2, sve, or baseline
                                // (compiled for the build's own target: SSE2, POWER8 VSX, NEON)
   const char* bf16;            // bfloat16 conv/matmul through oneDNN: amx, avx512_bf16, or
-                               // "none" (bfloat16 falls back to float32 compute)
+                               // "none" (bfloat16 falls back to float32 compute). kiln's own
+                               // bfloat16 GEMM (gemm_bf16.h) takes avx512_bf16 wherever this
+                               // names amx or avx512_bf16 (no AMX kernel of its own), else
+                               // widens to float32
   const char* elementwise;     // elementwise, norm, pool, optimiser loops: always "baseline"
 };
 KernelPaths kernel_paths(const CpuIsa& isa);

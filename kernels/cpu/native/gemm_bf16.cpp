@@ -168,6 +168,12 @@ void run(const Bf16Args& g, int max_threads) {
   if (g.m <= 0 || g.n <= 0) return;
   if (g.k == 0 || g.alpha == 0.f) return scale_c(g.m, g.n, g.beta, g.c, g.ldc);
   if (bf16_gemm_path() == Bf16GemmPath::widen) return run_widen(g);
+  if (g.n == 1 && g.m > 1 && g.ldc == 1) {
+    // One column of C, stored densely: C^T [1 x m] = op(B)^T op(A)^T, so the 32-column register
+    // tile runs along m instead of computing 31 columns of padding.
+    return run(Bf16Args{!g.trans_b, !g.trans_a, 1, g.m, g.k, g.alpha, g.b, g.ldb, g.a, g.lda, g.beta, g.c, g.m},
+               max_threads);
+  }
   const Bf16PathImpl& impl = avx512_bf16_impl();
   const double flops = 2.0 * double(g.m) * double(g.n) * double(g.k);
   const int nt = int(std::min<double>(max_threads, std::max(1.0, flops / kMinFlopsPerThread)));
