@@ -223,10 +223,10 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   if (sum) {
     ConvDesc s = d;
     s.sum = true;
+    s.relu = relu;
     s = pick_layout(fwd_op(), s, cl, dev);
     ConvDesc alone = s;
     alone.sum = false;
-    alone.relu = relu;
     const auto* fused = fwd_op().find(dev.type, s);
     const auto* plain = fwd_op().find(dev.type, alone);
     if (!fused || (plain && plain->backend != fused->backend)) {
