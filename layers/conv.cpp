@@ -134,19 +134,22 @@ const Conv2d::Folded& Conv2d::folded(BatchNorm& bn) {
   folded_.reset();  // the old copies go before the new ones are made
   NoGradGuard ng;
   const Tensor& w = in[0];
-  const DType f64 = DType::float64;
-  // Per-channel factors in float64, rounded once into the weights' dtype.
-  Tensor scale = ops::rsqrt(ops::add(in[5].detach().to(f64), bn.eps()));
-  if (in[2].defined()) scale = ops::mul(scale, in[2].detach().to(f64));
-  Tensor shift = ops::mul(in[4].detach().to(f64), -1.0);
-  if (in[1].defined()) shift = ops::add(shift, in[1].detach().to(f64));
-  shift = ops::mul(shift, scale);
-  if (in[3].defined()) shift = ops::add(shift, in[3].detach().to(f64));
+  // Per-channel factors on the host in double (K values each; a device's float64 support does
+  // not matter), rounded once into the weights' dtype; the weights are scaled where they live.
+  auto host = [](const Tensor& t) { return t.defined() ? t.detach().to_vector() : std::vector<double>(); };
+  const std::vector<double> b = host(in[1]), gamma = host(in[2]), beta = host(in[3]), mean = host(in[4]),
+                            var = host(in[5]);
+  std::vector<double> scale(static_cast<size_t>(out_)), shift(static_cast<size_t>(out_));
+  for (size_t k = 0; k < scale.size(); ++k) {
+    scale[k] = (gamma.empty() ? 1.0 : gamma[k]) / std::sqrt(var[k] + bn.eps());
+    shift[k] = (beta.empty() ? 0.0 : beta[k]) + ((b.empty() ? 0.0 : b[k]) - mean[k]) * scale[k];
+  }
+  const TensorOptions opts = TensorOptions(w.dtype()).with_device(w.device());
   auto f = std::make_shared<Folded>();
   f->bn = &bn;
   for (const Tensor& t : in) f->sources.emplace_back(t);
-  f->weight = ops::mul(w.detach(), scale.to(w.dtype()).view({out_, 1, 1, 1})).contiguous();
-  f->bias = shift.to(w.dtype()).contiguous();
+  f->weight = ops::mul(w.detach(), from_vector(scale, {out_, 1, 1, 1}, opts)).contiguous();
+  f->bias = from_vector(shift, {out_}, opts);
   folded_ = std::move(f);
   ++fold_count_;
   return *folded_;
