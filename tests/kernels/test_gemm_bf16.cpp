@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <sstream>
 
@@ -275,6 +276,48 @@ TEST_CASE("bf16 gemm: k = 0 and alpha = 0 only scale C; the epilogue adds the bi
     CHECK(float(c[1]) == 0.f);
     CHECK(float(c[2]) == 7.f);
     CHECK(float(c[3]) == 0.f);
+  }
+}
+
+TEST_CASE("bf16 gemm with bfloat16 C rounds exactly as BFloat16(float) does, epilogue included") {
+  PathGuard guard;
+  std::mt19937 rng(3);
+  for (Bf16GemmPath p : paths_here()) {
+    native::set_bf16_gemm_path(p);
+    const std::string path_name = native::bf16_gemm_path_name(p);
+    CAPTURE(path_name);
+    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{7, 37, 19}, {40, 16, 64}, {3, 1, 5}})
+      for (float beta : {0.f, 0.75f})
+        for (bool relu : {false, true}) {
+          const std::string what = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                                   " beta " + std::to_string(beta) + (relu ? " relu" : "");
+          CAPTURE(what);
+          const int64_t ldc = n + 3;
+          const auto a = make(size_t(m * k), rng, false), b = make(size_t(k * n), rng, false);
+          const auto c0 = make(size_t(m * ldc), rng, false);
+          std::vector<float> bias(static_cast<size_t>(n));
+          for (float& x : bias) x = std::uniform_real_distribution<float>(-0.5f, 0.5f)(rng);
+          bias[0] = std::numeric_limits<float>::quiet_NaN();  // NaN stays NaN (relu: 0)
+          if (n > 2) bias[2] = std::numeric_limits<float>::infinity();
+          // The float32 product, then the epilogue in scalar code.
+          std::vector<float> f(size_t(m * n));
+          native::bf16gemm(false, false, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, f.data(), n);
+          std::vector<BFloat16> want = c0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              float v = f[size_t(i * n + j)];
+              if (beta != 0.f) v += beta * float(c0[size_t(i * ldc + j)]);
+              v += bias[size_t(j)];
+              if (relu) v = v > 0.f ? v : 0.f;
+              want[size_t(i * ldc + j)] = BFloat16(v);
+            }
+          std::vector<BFloat16> got = c0;
+          native::Bf16Epilogue epi;
+          epi.col_bias = bias.data();
+          epi.relu = relu;
+          native::bf16gemm_round(false, false, m, n, k, 1.f, a.data(), k, b.data(), n, beta, got.data(), ldc, epi);
+          for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i].bits == want[i].bits);
+        }
   }
 }
 

@@ -234,6 +234,9 @@ void bf16gemm_round(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alp
                     const BFloat16* b, int64_t ldb, float beta, BFloat16* c, int64_t ldc, const Bf16Epilogue& epi) {
   if (m <= 0 || n <= 0) return;
   thread_local ThreadBuffer<float> tmp_buf;
+  // The vector epilogue wherever the AVX512_BF16 path was built (whichever path computes: both
+  // give the scalar loop's bits).
+  const gemm_bf16_detail::Bf16RoundRowFn round_row = avx512_bf16_impl().round_row;
   const int64_t rows = std::clamp<int64_t>(kRoundBudget / n, 1, m);
   float* tmp = tmp_buf.get(size_t(rows * n));
   const int nt = available_threads();
@@ -245,6 +248,10 @@ void bf16gemm_round(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alp
       for (int64_t r = r0; r < r1; ++r) {
         const float* t = tmp + r * n;
         BFloat16* out = c + (i0 + r) * ldc;
+        if (round_row) {
+          round_row(t, n, beta, epi.col_bias, epi.relu, reinterpret_cast<uint16_t*>(out));
+          continue;
+        }
         for (int64_t j = 0; j < n; ++j) {
           float v = t[j];
           if (beta != 0.f) v += beta * float(out[j]);

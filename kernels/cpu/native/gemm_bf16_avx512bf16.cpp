@@ -223,6 +223,34 @@ void tile(const Bf16Args& g, const Bf16Blocking& blk, int64_t m0, int64_t m1, in
   }
 }
 
+// BFloat16::from_float on 16 lanes: + 0x7fff + the kept lsb, then the high half; NaN keeps its
+// high half with the quiet bit set. (vcvtneps2bf16 would flush denormals, which the scalar
+// conversion keeps.)
+inline __m256i to_bf16(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i hi = _mm512_srli_epi32(u, 16);
+  const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+void round_row(const float* t, int64_t n, float beta, const float* bias, bool relu, uint16_t* out) {
+  const __m512 vb = _mm512_set1_ps(beta), zero = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = mask16(n - j);
+    __m512 v = _mm512_maskz_loadu_ps(m, t + j);
+    if (beta != 0.f) {  // multiply, then add: the scalar loop's two roundings
+      const __m512 old = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, out + j)), 16));
+      v = _mm512_add_ps(v, _mm512_mul_ps(vb, old));
+    }
+    if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j));
+    if (relu) v = _mm512_max_ps(v, zero);  // NaN and -0 give +0, as v > 0 ? v : 0 does
+    _mm256_mask_storeu_epi16(out + j, m, to_bf16(v));
+  }
+}
+
 }  // namespace
 
 Bf16PathImpl avx512_bf16_path(long l2_bytes) {
@@ -236,6 +264,7 @@ Bf16PathImpl avx512_bf16_path(long l2_bytes) {
   p.name = "avx512_bf16";
   p.blk = Bf16Blocking{kMR, kNR, kMR * kTransPanels, kc, nc};
   p.tile = tile;
+  p.round_row = round_row;
   return p;
 }
 

@@ -33,10 +33,16 @@ struct Bf16Blocking {
 using Bf16TileFn = void (*)(const Bf16Args& g, const Bf16Blocking& blk, int64_t m0, int64_t m1, int64_t n0,
                             int64_t n1, uint32_t* pack_a, uint32_t* pack_b);
 
+// One row of the bfloat16-C epilogue: out[j] = round(t[j] + beta * out[j] + bias[j]), then
+// max(., 0) if relu, for j < n (beta == 0: out is not read; bias may be null). Rounds to nearest
+// even, NaN to a quiet NaN, exactly as BFloat16(float) does: the same bits as the scalar loop.
+using Bf16RoundRowFn = void (*)(const float* t, int64_t n, float beta, const float* bias, bool relu, uint16_t* out);
+
 struct Bf16PathImpl {
   const char* name = nullptr;  // null: not compiled into this build
   Bf16Blocking blk{};
   Bf16TileFn tile = nullptr;
+  Bf16RoundRowFn round_row = nullptr;  // null: gemm_bf16.cpp's scalar loop
 };
 
 Bf16PathImpl avx512_bf16_path(long l2_bytes);  // gemm_bf16_avx512bf16.cpp
