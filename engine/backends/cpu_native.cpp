@@ -33,10 +33,7 @@ void register_cpu_native(BackendRegistrar& r) {
   r.add<op::linear_bwd_data>(k::supports_linear, k::linear_bwd_data);
   r.add<op::linear_bwd_weights>(k::supports_linear, k::linear_bwd_weights);
 
-  // The native forward has no residual post-op (ConvDesc::sum) yet and its supports_conv does
-  // not look at the field: refused here, so the op layer runs conv, add and ReLU separately.
-  // Drop the wrapper once kernels/cpu/native/conv.cpp implements (or refuses) it.
-  r.add<op::conv2d_fwd>([](const ConvDesc& d) { return !d.sum && k::supports_conv(d); }, k::conv2d_fwd);
+  r.add<op::conv2d_fwd>(k::supports_conv, k::conv2d_fwd);  // the residual post-op on channels-last only
   r.add<op::conv2d_bwd_data>(k::supports_conv, k::conv2d_bwd_data);
   r.add<op::conv2d_bwd_weights>(k::supports_conv, k::conv2d_bwd_weights);
 

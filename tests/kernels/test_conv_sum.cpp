@@ -1,8 +1,9 @@
 // The residual post-op of the convolution (ConvDesc::sum, ops::conv2d_sum): every CPU backend
 // against a float64 reference (conv2d, add and ReLU on ref) over odd shapes, strides, groups,
 // NCHW and channels-last, with and without bias and ReLU; the fused kernel runs where a backend
-// takes the descriptor (ref, oneDNN) and the op falls back to separate ops where none does
-// (native, which refuses it for now); the residual is never written. The kernels alone are
+// takes the descriptor (ref, oneDNN, native on channels-last float32 without groups) and the op
+// falls back to separate ops where none does (native NCHW or grouped); the residual is never
+// written. The kernels alone are
 // checked against ref in float64 by the oracle (tests/oracle/problems_conv.cpp).
 //   ctest --test-dir build -R kernels.test_conv_sum
 #include "tests/support/testing.h"
@@ -94,28 +95,30 @@ TEST_CASE("conv2d_sum equals conv2d + residual (+ ReLU) on every CPU backend, NC
             CHECK_CLOSE(got, want, tol, tol);
             CHECK_CLOSE(rt, r_before, 0, 0);  // read, never written
             const std::string fused = relu ? "Conv2dSumReluBackward" : "Conv2dSumBackward";
-            // ref and oneDNN run it fused; native's convolution runs alone, then the add and ReLU
-            // (except where native has no kernel at all: grouped channels-last runs on ref, fused).
-            if (be != "native" || (cl && p.groups > 1))
+            // ref and oneDNN run it fused, native on channels-last (grouped channels-last has no
+            // native kernel at all and runs on ref, fused); native NCHW runs its convolution
+            // alone, then the add and ReLU.
+            if (be != "native" || cl)
               CHECK(got.grad_fn()->name() == fused);
             else
               CHECK(got.grad_fn()->name() != fused);
           }
 }
 
-TEST_CASE("the residual post-op: ref and oneDNN take it, native refuses it (the op falls back)") {
+TEST_CASE("the residual post-op: ref and oneDNN take it, native on channels-last (NCHW: the op falls back)") {
   CHECK(fused_on("ref", false, true));
   CHECK(fused_on("ref", true, false));
-  // kernels/cpu/native has no residual post-op yet: its registration refuses the field.
+  // kernels/cpu/native reads the residual on its channels-last paths (direct and GEMM) only.
   CHECK_FALSE(fused_on("native", false, true));
-  CHECK_FALSE(fused_on("native", true, true));
+  CHECK(fused_on("native", true, true));
+  CHECK(fused_on("native", true, false));
   if (op_table<op::conv2d_fwd>().has("onednn", DeviceType::cpu)) {
     CHECK(fused_on("onednn", false, true));
     CHECK(fused_on("onednn", true, true));
     CHECK(fused_on("onednn", true, false));
   }
-  // Preferring native (not strictly) the op must not hand the fused descriptor to ref's loops:
-  // it runs native's convolution, then the add and ReLU.
+  // Preferring native (not strictly) the op must not hand the fused NCHW descriptor to ref's
+  // loops: it runs native's convolution, then the add and ReLU.
   {
     BackendGuard g("native");
     Tensor x = test::make_input({2, 3, 6, 6}, 1, DType::float32).requires_grad_(true);
