@@ -158,6 +158,9 @@ TEST_CASE("cudnn mapping: convolution shapes and what cuDNN cannot express") {
   CHECK(cudnn::conv_unsupported(e) == nullptr);
   e.relu = true;
   CHECK(cudnn::conv_unsupported(e) == nullptr);
+  e.sum = true;  // the residual post-op is not mapped: the op layer runs conv, add and ReLU apart
+  CHECK(std::string(cudnn::conv_unsupported(e)).find("sum post-op") != std::string::npos);
+  e.sum = false;
   e.relu = false;
   e.dtype = DType::float32;
   CHECK(cudnn::conv_unsupported(e) == nullptr);
