@@ -5,6 +5,7 @@
 //   build/bench/bench_peak             # full: ~0.1 s per repeat, 4 x L3 arrays
 //   build/bench/bench_peak --quick     # kiln bench's quick configuration
 //   KILN_CPU_ISA=avx2 build/bench/bench_peak
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -28,18 +29,26 @@ int main(int argc, char** argv) {
     const PeakConfig cfg = quick ? quick_peak_config() : full_peak_config();
     const int all = std::max(1, int(std::thread::hardware_concurrency()));
     std::printf("cpu features: %s\n", kiln::native::cpu_features_str().c_str());
-    std::printf("%-12s %8s %12s %12s %9s\n", "loop", "threads", "GFLOP/s", "bound", "of bound");
+    // Seconds each measurement took (calibration, allocation and first touch included).
+    auto since = [](std::chrono::steady_clock::time_point t0) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    std::printf("%-12s %8s %12s %12s %9s %7s\n", "loop", "threads", "GFLOP/s", "bound", "of bound", "took s");
     for (const std::string& isa : peak_isas())
       for (int t : {1, all}) {
+        const auto t0 = std::chrono::steady_clock::now();
         const double g = measure_fma_gflops(isa, t, cfg);
+        const double took = since(t0);
         const double bound = theoretical_bound_gflops(isa, t);
-        std::printf("%-12s %8d %12.1f %12.1f %8.1f%%\n", isa.c_str(), t, g, bound, 100.0 * g / bound);
+        std::printf("%-12s %8d %12.1f %12.1f %8.1f%% %7.2f\n", isa.c_str(), t, g, bound, 100.0 * g / bound, took);
         std::fflush(stdout);
         if (all == 1) break;
       }
-    std::printf("\n%-12s %8s %12s\n", "triad", "threads", "GB/s");
+    std::printf("\n%-12s %8s %12s %7s\n", "triad", "threads", "GB/s", "took s");
     for (int t : {1, all}) {
-      std::printf("%-12s %8d %12.1f\n", "float64", t, measure_bandwidth_gbs(t, cfg));
+      const auto t0 = std::chrono::steady_clock::now();
+      const double gbs = measure_bandwidth_gbs(t, cfg);
+      std::printf("%-12s %8d %12.1f %7.2f\n", "float64", t, gbs, since(t0));
       std::fflush(stdout);
       if (all == 1) break;
     }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -89,12 +90,26 @@ double median(std::vector<double> v) {
 
 std::atomic<float> g_sink{0};  // keeps every loop's result live
 
-long last_level_cache_bytes() {
-  long l3 = 0;
+// The largest cache of cpu0 from sysfs (what lscpu reads), else glibc's answer, clamped to
+// [8 MiB, 512 MiB]: some virtual machines give glibc ten times the real L3 (320 MiB for a 32 MiB
+// one), and arrays sized from that would make the quick measurement take seconds.
+int64_t last_level_cache_bytes() {
+  int64_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    int64_t v = 0;
+    std::string unit;
+    if (!(in >> v)) continue;
+    in >> unit;
+    if (unit == "K") v <<= 10;
+    else if (unit == "M") v <<= 20;
+    best = std::max(best, v);
+  }
 #ifdef _SC_LEVEL3_CACHE_SIZE
-  l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (best <= 0) best = sysconf(_SC_LEVEL3_CACHE_SIZE);
 #endif
-  return l3 > 0 ? l3 : 32L << 20;
+  if (best <= 0) best = int64_t(32) << 20;
+  return std::min<int64_t>(std::max<int64_t>(best, int64_t(8) << 20), int64_t(512) << 20);
 }
 
 struct AlignedFree {
@@ -105,9 +120,9 @@ struct AlignedFree {
 
 PeakConfig quick_peak_config() {
   PeakConfig c;
-  c.fma_seconds = 0.03;
+  c.fma_seconds = 0.02;
   c.fma_repeats = 3;
-  c.array_bytes = std::max<int64_t>(2 * last_level_cache_bytes(), 32 << 20);
+  c.array_bytes = std::max<int64_t>(last_level_cache_bytes(), int64_t(32) << 20);  // 3 arrays: 3 x L3
   c.bw_repeats = 3;
   return c;
 }
@@ -158,7 +173,7 @@ double measure_fma_gflops(const std::string& isa, int threads, const PeakConfig&
 double measure_bandwidth_gbs(int threads, const PeakConfig& cfg) {
   KILN_CHECK(threads >= 1, "peak: threads must be at least 1, got ", threads);
   KILN_CHECK(cfg.bw_repeats >= 1, "peak: bw_repeats must be positive");
-  const int64_t bytes = cfg.array_bytes > 0 ? cfg.array_bytes : std::max<int64_t>(4 * last_level_cache_bytes(), 64 << 20);
+  const int64_t bytes = cfg.array_bytes > 0 ? cfg.array_bytes : std::max<int64_t>(4 * last_level_cache_bytes(), int64_t(64) << 20);
   const int64_t n = bytes / int64_t(sizeof(double));
   KILN_CHECK(n >= threads, "peak: arrays of ", bytes, " bytes are too small for ", threads, " threads");
   auto alloc = [&] {

@@ -20,10 +20,10 @@ namespace kiln::bench {
 struct PeakConfig {
   double fma_seconds = 0.1;  // per repeat of an FMA measurement
   int fma_repeats = 5;
-  int64_t array_bytes = 0;   // per triad array; 0: 4 x the last-level cache, at least 64 MiB
+  int64_t array_bytes = 0;   // per triad array; 0: 4 x the largest cache (sysfs), at least 64 MiB
   int bw_repeats = 10;
 };
-PeakConfig quick_peak_config();  // ~0.3 s for one thread count: 30 ms x 3 per FMA figure, 3 x 2 x L3 arrays
+PeakConfig quick_peak_config();  // ~0.3 s for one thread count: 20 ms x 3 per FMA figure, L3-sized arrays
 PeakConfig full_peak_config();   // the defaults
 
 // The multiply-add loops this build has and this CPU runs (after KILN_CPU_ISA's cap), best
