@@ -11,7 +11,7 @@ else()
   set(kiln_isa_caps portable)
 endif()
 set(kiln_isa_cap_files
-    "*kernels/test_cpu_isa.cpp,*kernels/test_gemm.cpp,*kernels/test_conv_depthwise.cpp,*kernels/test_conv.cpp,*kernels/test_onednn.cpp,*kernels/test_gemm_bf16.cpp,*kernels/test_conv_bf16.cpp")
+    "*kernels/test_cpu_isa.cpp,*kernels/test_gemm.cpp,*kernels/test_conv_depthwise.cpp,*kernels/test_conv.cpp,*kernels/test_onednn.cpp,*kernels/test_gemm_bf16.cpp,*kernels/test_conv_bf16.cpp,*kernels/test_conv_direct.cpp")
 foreach(level ${kiln_isa_caps})
   add_test(NAME kernels.isa_cap_${level} COMMAND kiln_tests_kernels "--source-file=${kiln_isa_cap_files}" --no-intro)
   set_tests_properties(kernels.isa_cap_${level} PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77

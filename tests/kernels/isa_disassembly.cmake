@@ -57,9 +57,14 @@ if(ARCH MATCHES "^(x86_64|AMD64|amd64)$")
   check(gemm_bf16_avx512bf16.cpp "-mavx512f -mavx512bf16 -mavx512bw -mavx512vl -mfma -mavx2" "vdpbf16ps[^\n]*%zmm" 156
         "AVX512_BF16 (zmm) dot product")
   check(conv_depthwise_avx512.cpp "-march=knl" "v(fmadd[0-9]+|mul|add)ps[^\n]*%zmm" 8 "AVX-512 (zmm) arithmetic" _knl)
+  # Direct convolution: three tile sets (forward, backward-weights, its transpose), each 2 zmm
+  # FMAs per row of heights 1..12 and reduction step: 3 * 2 * 78.
+  check(conv_direct_avx512.cpp "-march=knl" "vfmadd[0-9]+ps[^\n]*%zmm" 468 "AVX-512 (zmm) FMA" _knl)
   # 6 x 16 tile: 2 ymm FMAs per row and k step; heights 1..6 in two A modes: 2 * 21 * 2.
   check(gemm_avx2.cpp "-mavx2 -mfma" "vfmadd[0-9]+ps[^\n]*%ymm" 84 "AVX2 (ymm) FMA")
   check(conv_depthwise_avx2.cpp "-mavx2 -mfma" "v(fmadd[0-9]+|mul|add)ps[^\n]*%ymm" 8 "AVX2 (ymm) arithmetic")
+  # Direct convolution: three tile sets of heights 1..6, 2 ymm FMAs per row: 3 * 2 * 21.
+  check(conv_direct_avx2.cpp "-mavx2 -mfma" "vfmadd[0-9]+ps[^\n]*%ymm" 126 "AVX2 (ymm) FMA")
 elseif(ARCH MATCHES "^(ppc64le|powerpc64le)$")
   # 8 x 16 tile: 4 VSX FMAs per row and k step; heights 1..8 in two A modes: 4 * 36 * 2.
   check(gemm_vsx.cpp "-mcpu=power8" "xvmadd[am]sp" 288 "VSX single-precision FMA")
