@@ -247,8 +247,20 @@ int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSes
                                                             : ", as installed");
     for (const std::string& n : notes) std::printf("%s\n", n.c_str());
     print_ratios(results, ran);
+    // Peer rows held against the same roofline: the FLOPs of kiln's row of the same net (the
+    // onnxruntime script counts none), their rate, and its fraction of the peak.
+    std::map<std::tuple<std::string, int64_t, bool>, double> gflop;
+    for (const auto& r : results.runs) gflop[{r.spec.model, r.spec.batch, r.spec.train}] = r.gflop_per_iter;
     for (auto& [peer, res] : ran)
-      for (auto& r : res.runs) results.runs.push_back(r);
+      for (auto& r : res.runs) {
+        auto it = gflop.find({r.spec.model, r.spec.batch, r.spec.train});
+        if (r.gflop_per_iter <= 0 && it != gflop.end() && r.ms_median > 0) {
+          r.gflop_per_iter = it->second;
+          r.gflops = r.gflop_per_iter / (r.ms_median * 1e-3);
+        }
+        if (peak.threads > 0) bench::apply_roofline(r, peak);
+        results.runs.push_back(r);
+      }
   }
   results.machine.threads = num_threads();
   results.machine.peak = peak;
