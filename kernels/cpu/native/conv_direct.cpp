@@ -87,24 +87,35 @@ AlignedFloats aligned_floats(int64_t n, const char* what) {
   return AlignedFloats(p);
 }
 
-// Panels of nr output channels: panel j is [R][S][C][nr] for channels [j*nr, j*nr + nr), zero past
-// K. get(k, c, r, s) is the forward-form weight.
-template <class Get>
-AlignedFloats pack_weights(const ConvDesc& d, int64_t nr, const Get& get) {
-  const int64_t panels = (d.K + nr - 1) / nr, RSC = d.R * d.S * d.C;
+// Panels of nr output channels of the forward-form problem d: panel j is [R][S][C][nr] for
+// channels [j*nr, j*nr + nr), zero past K. Weight (k, c, tap) is wei[row(k, c) * RS0 + tap_src[tap]]
+// with row(k, c) = k*C + c (the forward's KCRS), or c*K + k when `swapped` (backward-data reads the
+// forward's weights with C and K exchanged); RS0 is the taps per row of wei, tap_src maps each of
+// the R*S taps of d to one of them. The loops follow wei's rows, so it is read sequentially.
+AlignedFloats pack_weights(const ConvDesc& d, int64_t nr, const float* wei, int64_t RS0, const std::vector<int64_t>& tap_src,
+                           bool swapped) {
+  const int64_t panels = (d.K + nr - 1) / nr, RS = d.R * d.S, RSC = RS * d.C;
   AlignedFloats wp = aligned_floats(panels * RSC * nr, "packed weights");
   float* out = wp.get();
   parallel_for(0, panels, 1, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j)
-      for (int64_t r = 0; r < d.R; ++r)
-        for (int64_t s = 0; s < d.S; ++s)
-          for (int64_t c = 0; c < d.C; ++c) {
-            float* o = out + (j * RSC + (r * d.S + s) * d.C + c) * nr;
-            for (int64_t l = 0; l < nr; ++l) {
-              const int64_t k = j * nr + l;
-              o[l] = k < d.K ? get(k, c, r, s) : 0.f;
-            }
-          }
+    for (int64_t j = j0; j < j1; ++j) {
+      float* panel = out + j * RSC * nr;
+      const int64_t kn = std::min(nr, d.K - j * nr);
+      if (kn < nr)
+        for (int64_t i = 0; i < RSC; ++i) std::fill(panel + i * nr + kn, panel + (i + 1) * nr, 0.f);
+      auto put = [&](int64_t l, int64_t c) {
+        const int64_t k = j * nr + l;
+        const float* w = wei + (swapped ? c * d.K + k : k * d.C + c) * RS0;
+        for (int64_t t = 0; t < RS; ++t) panel[(t * d.C + c) * nr + l] = w[tap_src[size_t(t)]];
+      };
+      if (swapped) {
+        for (int64_t c = 0; c < d.C; ++c)
+          for (int64_t l = 0; l < kn; ++l) put(l, c);
+      } else {
+        for (int64_t l = 0; l < kn; ++l)
+          for (int64_t c = 0; c < d.C; ++c) put(l, c);
+      }
+    }
   });
   return wp;
 }
@@ -279,10 +290,9 @@ void conv2d_fwd_direct(const ConvDesc& d, const float* src, const float* wei, co
   KILN_CHECK(applies(d), "conv2d_fwd (native direct): does not apply to ", d.str());
   if (d.N * d.K * d.P * d.Q == 0) return;
   const Isa isa = isa_of(current_path());
-  const int64_t CRS = d.C * d.R * d.S, RS = d.R * d.S;
-  AlignedFloats wp = pack_weights(d, isa.nr, [&](int64_t k, int64_t c, int64_t r, int64_t s) {
-    return wei[k * CRS + c * RS + r * d.S + s];
-  });
+  std::vector<int64_t> taps(size_t(d.R * d.S));
+  for (size_t t = 0; t < taps.size(); ++t) taps[t] = int64_t(t);
+  AlignedFloats wp = pack_weights(d, isa.nr, wei, d.R * d.S, taps, false);
   run(d, isa, src, wp.get(), d.has_bias ? bias : nullptr, dst, accumulate, d.relu,
       DstLayout{d.P * d.Q * d.K, d.Q * d.K, d.K});
 }
@@ -299,7 +309,7 @@ void conv2d_bwd_data_direct(const ConvDesc& d, const float* diff_dst, const floa
   // (h mod sh, w mod sw): each phase is a stride-1 convolution of diff_dst with the taps of that
   // phase, flipped, C and K swapped. At stride 1 there is one phase and every tap (with any dilation).
   const Isa isa = isa_of(current_path());
-  const int64_t sh = d.stride_h, sw = d.stride_w, CRS = d.C * d.R * d.S, RS = d.R * d.S;
+  const int64_t sh = d.stride_h, sw = d.stride_w;
   for (int64_t a = 0; a < std::min(sh, d.H); ++a)
     for (int64_t bw = 0; bw < std::min(sw, d.W); ++bw) {
       // Taps r = r0 + sh*t (t < Ra) reach rows h = a + sh*i from dy row i + ea - t; the same in w.
@@ -328,9 +338,10 @@ void conv2d_bwd_data_direct(const ConvDesc& d, const float* diff_dst, const floa
       b.pad_w = (Sb - 1) * b.dilation_w - eb;
       b.has_bias = false;
       b.relu = b.sum = false;
-      AlignedFloats wp = pack_weights(b, isa.nr, [&](int64_t c, int64_t k, int64_t t, int64_t u) {
-        return wei[k * CRS + c * RS + (r0 + sh * (Ra - 1 - t)) * d.S + (s0 + sw * (Sb - 1 - u))];
-      });
+      std::vector<int64_t> taps;  // phase tap (t, u) <- forward tap (r0 + sh*(Ra-1-t), s0 + sw*(Sb-1-u))
+      for (int64_t t = 0; t < Ra; ++t)
+        for (int64_t u = 0; u < Sb; ++u) taps.push_back((r0 + sh * (Ra - 1 - t)) * d.S + (s0 + sw * (Sb - 1 - u)));
+      AlignedFloats wp = pack_weights(b, isa.nr, wei, d.R * d.S, taps, true);
       run(b, isa, diff_dst, wp.get(), nullptr, out, false, false, layout);
     }
 }
