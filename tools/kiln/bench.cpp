@@ -303,7 +303,7 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--cudnn-benchmark", o->cudnn_benchmark,
                   "GPUs: time cuDNN's algorithms once per shape (true) or take its heuristics (false)")
       ->capture_default_str();
-  sub->add_flag("--layers", o->layers, "per-layer forward/backward breakdown (profiler on while timing)");
+  sub->add_flag("--layers", o->layers, "per-layer forward/backward breakdown (profiler on while timing) with each layer's roofline");
   sub->add_option("--out", o->outs, "write results: .json (every field) or .csv (one row per run); repeatable");
   sub->add_flag("--tf-compat", o->tf_compat,
                 "print tf_cnn_benchmarks' log lines (real cross-entropy loss against fixed random labels)");
