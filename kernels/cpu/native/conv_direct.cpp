@@ -7,11 +7,13 @@
 // convolution reads padding, each work item first copies the input rows it reads into a small
 // zero-bordered window (thread-private, sized to stay in L2 beside one weight panel).
 //
-// Work items are (image, block of output rows, group of panels); within an item, panel by panel
-// so a panel stays in cache while every pixel of the block passes through it. Each output element
-// is summed by one thread in a fixed order: bits independent of the thread count.
+// Work items are (image, block of output rows, group of panels), taken by threads as they come
+// free; within an item, panel by panel so a panel stays in cache while every pixel of the block
+// passes through it. Each output element is summed by one thread in a fixed order: bits
+// independent of the thread count.
 //
-// Backward-data is the same kernel: at stride 1 diff_src is the convolution of diff_dst with the
+// Backward-weights has tiles of its own (conv_direct.h), each thread owning a share of dW.
+// Backward-data is the forward's kernel: at stride 1 diff_src is the convolution of diff_dst with the
 // weights flipped in R and S and C, K swapped, padding (R-1)*dilation - pad; at stride s, one such
 // convolution per phase of diff_src (rows h = a mod s, columns likewise) with that phase's taps.
 //   Test: ctest --test-dir build -R test_conv_direct      Bench: build/bench/bench_conv --layout nhwc
@@ -200,10 +202,14 @@ void run(const ConvDesc& d, const Isa& isa, const float* src, const float* wp, c
   AlignedFloats windows = aligned_floats(parts * win_elems, "source windows");
   const int64_t nchunks = (d.Q + mr - 1) / mr;  // pixels of a row in equal tiles (13 -> 7 + 6)
 
+  // Items are taken in order as threads come free, not split up front: a thread slowed by another
+  // process on its core takes fewer. Each output element is one item's: the bits stay the same.
+  std::atomic<int64_t> next{0};
   parallel_for(0, parts, 1, [&](int64_t part_b, int64_t part_e) {
     for (int64_t part = part_b; part < part_e; ++part) {
       float* win = windows.get() + part * win_elems;
-      for (int64_t item = part * items / parts; item < (part + 1) * items / parts; ++item) {
+      for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < items;
+           item = next.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t kg = item % kgroups, blk = item / kgroups % nblocks, n = item / kgroups / nblocks;
         const int64_t p0 = blk * rb, p1 = std::min(d.P, p0 + rb);
         const int64_t j0 = kg * panels / kgroups, j1 = (kg + 1) * panels / kgroups;
