@@ -103,17 +103,55 @@ struct Source {
 
 }  // namespace
 
-struct Conv2d::Folded {
-  const BatchNorm* bn = nullptr;
-  std::vector<Source> sources;  // conv weight, conv bias, bn weight, bn bias, running mean, running var
+struct BatchNormFold::State {
+  std::vector<Source> sources;  // weight, bias, gamma, beta, mean, var
+  double eps = 0;
   Tensor weight, bias;
 };
 
-namespace {
-std::vector<Tensor> fold_inputs(Conv2d& conv, BatchNorm& bn) {
-  return {conv.weight(), conv.bias(), bn.weight(), bn.bias(), bn.running_mean(), bn.running_var()};
+BatchNormFold::BatchNormFold() = default;
+BatchNormFold::~BatchNormFold() = default;
+
+std::pair<Tensor, Tensor> BatchNormFold::get(const Tensor& weight, const Tensor& bias, const Tensor& gamma,
+                                             const Tensor& beta, const Tensor& mean, const Tensor& var, double eps) {
+  const Tensor* in[6] = {&weight, &bias, &gamma, &beta, &mean, &var};
+  if (state_ && state_->eps == eps) {
+    bool fresh = true;
+    for (size_t i = 0; i < 6 && fresh; ++i) fresh = state_->sources[i].same(*in[i]);
+    if (fresh) return {state_->weight, state_->bias};
+  }
+  state_.reset();  // the old copies go before the new ones are made
+  KILN_CHECK(weight.defined() && weight.dim() >= 2 && mean.defined() && var.defined(),
+             "BatchNormFold: needs a weight [K, ...] and running statistics");
+  const int64_t K = weight.size(0);
+  for (const Tensor* t : {&bias, &gamma, &beta, &mean, &var})
+    KILN_CHECK(!t->defined() || (t->dim() == 1 && t->size(0) == K), "BatchNormFold: per-channel tensor ",
+               shape_str(t->sizes()), " does not match the ", K, " output channels of weight ",
+               shape_str(weight.sizes()));
+  NoGradGuard ng;
+  // Per-channel factors on the host in double (K values each; a device's float64 support does
+  // not matter), rounded once into the weights' dtype; the weights are scaled where they live.
+  auto host = [](const Tensor& t) { return t.defined() ? t.detach().to_vector() : std::vector<double>(); };
+  const std::vector<double> b = host(bias), g = host(gamma), be = host(beta), m = host(mean), v = host(var);
+  std::vector<double> scale(static_cast<size_t>(K)), shift(static_cast<size_t>(K));
+  for (size_t k = 0; k < scale.size(); ++k) {
+    scale[k] = (g.empty() ? 1.0 : g[k]) / std::sqrt(v[k] + eps);
+    shift[k] = (be.empty() ? 0.0 : be[k]) + ((b.empty() ? 0.0 : b[k]) - m[k]) * scale[k];
+  }
+  const TensorOptions opts = TensorOptions(weight.dtype()).with_device(weight.device());
+  Shape sshape(size_t(weight.dim()), 1);
+  sshape[0] = K;
+  auto st = std::make_shared<State>();
+  for (const Tensor* t : in) st->sources.emplace_back(*t);
+  st->eps = eps;
+  st->weight = ops::mul(weight.detach(), from_vector(scale, sshape, opts)).contiguous();
+  st->bias = from_vector(shift, {K}, opts);
+  state_ = std::move(st);
+  ++count_;
+  return {state_->weight, state_->bias};
 }
-}  // namespace
+
+void BatchNormFold::reset() { state_.reset(); }
 
 bool Conv2d::can_fold(BatchNorm& bn, const Tensor& x) {
   if (!Sequential::fusion() || trace::active() || is_training() || bn.is_training()) return false;
@@ -124,47 +162,18 @@ bool Conv2d::can_fold(BatchNorm& bn, const Tensor& x) {
   return x.defined() && x.dtype() == t && (t == DType::float32 || t == DType::float64);
 }
 
-const Conv2d::Folded& Conv2d::folded(BatchNorm& bn) {
-  const std::vector<Tensor> in = fold_inputs(*this, bn);
-  if (folded_ && folded_->bn == &bn) {
-    bool fresh = true;
-    for (size_t i = 0; i < in.size() && fresh; ++i) fresh = folded_->sources[i].same(in[i]);
-    if (fresh) return *folded_;
-  }
-  folded_.reset();  // the old copies go before the new ones are made
-  NoGradGuard ng;
-  const Tensor& w = in[0];
-  // Per-channel factors on the host in double (K values each; a device's float64 support does
-  // not matter), rounded once into the weights' dtype; the weights are scaled where they live.
-  auto host = [](const Tensor& t) { return t.defined() ? t.detach().to_vector() : std::vector<double>(); };
-  const std::vector<double> b = host(in[1]), gamma = host(in[2]), beta = host(in[3]), mean = host(in[4]),
-                            var = host(in[5]);
-  std::vector<double> scale(static_cast<size_t>(out_)), shift(static_cast<size_t>(out_));
-  for (size_t k = 0; k < scale.size(); ++k) {
-    scale[k] = (gamma.empty() ? 1.0 : gamma[k]) / std::sqrt(var[k] + bn.eps());
-    shift[k] = (beta.empty() ? 0.0 : beta[k]) + ((b.empty() ? 0.0 : b[k]) - mean[k]) * scale[k];
-  }
-  const TensorOptions opts = TensorOptions(w.dtype()).with_device(w.device());
-  auto f = std::make_shared<Folded>();
-  f->bn = &bn;
-  for (const Tensor& t : in) f->sources.emplace_back(t);
-  f->weight = ops::mul(w.detach(), from_vector(scale, {out_, 1, 1, 1}, opts)).contiguous();
-  f->bias = from_vector(shift, {out_}, opts);
-  folded_ = std::move(f);
-  ++fold_count_;
-  return *folded_;
-}
-
 Tensor Conv2d::forward_folded(const Tensor& x, BatchNorm& bn, bool relu, const Tensor& residual) {
-  const Folded& f = folded(bn);
-  if (residual.defined())
-    return ops::conv2d_sum(x, f.weight, f.bias, residual, stride_, padding_, dilation_, groups_, relu);
-  return relu ? ops::conv2d_relu(x, f.weight, f.bias, stride_, padding_, dilation_, groups_)
-              : ops::conv2d(x, f.weight, f.bias, stride_, padding_, dilation_, groups_);
+  // A Conv2d folds one batch norm at a time: another one (rare) recomputes.
+  if (folded_bn_ != &bn) fold_.reset();
+  folded_bn_ = &bn;
+  const auto [w, b] = fold_.get(weight(), bias(), bn.weight(), bn.bias(), bn.running_mean(), bn.running_var(), bn.eps());
+  if (residual.defined()) return ops::conv2d_sum(x, w, b, residual, stride_, padding_, dilation_, groups_, relu);
+  return relu ? ops::conv2d_relu(x, w, b, stride_, padding_, dilation_, groups_)
+              : ops::conv2d(x, w, b, stride_, padding_, dilation_, groups_);
 }
 
 void Conv2d::train_changed(bool training) {
-  if (training) folded_.reset();  // eval-only copies of the weights: not kept while training
+  if (training) fold_.reset();  // eval-only copies of the weights: not kept while training
 }
 
 Tensor conv_bn(Conv2d& conv, BatchNorm& bn, Module* relu, const Tensor& x, const Tensor& residual) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 
 #include "engine/ops/conv.h"
 #include "layers/module.h"
@@ -15,6 +16,28 @@ namespace kiln {
 
 using ops::ConvHW;
 class BatchNorm;
+
+// A batch norm folded into the convolution before it, for inference: weight * scale and
+// beta + (bias - mean) * scale with scale = gamma / sqrt(var + eps) per output channel (bias,
+// gamma, beta may be undefined: 0, 1, 0). get() returns the folded (weight, bias), computed once
+// and again only when a source tensor is replaced or written in place (its storage's version:
+// load_state_dict, optimizer steps, running statistics a training forward updated). The factors
+// are computed in double on the host, the weights scaled on their device in their dtype. Holds
+// one folded copy of the weights; not thread-safe.
+class BatchNormFold {
+ public:
+  BatchNormFold();
+  ~BatchNormFold();
+  std::pair<Tensor, Tensor> get(const Tensor& weight, const Tensor& bias, const Tensor& gamma, const Tensor& beta,
+                                const Tensor& mean, const Tensor& var, double eps);
+  void reset();  // drops the folded copy
+  int64_t count() const { return count_; }  // computations so far (tests see hits and misses)
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  int64_t count_ = 0;
+};
 
 class Conv2d : public Module {
  public:
@@ -43,19 +66,17 @@ class Conv2d : public Module {
   // updated by a training forward); train(true) drops them. Call only where can_fold says yes.
   Tensor forward_folded(const Tensor& x, BatchNorm& bn, bool relu, const Tensor& residual = Tensor());
   // How many times the folded weights were computed (tests see the cache hit and invalidate).
-  int64_t fold_count() const { return fold_count_; }
+  int64_t fold_count() const { return fold_.count(); }
 
  protected:
   void train_changed(bool training) override;
 
  private:
-  struct Folded;
-  const Folded& folded(BatchNorm& bn);
   int64_t in_, out_, groups_;
   ConvHW kernel_, stride_, padding_, dilation_;
   bool has_bias_;
-  std::shared_ptr<Folded> folded_;
-  int64_t fold_count_ = 0;
+  BatchNormFold fold_;
+  const BatchNorm* folded_bn_ = nullptr;
 };
 
 // [relu](bn(conv(x)) [+ residual]): folded into one convolution when conv.can_fold(bn, x),

@@ -8,6 +8,9 @@
 // shapes is refused at import too. Errors name the node, the op, the attribute and the opset.
 // The op builders: onnx_ops.cpp, onnx_spatial.cpp (Conv, pools), onnx_resize.cpp (Pad, Slice,
 // Resize, Upsample).
+// In eval, with no gradient wanted, a Conv whose only reader is a BatchNormalization (both on
+// initializers) runs as one convolution with the batch norm folded into its weights, as a zoo
+// net's Conv2d and BatchNorm2d do (layers/conv.h BatchNormFold; KILN_FUSE=0 turns it off).
 //   kiln bench --model mnist.onnx --batch 8 --iters 2
 //   ctest --test-dir build -R onnx
 #include <algorithm>
@@ -19,7 +22,9 @@
 #include "engine/autograd.h"
 #include "engine/checked_size.h"
 #include "engine/ops/shape.h"
+#include "engine/trace.h"
 #include "io/onnx/onnx_ops.h"
+#include "layers/conv.h"
 
 namespace kiln::onnx {
 namespace detail {
@@ -215,12 +220,14 @@ class OnnxNet : public Module {
                "onnx import: the graph output '", graph_.outputs[0].name, "' has element type ",
                elem_type_name(graph_.outputs[0].elem_type), "; kiln computes in float32");
     build_steps();
+    fold_batch_norms();
     plan_frees(init_names);
     trial_run();
   }
 
   std::string repr() const override {
-    return "OnnxNet(" + graph_.name + ", " + std::to_string(graph_.nodes.size()) + " nodes)";
+    return "OnnxNet(" + graph_.name + ", " + std::to_string(graph_.nodes.size()) + " nodes" +
+           (folds_ ? ", " + std::to_string(folds_) + " batch norms foldable into their convs" : "") + ")";
   }
 
   Tensor forward(const Tensor& x) override {
@@ -353,6 +360,63 @@ class OnnxNet : public Module {
                graph_.outputs[0].name, "' is an integer constant; kiln computes in float32");
   }
 
+  // Conv -> BatchNormalization pairs where the conv's output has no other reader and every
+  // weight, bias and statistic is an initializer with K values: the conv step runs the pair
+  // (folded when foldable() says so at run time, else the conv then the batch norm as built) and
+  // the batch norm step passes its input through.
+  void fold_batch_norms() {
+    std::unordered_map<std::string, int> readers;
+    for (const Step& s : steps_)
+      for (const std::string& in : s.node->inputs) ++readers[in];
+    ++readers[graph_.outputs[0].name];
+    std::unordered_map<std::string, const TensorData*> inits;
+    for (const TensorData& t : graph_.initializers)
+      if (t.elem_type != kInt64) inits[t.name] = &t;
+    std::unordered_map<std::string, size_t> made_by;
+    for (size_t k = 0; k < steps_.size(); ++k) made_by[steps_[k].node->outputs[0]] = k;
+    for (size_t j = 0; j < steps_.size(); ++j) {
+      const Node& bn = *steps_[j].node;
+      if (bn.op_type != "BatchNormalization" || bn.inputs.size() != 5 || !made_by.count(bn.inputs[0])) continue;
+      Step& cs = steps_[made_by.at(bn.inputs[0])];
+      const Node& conv = *cs.node;
+      if (conv.op_type != "Conv" || readers[conv.outputs[0]] != 1 || !inits.count(conv.inputs[1])) continue;
+      const Shape& wd = inits.at(conv.inputs[1])->dims;
+      if (wd.size() < 3) continue;
+      auto per_channel = [&](const std::string& name) {
+        auto it = inits.find(name);
+        return it != inits.end() && it->second->dims == Shape{wd[0]};
+      };
+      const bool has_bias = conv.inputs.size() > 2 && !conv.inputs[2].empty();
+      if ((has_bias && !per_channel(conv.inputs[2])) ||
+          !std::all_of(bn.inputs.begin() + 1, bn.inputs.end(), per_channel))
+        continue;
+      const Attribute* e = bn.attr("epsilon");
+      const double eps = e ? double(e->f) : 1e-5;
+      auto fold = std::make_shared<BatchNormFold>();
+      const std::vector<std::string> bn_params(bn.inputs.begin() + 1, bn.inputs.end());
+      cs.fn = [this, conv_fn = cs.fn, bn_fn = steps_[j].fn, fold, bn_params, eps](const std::vector<Tensor>& in) {
+        std::vector<Tensor> p;  // gamma, beta, mean, var
+        for (const std::string& n : bn_params) p.push_back(param(n));
+        const Tensor& w = in[1];
+        const Tensor b = in.size() > 2 ? in[2] : Tensor();
+        if (foldable(in[0], {&w, &b, &p[0], &p[1]})) {
+          auto [fw, fb] = fold->get(w, b, p[0], p[1], p[2], p[3], eps);
+          return conv_fn({in[0], fw, fb});
+        }
+        return bn_fn({conv_fn(in), p[0], p[1], p[2], p[3]});
+      };
+      steps_[j].fn = [](const std::vector<Tensor>& in) { return in[0]; };
+      ++folds_;
+    }
+  }
+
+  // Folding needs what a zoo net's Conv2d needs (layers/conv.h can_fold): fusion on, eval, no
+  // gradient wanted for the parameters, no op recorder tracing, float32 input.
+  bool foldable(const Tensor& x, std::initializer_list<const Tensor*> params) const {
+    return Sequential::fusion() && !is_training() && !trace::active() && !autograd::needs_grad(params) &&
+           x.dtype() == DType::float32;
+  }
+
   // The inputs a builder fixes at import (shapes, pads, scales, ...), by op and position.
   bool reads_at_import(const Node& n, size_t i) const {
     const std::string& op = n.op_type;
@@ -399,6 +463,7 @@ class OnnxNet : public Module {
   std::map<std::string, std::vector<float>> const_floats_;  // float Constant nodes' values
   std::map<std::string, Tensor> const_tensors_;
   std::vector<Step> steps_;
+  int folds_ = 0;  // Conv -> BatchNormalization pairs run by the conv's step
 };
 
 }  // namespace
