@@ -61,6 +61,7 @@ void broadcast_from_chief(Communicator& comm, const NamedTensors& params) {
   for (const auto& [name, p] : params) {
     KILN_CHECK(p.is_contiguous(), "parameter server: parameter '", name, "' is not contiguous");
     comm.broadcast(p.detach(), 0, "ps init " + name);
+    p.bump_version();  // written by the communicator (caches of its values, folded batch norm)
   }
 }
 

@@ -147,6 +147,7 @@ void DataParallel::broadcast_state() {
       Tensor c = t.contiguous();
       thread_.run("broadcast " + name, [&] { comm_.broadcast(c, 0, std::string(kind) + " " + name); });
       if (!c.is_same(t)) t.detach().copy_(c);
+      t.bump_version();  // written by the communicator (caches of its values, folded batch norm)
     }
   };
   send(params_, "parameter");
