@@ -197,11 +197,14 @@ TEST_CASE("every bf16 path matches the reference on odd and block-crossing shape
   std::vector<Case> cases;
   // Tiny, odd k (the last pair half zero), one register tile (12 x 32) and one past it, vectors,
   // and shapes crossing the blocks (k blocks of <= 512 values: 1025 -> 342 + 342 + 341; n blocks
-  // of 512 or so with a 1 MiB L2; a transposed A packed 96 rows at a time).
+  // of 512 or so with a 1 MiB L2; a transposed A packed 96 rows at a time; C of <= 128 columns
+  // reads an untransposed A in place in k blocks of <= 2048, 4097 -> 1366 + 1366 + 1365, the odd
+  // last one packed).
   for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1},     {2, 3, 3},     {17, 31, 13}, {12, 32, 16},
                                                             {13, 33, 17},  {1, 100, 7},   {100, 1, 7},  {5, 7, 1},
                                                             {64, 64, 64},  {7, 5, 601},   {193, 65, 40}, {20, 700, 9},
-                                                            {100, 70, 1025}, {30, 1100, 35}})
+                                                            {100, 70, 1025}, {30, 1100, 35}, {30, 40, 4097},
+                                                            {14, 128, 4096}})
     for (const Case& c : transposes(Case{m, n, k, false, false})) cases.push_back(c);
   for (const Case& c : transposes(Case{17, 31, 13, false, false, 3, 0.5, 0.0})) cases.push_back(c);
   for (const Case& c : transposes(Case{37, 45, 71, false, false, 1, 1.5, -0.75})) cases.push_back(c);
@@ -234,7 +237,7 @@ TEST_CASE("bf16 gemm sums small integers exactly on every path") {
     native::set_bf16_gemm_path(p);
     const std::string path_name = native::bf16_gemm_path_name(p);
     CAPTURE(path_name);
-    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{13, 33, 17}, {25, 70, 1}, {50, 600, 1027}, {3, 5, 2}})
+    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{13, 33, 17}, {25, 70, 1}, {50, 600, 1027}, {3, 5, 2}, {13, 60, 4099}})
       for (const Case& c : transposes(Case{m, n, k, false, false, 1}))
         check_case(c, true);
   }

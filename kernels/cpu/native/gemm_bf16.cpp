@@ -129,7 +129,8 @@ void run_widen(const Bf16Args& g) {
 void run_tile(const Bf16PathImpl& impl, const Bf16Args& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
   thread_local ThreadBuffer<uint32_t> buf_a, buf_b;
   const Bf16Blocking& blk = impl.blk;
-  const int64_t kp = (std::min(blk.kc, g.k) + 1) / 2;
+  const bool direct = !g.trans_a && g.n <= blk.direct_max_n;
+  const int64_t kp = (std::min(direct ? blk.kc_direct : blk.kc, g.k) + 1) / 2;
   uint32_t* pa = buf_a.get(size_t(std::min(blk.mc, (m1 - m0 + blk.mr - 1) / blk.mr * blk.mr) * kp));
   uint32_t* pb = buf_b.get(size_t(std::min(blk.nc, (n1 - n0 + blk.nr - 1) / blk.nr * blk.nr) * kp));
   impl.tile(g, blk, m0, m1, n0, n1, pa, pb);

@@ -19,6 +19,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <cstring>
+
 namespace kiln::native::gemm_bf16_detail {
 namespace {
 
@@ -139,10 +141,14 @@ void pack_b(const Bf16Args& g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, u
 
 inline __m512bh as_bh(__m512i x) { return (__m512bh)x; }
 
-// C[R x nv] = alpha * Apanel * Bpanel + beta * C over kp pairs (beta == 0: C is not read). nv <= kNR.
-template <int R>
-void micro_kernel(int64_t kp, const uint32_t* __restrict a, const uint32_t* __restrict b, float* c, int64_t ldc,
-                  int64_t nv, float alpha, float beta) {
+enum AMode { kPacked = 0, kRows = 1 };  // A packed in panels, or read in place row by row
+
+// C[R x nv] = alpha * A * Bpanel + beta * C over kp pairs (beta == 0: C is not read). nv <= kNR.
+// A: a packed panel (kPacked), or R rows of bfloat16 at a + r * lda, read a pair (32 bits) at a
+// time (kRows; every pair whole: the caller packs an odd block instead).
+template <int R, int Mode>
+void micro_kernel(int64_t kp, const uint16_t* __restrict a, int64_t lda, const uint32_t* __restrict b, float* c,
+                  int64_t ldc, int64_t nv, float alpha, float beta) {
   __m512 acc0[R], acc1[R];
   for (int r = 0; r < R; ++r) {
     acc0[r] = _mm512_setzero_ps();
@@ -155,15 +161,17 @@ void micro_kernel(int64_t kp, const uint32_t* __restrict a, const uint32_t* __re
   int64_t steps = kp;
   do {
     const __m512bh b0 = as_bh(_mm512_load_si512(b)), b1 = as_bh(_mm512_load_si512(b + 16));
-    _mm_prefetch(reinterpret_cast<const char*>(a + 16 * kMR), _MM_HINT_T0);
+    if (Mode == kPacked) _mm_prefetch(reinterpret_cast<const char*>(a + 32 * kMR), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(b + 8 * kNR), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(b + 8 * kNR + 16), _MM_HINT_T0);
     for (int r = 0; r < R; ++r) {
-      const __m512bh av = as_bh(_mm512_set1_epi32(int(a[r])));
+      int pair;
+      std::memcpy(&pair, Mode == kRows ? a + r * lda : a + 2 * r, 4);
+      const __m512bh av = as_bh(_mm512_set1_epi32(pair));
       acc0[r] = _mm512_dpbf16_ps(acc0[r], av, b0);
       acc1[r] = _mm512_dpbf16_ps(acc1[r], av, b1);
     }
-    a += kMR;
+    a += Mode == kRows ? 2 : 2 * kMR;
     b += kNR;
   } while (--steps > 0);
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
@@ -189,17 +197,23 @@ void micro_kernel(int64_t kp, const uint32_t* __restrict a, const uint32_t* __re
   }
 }
 
-using KernelFn = void (*)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, int64_t, float, float);
-constexpr KernelFn kKernels[kMR + 1] = {nullptr,          micro_kernel<1>,  micro_kernel<2>, micro_kernel<3>,
-                                        micro_kernel<4>,  micro_kernel<5>,  micro_kernel<6>, micro_kernel<7>,
-                                        micro_kernel<8>,  micro_kernel<9>,  micro_kernel<10>, micro_kernel<11>,
-                                        micro_kernel<12>};
+using KernelFn = void (*)(int64_t, const uint16_t*, int64_t, const uint32_t*, float*, int64_t, int64_t, float, float);
+#define KILN_KERNELS(mode)                                                                                      \
+  {                                                                                                             \
+    nullptr, micro_kernel<1, mode>, micro_kernel<2, mode>, micro_kernel<3, mode>, micro_kernel<4, mode>,        \
+        micro_kernel<5, mode>, micro_kernel<6, mode>, micro_kernel<7, mode>, micro_kernel<8, mode>,             \
+        micro_kernel<9, mode>, micro_kernel<10, mode>, micro_kernel<11, mode>, micro_kernel<12, mode>           \
+  }
+constexpr KernelFn kKernels[2][kMR + 1] = {KILN_KERNELS(kPacked), KILN_KERNELS(kRows)};
+#undef KILN_KERNELS
 
 void tile(const Bf16Args& g, const Bf16Blocking& blk, int64_t m0, int64_t m1, int64_t n0, int64_t n1, uint32_t* pa,
           uint32_t* pb) {
   // Equal k blocks, each even but the last (a pair never straddles two blocks); the blocking
   // depends on k alone, so the bits do not depend on how C was split across threads.
-  const int64_t nk = (g.k + blk.kc - 1) / blk.kc;
+  const bool direct_a = !g.trans_a && g.n <= blk.direct_max_n;
+  const int64_t kc_max = direct_a ? blk.kc_direct : blk.kc;
+  const int64_t nk = (g.k + kc_max - 1) / kc_max;
   const int64_t kstep = ((g.k + nk - 1) / nk + 1) / 2 * 2;
   const int64_t mblock = g.trans_a ? kMR * kTransPanels : kMR;
   for (int64_t jc = n0; jc < n1; jc += blk.nc) {
@@ -207,16 +221,18 @@ void tile(const Bf16Args& g, const Bf16Blocking& blk, int64_t m0, int64_t m1, in
     for (int64_t pc = 0; pc < g.k; pc += kstep) {
       const int64_t kc = min64(kstep, g.k - pc), kp = (kc + 1) / 2;
       const float beta = pc == 0 ? g.beta : 1.f;
+      // An odd (last) block is packed even in direct mode: its last pair would read past the row.
+      const int mode = direct_a && kc % 2 == 0 ? kRows : kPacked;
       pack_b(g, pc, kc, jc, nc, pb);  // kc x nc: stays in L2 for all the rows below
       for (int64_t ib = m0; ib < m1; ib += mblock) {
         const int64_t mb = min64(mblock, m1 - ib);
-        pack_a(g, ib, mb, pc, kc, pa);  // packed just before use: it stays in L1 (or L2)
+        if (mode == kPacked) pack_a(g, ib, mb, pc, kc, pa);  // packed just before use: it stays in L1 (or L2)
         for (int64_t ir = ib; ir < ib + mb; ir += kMR) {
           const int64_t mr = min64(kMR, ib + mb - ir);
-          const uint32_t* a = pa + (ir - ib) * kp;
+          const uint16_t* a = mode == kRows ? g.a + ir * g.lda + pc : reinterpret_cast<const uint16_t*>(pa + (ir - ib) * kp);
           float* c = g.c + ir * g.ldc + jc;
           for (int64_t jr = 0; jr < nc; jr += kNR)
-            kKernels[mr](kp, a, pb + jr * kp, c + jr, g.ldc, min64(kNR, nc - jr), g.alpha, beta);
+            kKernels[mode][mr](kp, a, g.lda, pb + jr * kp, c + jr, g.ldc, min64(kNR, nc - jr), g.alpha, beta);
         }
       }
     }
@@ -262,7 +278,7 @@ Bf16PathImpl avx512_bf16_path(long l2_bytes) {
   nc = nc < 4 * kNR ? 4 * kNR : nc > 4096 ? 4096 : nc;
   Bf16PathImpl p;
   p.name = "avx512_bf16";
-  p.blk = Bf16Blocking{kMR, kNR, kMR * kTransPanels, kc, nc};
+  p.blk = Bf16Blocking{kMR, kNR, kMR * kTransPanels, kc, nc, /*direct_max_n=*/4 * kNR, /*kc_direct=*/4 * kc};
   p.tile = tile;
   p.round_row = round_row;
   return p;

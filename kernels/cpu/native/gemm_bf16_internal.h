@@ -26,10 +26,15 @@ struct Bf16Args {
 struct Bf16Blocking {
   int64_t mr, nr;      // register tile; thread rectangles start on multiples of these
   int64_t mc, kc, nc;  // A packed mc x kc at a time, B kc x nc; kc even (k pairs never straddle blocks)
+  // When C has at most direct_max_n columns (all of C: the k blocking, hence the bits, must not
+  // depend on the thread split), an untransposed A is read in place with k blocks of kc_direct
+  // (even): packing it would cost about as much as the few column panels it feeds.
+  int64_t direct_max_n, kc_direct;
 };
 
 // Rows [m0, m1) and columns [n0, n1) of C on the calling thread. pack_a holds mc * kc / 2 32-bit
-// words, pack_b round_up(min(nc, n1 - n0), nr) * kc / 2, both 64-byte aligned.
+// words, pack_b round_up(min(nc, n1 - n0), nr) * kc' / 2 with kc' = kc_direct in direct mode
+// (else kc), both 64-byte aligned.
 using Bf16TileFn = void (*)(const Bf16Args& g, const Bf16Blocking& blk, int64_t m0, int64_t m1, int64_t n0,
                             int64_t n1, uint32_t* pack_a, uint32_t* pack_b);
 
