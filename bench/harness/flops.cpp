@@ -26,7 +26,11 @@ double node_macs(const Node& n) {
   const Shape* w = edge_shape(n, 1);
   if (!w || w->empty() || (*w)[0] == 0) return 0;
   const double per_row = double(shape_numel(*w)) / double((*w)[0]);
-  if (name == "Conv2dBackward" || name == "Conv2dReluBackward") return out * per_row;  // w [out, in/g, kh, kw]
+  // Convolutions with their fused post-ops (ReLU, the residual sum: recorded where the residual
+  // needs a gradient and the weights do not) alike; w [out, in/g, kh, kw].
+  if (name == "Conv2dBackward" || name == "Conv2dReluBackward" || name == "Conv2dSumBackward" ||
+      name == "Conv2dSumReluBackward")
+    return out * per_row;
   if (name == "ConvTranspose2dBackward") {             // w [in, out/g, kh, kw]: each input pixel
     const Shape* x = edge_shape(n, 0);                 // scatters into out/g x kh x kw outputs
     return x ? double(shape_numel(*x)) * per_row : 0;

@@ -15,6 +15,7 @@
 #include "bench/harness/roofline.h"
 #include "layers/conv.h"
 #include "layers/linear.h"
+#include "nets/zoo.h"
 
 using namespace kiln;
 using namespace kiln::bench;
@@ -188,4 +189,16 @@ TEST_CASE("peers that are not installed are notes naming the venv and the instal
   CHECK(python_module_version(missing, "torch").empty());
   // The same interpreter for both PyTorch slots: no Debian column of its own.
   CHECK(plan_peers(missing, venv, missing).notes.size() == 2);
+}
+
+TEST_CASE("MACs of a ResNet match PyTorch's count of the same net") {
+  // bench/baselines/pytorch_bench.py's count_macs (forward hooks on Conv2d and Linear) gives
+  // 125,485,696 for its resnet56.
+  ModulePtr net = nets::build("resnet56");
+  net->assign_paths();
+  const MacCount m = count_macs(*net, nets::find("resnet56").input);
+  CHECK(m.total == 125485696);
+  double act = 0;
+  for (const auto& [layer, n] : m.act_elems_by_layer) act += n;
+  CHECK(act > 0);
 }
