@@ -152,9 +152,8 @@ void conv2d_bwd_data_bf16(const ConvDesc& d, const void* diff_dst_v, const void*
              g.RSC);
     col2im(d, g, col.data(), m0, m1, acc.data());
   }
-  parallel_for(0, src_elems, 65536, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) diff_src[i] = BFloat16(acc[size_t(i)]);
-  });
+  parallel_for(0, src_elems, 65536,
+               [&](int64_t b, int64_t e) { round_to_bf16(acc.data() + b, e - b, diff_src + b); });
 }
 
 void conv2d_bwd_weights_bf16(const ConvDesc& d, const void* src_v, const void* diff_dst_v, void* diff_wei_v,

@@ -267,6 +267,12 @@ void bf16gemm_round(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alp
   }
 }
 
+void round_to_bf16(const float* src, int64_t n, BFloat16* dst) {
+  if (const gemm_bf16_detail::Bf16RoundRowFn round_row = avx512_bf16_impl().round_row)
+    return round_row(src, n, 0.f, nullptr, false, reinterpret_cast<uint16_t*>(dst));
+  for (int64_t i = 0; i < n; ++i) dst[i] = BFloat16(src[i]);
+}
+
 void gemm_bf16(const GemmDesc& d, const void* a, const void* b, void* c) {
   KILN_CHECK(d.dtype == DType::bfloat16, "gemm_bf16: dtype ", d.dtype, " in ", d.str());
   if (d.batch == 0 || d.m == 0 || d.n == 0) return;

@@ -45,6 +45,10 @@ void bf16gemm_round(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     int64_t lda, const BFloat16* b, int64_t ldb, float beta, BFloat16* c, int64_t ldc,
                     const Bf16Epilogue& epi = {});
 
+// dst[i] = BFloat16(src[i]) for i < n (round to nearest even), vectorised where the AVX512_BF16
+// path is built; the same bits either way. Single-threaded.
+void round_to_bf16(const float* src, int64_t n, BFloat16* dst);
+
 // GemmDesc with dtype bfloat16: A, B and C bfloat16 (C rounded once), batches as GemmDesc says.
 void gemm_bf16(const GemmDesc& d, const void* a, const void* b, void* c);
 
