@@ -4,7 +4,8 @@
 // vdpbf16ps adds both products to a float32 lane: 24 instructions against 3 loads per k pair, 768
 // multiply-adds. Loop order per thread rectangle, as gemm_avx512.cpp: for each kc x nc block of B
 // (packed once, kept in L2), for each 12-row panel of A (packed just before use, kept in L1),
-// sweep the 32-column panels of B.
+// sweep the 32-column panels of B. Narrow C (<= 128 columns) reads an untransposed A in place,
+// a pair at a time, with long k blocks instead of packing it.
 // Packed layouts, in 32-bit words (low half: the even k): A panels of kMR rows, word p * kMR + r
 // = pair p of row r; B panels of kNR columns, word p * kNR + j = pair p of column j. Rows past m,
 // columns past n and the second half of an odd k's last pair are zero.
