@@ -231,7 +231,10 @@ int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSes
             peer.kind == bench::PeerKind::pytorch
                 ? bench::run_pytorch_peer(peer, pytorch_script, specs, num_threads())
                 : bench::run_onnxruntime_peer(peer, ort_script, specs, num_threads(), &notes);
-        ran.emplace_back(peer, std::move(res));
+        if (peer.kind == bench::PeerKind::onnxruntime && res.runs.empty())
+          notes.push_back("onnxruntime: no rows (it runs the forward float32 CPU rows only)");
+        else
+          ran.emplace_back(peer, std::move(res));
       } catch (const Error& e) {
         notes.push_back(peer.backend + ": failed: " + e.what());
         peer_failed = true;
