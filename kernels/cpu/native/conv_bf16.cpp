@@ -11,6 +11,7 @@
 #include "kernels/cpu/native/conv_bf16.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -35,6 +36,27 @@ struct Geom {
     chunk = std::max<int64_t>(1, std::min<int64_t>(M, kColBudget / std::max<int64_t>(RSC, 1)));
   }
 };
+
+// Scratch kept by the calling thread for its next call (the col chunk, the permuted weights):
+// 64-byte aligned, not initialised, grown on demand. Fresh pages each call (and a vector's zero
+// fill) measured several percent of a layer.
+template <class T, int Slot>
+T* scratch(int64_t n) {
+  struct Buf {
+    void* p = nullptr;
+    size_t bytes = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf buf;
+  const size_t bytes = (std::max<size_t>(size_t(n), 1) * sizeof(T) + 63) / 64 * 64;
+  if (bytes > buf.bytes) {
+    std::free(buf.p);
+    buf.p = std::aligned_alloc(64, bytes);
+    buf.bytes = buf.p ? bytes : 0;
+    KILN_CHECK(buf.p, "conv2d (native bfloat16): cannot allocate ", bytes, " bytes of scratch");
+  }
+  return static_cast<T*>(buf.p);
+}
 
 // wei [K, C, R, S] -> wt [K, R, S, C]; `to` may be float32 (from float32 sums) to round into.
 template <class From, class To>
@@ -116,14 +138,13 @@ void conv2d_fwd_bf16(const ConvDesc& d, const void* src_v, const void* wei_v, co
   epi.relu = d.relu;
   if (g.direct)  // dst[M, K] = src[M, C] * wei[K, C]^T
     return bf16gemm_round(false, true, g.M, d.K, d.C, 1.f, src, d.C, wei, d.C, 0.f, dst, d.K, epi);
-  std::vector<BFloat16> wt(size_t(d.K * g.RSC));
-  permute_weights(d, wei, wt.data(), false);
-  std::vector<BFloat16> col(size_t(g.chunk * g.RSC));
+  BFloat16* wt = scratch<BFloat16, 0>(d.K * g.RSC);
+  permute_weights(d, wei, wt, false);
+  BFloat16* col = scratch<BFloat16, 1>(g.chunk * g.RSC);
   for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
     const int64_t m1 = std::min(g.M, m0 + g.chunk);
-    im2col(d, g, src, m0, m1, col.data());
-    bf16gemm_round(false, true, m1 - m0, d.K, g.RSC, 1.f, col.data(), g.RSC, wt.data(), g.RSC, 0.f, dst + m0 * d.K,
-                   d.K, epi);
+    im2col(d, g, src, m0, m1, col);
+    bf16gemm_round(false, true, m1 - m0, d.K, g.RSC, 1.f, col, g.RSC, wt, g.RSC, 0.f, dst + m0 * d.K, d.K, epi);
   }
 }
 
@@ -143,14 +164,13 @@ void conv2d_bwd_data_bf16(const ConvDesc& d, const void* diff_dst_v, const void*
   parallel_for(0, src_elems, 65536, [&](int64_t b, int64_t e) {
     std::memset(acc.data() + b, 0, sizeof(float) * size_t(e - b));
   });
-  std::vector<BFloat16> wt(size_t(d.K * g.RSC));
-  permute_weights(d, wei, wt.data(), false);
-  std::vector<float> col(size_t(g.chunk * g.RSC));
+  BFloat16* wt = scratch<BFloat16, 0>(d.K * g.RSC);
+  permute_weights(d, wei, wt, false);
+  float* col = scratch<float, 2>(g.chunk * g.RSC);
   for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
     const int64_t m1 = std::min(g.M, m0 + g.chunk);
-    bf16gemm(false, false, m1 - m0, g.RSC, d.K, 1.f, diff_dst + m0 * d.K, d.K, wt.data(), g.RSC, 0.f, col.data(),
-             g.RSC);
-    col2im(d, g, col.data(), m0, m1, acc.data());
+    bf16gemm(false, false, m1 - m0, g.RSC, d.K, 1.f, diff_dst + m0 * d.K, d.K, wt, g.RSC, 0.f, col, g.RSC);
+    col2im(d, g, col, m0, m1, acc.data());
   }
   parallel_for(0, src_elems, 65536,
                [&](int64_t b, int64_t e) { round_to_bf16(acc.data() + b, e - b, diff_src + b); });
@@ -183,15 +203,15 @@ void conv2d_bwd_weights_bf16(const ConvDesc& d, const void* src_v, const void* d
   if (g.M == 0) return fill_bf16(diff_wei, d.wei_elems());
   if (g.direct)  // diff_wei[K, C] = diff_dst[M, K]^T * src[M, C]
     return bf16gemm_round(true, false, d.K, d.C, g.M, 1.f, diff_dst, d.K, src, d.C, 0.f, diff_wei, d.C);
-  std::vector<float> dwt(size_t(d.K * g.RSC));
-  std::vector<BFloat16> col(size_t(g.chunk * g.RSC));
+  float* dwt = scratch<float, 3>(d.K * g.RSC);
+  BFloat16* col = scratch<BFloat16, 1>(g.chunk * g.RSC);
   for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
     const int64_t m1 = std::min(g.M, m0 + g.chunk);
-    im2col(d, g, src, m0, m1, col.data());
-    bf16gemm(true, false, d.K, g.RSC, m1 - m0, 1.f, diff_dst + m0 * d.K, d.K, col.data(), g.RSC, m0 == 0 ? 0.f : 1.f,
-             dwt.data(), g.RSC);
+    im2col(d, g, src, m0, m1, col);
+    bf16gemm(true, false, d.K, g.RSC, m1 - m0, 1.f, diff_dst + m0 * d.K, d.K, col, g.RSC, m0 == 0 ? 0.f : 1.f, dwt,
+             g.RSC);
   }
-  permute_weights(d, dwt.data(), diff_wei, true);
+  permute_weights(d, dwt, diff_wei, true);
 }
 
 }  // namespace kiln::native
