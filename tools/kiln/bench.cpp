@@ -222,6 +222,10 @@ int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSes
     std::vector<std::pair<bench::Peer, bench::Results>> ran;
     std::vector<std::string> notes = plan.notes;
     for (const bench::Peer& peer : plan.peers) {
+      if (peer.backend == "pytorch-debian-cl" && Device(o.device).is_cuda()) {
+        notes.push_back("pytorch-debian-cl: left out on " + o.device + " (Debian's PyTorch is built without CUDA)");
+        continue;
+      }
       std::fflush(stdout);
       std::fprintf(stderr, "kiln: running %s (%s %s, %s)\n", peer.backend.c_str(),
                    peer.kind == bench::PeerKind::pytorch ? "PyTorch" : "onnxruntime", peer.version.c_str(),
