@@ -3,10 +3,12 @@
 // median of --reps timed runs after one warm-up, on the dispatcher's choice for --backend.
 //   cmake --build build --target bench_conv && build/bench/bench_conv
 //   build/bench/bench_conv --reps 7 --threads 2 --backend native mb16ic64ih56oc64oh56kh3ph1
+//   build/bench/bench_conv --threads 1 --cpu-clock --layout nhwc ...   # CPU time: a busy machine's figure
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,13 +31,24 @@ std::vector<float> random_buffer(int64_t n, uint64_t seed) {
   return v;
 }
 
+// Wall time, or with cpu_clock the process's CPU time (all threads): on a shared machine a
+// one-thread run's CPU time is what the kernel cost, whatever else ran beside it.
+bool g_cpu_clock = false;
+double now_ms() {
+  if (!g_cpu_clock)
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+}
+
 double median_ms(int reps, const std::function<void()>& f) {
   f();  // warm-up: page faults, allocator, dispatch cache
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
+    const double t0 = now_ms();
     f();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    t.push_back(now_ms() - t0);
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -54,8 +67,9 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && i + 1 < argc) set_num_threads(std::atoi(argv[++i]));
     else if (a == "--backend" && i + 1 < argc) backend = argv[++i];
     else if (a == "--layout" && i + 1 < argc) nhwc = std::string(argv[++i]) == "nhwc";
+    else if (a == "--cpu-clock") g_cpu_clock = true;
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_conv [--reps N] [--threads T] [--backend native|onednn|ref] [--layout nchw|nhwc] [problem ...]\n");
+      std::printf("usage: bench_conv [--reps N] [--threads T] [--backend native|onednn|ref] [--layout nchw|nhwc] [--cpu-clock] [problem ...]\n");
       return 0;
     } else problems.push_back(a);
   }

@@ -31,7 +31,10 @@ ConvDesc conv(int64_t N, int64_t C, int64_t H, int64_t W, int64_t K, int64_t R, 
 }
 
 struct Restore {
-  ~Restore() { native::set_conv_direct_path("auto"); }
+  ~Restore() {
+    native::set_conv_direct_path("auto");
+    native::reset_conv_direct_tuning();
+  }
 };
 
 void check_close(const std::vector<float>& a, const std::vector<double>& e, double tol, const std::string& what) {
@@ -65,6 +68,8 @@ TEST_CASE("native direct conv vs ref: forward (bias, ReLU, residual), backward-w
       conv(1, 4, 9, 10, 6, 5, 3, 3, 2, 1, false),     // stride 3, 5x3
       conv(1, 3, 7, 7, 4, 2, 2, 2, 0, 1, true),       // 2x2 stride 2: one tap per phase
       conv(2, 6, 13, 13, 8, 3, 3, 2, 2, 2, true),     // strided and dilated: backward-data on col2im
+      conv(8, 6, 5, 5, 10, 3, 3, 1, 1, 1, true),      // small images: several per item and pass
+      conv(9, 4, 3, 4, 7, 3, 1, 1, 1, 1, false),      // several per item, batch not a multiple
   };
   ConvDesc asym = conv(2, 4, 9, 9, 6, 3, 3, 2, 1, 1, true);  // bottom/right padding unlike the top/left
   asym.P = 4, asym.Q = 5;
@@ -74,11 +79,16 @@ TEST_CASE("native direct conv vs ref: forward (bias, ReLU, residual), backward-w
   ds.push_back(asym1);
   Restore restore;
   int paths = 0;
+  // Blockings: as tuned; a window per item (no whole-batch copy); input channels in chunks of
+  // one and two (panel_bytes below one channel's panel); one pixel per item.
+  const native::ConvDirectTuning tunings[] = {native::conv_direct_tuning(), {0, 0, 192}, {int64_t(1) << 30, 1, 192},
+                                              {int64_t(1) << 30, 9 * 32 * 4 * 2, 1}};
   for (const char* path : {"avx512", "avx2", "off"}) {  // off: the im2col path, residual included
     if (!native::conv_direct_path_available(path)) continue;
     paths += std::string(path) != "off";
     native::set_conv_direct_path(path);
     CHECK(std::string(native::conv_direct_path()) == path);
+    for (const native::ConvDirectTuning& tuning : tunings)
     for (const ConvDesc& base : ds)
       for (int post = 0; post < 3; ++post) {  // 0: plain, 1: ReLU, 2: residual + ReLU
         ConvDesc d = base;
@@ -86,6 +96,10 @@ TEST_CASE("native direct conv vs ref: forward (bias, ReLU, residual), backward-w
         d.sum = post == 2;
         CAPTURE(std::string(path));
         CAPTURE(d.str());
+        CAPTURE(tuning.batch_bytes);
+        CAPTURE(tuning.panel_bytes);
+        CAPTURE(tuning.item_pixels);
+        native::set_conv_direct_tuning(tuning);
         const bool gemm = d.R == 1 && d.S == 1 && d.stride_h == 1 && d.pad_h == 0;
         REQUIRE(native::conv_direct_fwd_applies(d) == (!gemm && std::string(path) != "off"));
         REQUIRE(native::supports_conv(d));

@@ -50,6 +50,14 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
 const char* conv_direct_path();
 bool conv_direct_path_available(const std::string& name);
 void set_conv_direct_path(const std::string& name);
+// Its blocking (conv_direct.cpp says what each size does): for tests, which force every case
+// (windows per item, channel chunks, several images per item) on small shapes.
+struct ConvDirectTuning {
+  int64_t batch_bytes, panel_bytes, item_pixels;
+};
+ConvDirectTuning conv_direct_tuning();
+void set_conv_direct_tuning(const ConvDirectTuning& t);
+void reset_conv_direct_tuning();
 
 // Depthwise (groups == C > 1, K a multiple of C), conv_depthwise.cpp: direct loops, NCHW and
 // NHWC, no im2col. The entry points above call them first when is_depthwise(d) (which

@@ -21,7 +21,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +30,7 @@
 #include "kernels/cpu/native/conv.h"
 #include "kernels/cpu/native/conv_direct.h"
 #include "kernels/cpu/native/cpu_features.h"
+#include "kernels/cpu/native/thread_buffer.h"
 
 namespace kiln::native {
 namespace {
@@ -39,9 +39,16 @@ using direct::Isa;
 using direct::TileArgs;
 using direct::WeiTileArgs;
 
-// Window budget per work item in bytes: with one weight panel (up to ~600 KB for 3x3x512) it
-// stays within a 1 MiB L2.
+// Source rows one work item reads, in bytes: with one weight panel they stay within the L2.
 constexpr int64_t kWindowBytes = int64_t(256) << 10;
+// The blocking choices below (conv.h: ConvDirectTuning), process-wide; tests force each case.
+//   batch_bytes: a padded copy of the whole batch up to this size (beyond it, a window per item);
+//   panel_bytes: the weight panel of one chunk of input channels (0: 5/8 of the L2);
+//   item_pixels: output pixels a work item (or a backward-weights pass) covers at least where
+//   images are small: several images per item, so a panel serves that many pixels while in cache.
+const ConvDirectTuning kDefaultTuning{int64_t(16) << 20, 0, 192};
+std::atomic<int64_t> g_batch_bytes{kDefaultTuning.batch_bytes}, g_panel_bytes{kDefaultTuning.panel_bytes},
+    g_item_pixels{kDefaultTuning.item_pixels};
 
 // -1: not chosen yet; 0: off; 1: avx512; 2: avx2.
 std::atomic<int> g_path{-1};
@@ -77,28 +84,44 @@ int current_path() {
 
 Isa isa_of(int path) { return path == 1 ? direct::avx512_isa() : path == 2 ? direct::avx2_isa() : Isa{}; }
 
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
-using AlignedFloats = std::unique_ptr<float, FreeDeleter>;
-
-AlignedFloats aligned_floats(int64_t n, const char* what) {
-  const size_t bytes = (size_t(std::max<int64_t>(n, 1)) * sizeof(float) + 63) / 64 * 64;
-  float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
-  KILN_CHECK(p, "conv2d (native direct): out of memory for ", bytes, " bytes of ", what);
-  return AlignedFloats(p);
+// Scratch per calling thread, kept across calls (thread_buffer.h).
+float* scratch(int slot, int64_t floats, const char* what) {
+  thread_local ThreadBuffer buffers[5];
+  return buffers[slot].get(size_t(std::max<int64_t>(floats, 1)), what);
 }
+enum Slot { kPacked = 0, kWindows = 1, kGradient = 2, kBatch = 3, kRows = 4 };
 
-// Panels of nr output channels of the forward-form problem d: panel j is [R][S][C][nr] for
-// channels [j*nr, j*nr + nr), zero past K. Weight (k, c, tap) is wei[row(k, c) * RS0 + tap_src[tap]]
-// with row(k, c) = k*C + c (the forward's KCRS), or c*K + k when `swapped` (backward-data reads the
-// forward's weights with C and K exchanged); RS0 is the taps per row of wei, tap_src maps each of
-// the R*S taps of d to one of them. The loops follow wei's rows, so it is read sequentially.
-AlignedFloats pack_weights(const ConvDesc& d, int64_t nr, const float* wei, int64_t RS0, const std::vector<int64_t>& tap_src,
-                           bool swapped) {
+// The reduction in chunks of input channels where one panel of all of them would not stay in
+// the L2 (3x3x1024: 1.2 MB): chunk i is channels [c0(i), c0(i+1)), equal sizes.
+struct Chunks {
+  int64_t n = 1;
+  Chunks() = default;
+  Chunks(const ConvDesc& d, int64_t nr) {
+    const int64_t set = g_panel_bytes.load(std::memory_order_relaxed);
+    const int64_t budget = set > 0 ? set : std::max<int64_t>(int64_t(64) << 10, int64_t(l2_cache_bytes()) * 5 / 8);
+    const int64_t per_channel = d.R * d.S * nr * int64_t(sizeof(float));
+    n = std::clamp<int64_t>((d.C * per_channel + budget - 1) / budget, 1, d.C);
+  }
+  int64_t c0(const ConvDesc& d, int64_t i) const { return i * d.C / n; }
+};
+
+// Panels of nr output channels of the forward-form problem d: panel j holds channels
+// [j*nr, j*nr + nr) (zero past K), and within it chunk i of the input channels as [R][S][cb][nr].
+// Weight (k, c, tap) is wei[row(k, c) * RS0 + tap_src[tap]] with row(k, c) = k*C + c (the
+// forward's KCRS), or c*K + k when `swapped` (backward-data reads the forward's weights with C and
+// K exchanged); RS0 is the taps per row of wei, tap_src maps each of the R*S taps of d to one of
+// them. The loops follow wei's rows, so it is read sequentially.
+const float* pack_weights(const ConvDesc& d, int64_t nr, const Chunks& ch, const float* wei, int64_t RS0,
+                          const std::vector<int64_t>& tap_src, bool swapped) {
   const int64_t panels = (d.K + nr - 1) / nr, RS = d.R * d.S, RSC = RS * d.C;
-  AlignedFloats wp = aligned_floats(panels * RSC * nr, "packed weights");
-  float* out = wp.get();
+  float* out = scratch(kPacked, panels * RSC * nr, "conv2d (native direct): packed weights");
+  std::vector<int64_t> pos(size_t(d.C));  // where channel c's first tap goes, and its chunk's width
+  std::vector<int64_t> width(size_t(d.C));
+  for (int64_t i = 0; i < ch.n; ++i)
+    for (int64_t c = ch.c0(d, i); c < ch.c0(d, i + 1); ++c) {
+      pos[size_t(c)] = RS * ch.c0(d, i) + (c - ch.c0(d, i));
+      width[size_t(c)] = ch.c0(d, i + 1) - ch.c0(d, i);
+    }
   parallel_for(0, panels, 1, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       float* panel = out + j * RSC * nr;
@@ -108,7 +131,9 @@ AlignedFloats pack_weights(const ConvDesc& d, int64_t nr, const float* wei, int6
       auto put = [&](int64_t l, int64_t c) {
         const int64_t k = j * nr + l;
         const float* w = wei + (swapped ? c * d.K + k : k * d.C + c) * RS0;
-        for (int64_t t = 0; t < RS; ++t) panel[(t * d.C + c) * nr + l] = w[tap_src[size_t(t)]];
+        float* o = panel + pos[size_t(c)] * nr + l;
+        const int64_t step = width[size_t(c)] * nr;
+        for (int64_t t = 0; t < RS; ++t) o[t * step] = w[tap_src[size_t(t)]];
       };
       if (swapped) {
         for (int64_t c = 0; c < d.C; ++c)
@@ -119,60 +144,92 @@ AlignedFloats pack_weights(const ConvDesc& d, int64_t nr, const float* wei, int6
       }
     }
   });
-  return wp;
+  return out;
 }
 
-// How the tiles read the source: in place, or through a zero-bordered window of the rows a
-// block of output rows reads where the convolution reads any padding. Segments: one per kernel
-// row (S*C contiguous floats), or one per tap when the kernel is dilated along w.
+// How the tiles read the source. In place where the convolution reads no padding; otherwise a
+// zero-bordered copy: of the whole batch when it is small (kBatchBytes), else of the rows each
+// work item reads (a window per thread). Either way output row p of image n reads source rows
+// from row(n, p) on, stride_h * pitch floats further per output row.
 struct Source {
-  int64_t Wp;      // columns the convolution reads: (Q-1)*stride_w + (S-1)*dilation_w + 1
-  bool window;     // copy rows into a window (some read lies outside the image)
-  int64_t pitch;   // floats from one source row to the next
-  std::vector<int64_t> seg;
-  int64_t seg_len;
+  enum Mode { kInPlace, kWholeBatch, kWindows } mode;
+  int64_t Wp;          // columns the convolution reads: (Q-1)*stride_w + (S-1)*dilation_w + 1
+  int64_t Hn;          // rows it reads per image: (P-1)*stride_h + (R-1)*dilation_h + 1
+  int64_t pitch;       // floats from one source row to the next
+  int64_t image;       // floats from one image to the next (in place and whole batch)
+  const float* data;   // in place: src at what output (0, 0, 0) reads at tap (0, 0); whole batch: the copy
 
-  explicit Source(const ConvDesc& d) : Wp((d.Q - 1) * d.stride_w + (d.S - 1) * d.dilation_w + 1) {
-    window = d.pad_h > 0 || d.pad_w > 0 || (d.P - 1) * d.stride_h - d.pad_h + (d.R - 1) * d.dilation_h >= d.H ||
-             Wp - 1 - d.pad_w >= d.W;
-    pitch = (window ? Wp : d.W) * d.C;
-    if (d.dilation_w == 1) {
-      seg_len = d.S * d.C;
-      for (int64_t r = 0; r < d.R; ++r) seg.push_back(r * d.dilation_h * pitch);
-    } else {
-      seg_len = d.C;
-      for (int64_t r = 0; r < d.R; ++r)
-        for (int64_t s = 0; s < d.S; ++s) seg.push_back(r * d.dilation_h * pitch + s * d.dilation_w * d.C);
+  Source(const ConvDesc& d, const float* src)
+      : Wp((d.Q - 1) * d.stride_w + (d.S - 1) * d.dilation_w + 1),
+        Hn((d.P - 1) * d.stride_h + (d.R - 1) * d.dilation_h + 1) {
+    const bool pads = d.pad_h > 0 || d.pad_w > 0 || Hn - 1 - d.pad_h >= d.H || Wp - 1 - d.pad_w >= d.W;
+    if (!pads) {
+      mode = kInPlace;
+      pitch = d.W * d.C;
+      image = d.H * pitch;
+      data = src + (-d.pad_h * d.W - d.pad_w) * d.C;
+      return;
     }
+    pitch = Wp * d.C;
+    image = Hn * pitch;
+    if (d.N * image * int64_t(sizeof(float)) > g_batch_bytes.load(std::memory_order_relaxed)) {
+      mode = kWindows;
+      data = nullptr;
+      return;
+    }
+    mode = kWholeBatch;
+    float* copy = scratch(kBatch, d.N * image, "conv2d (native direct): padded source");
+    parallel_for(0, d.N * Hn, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) fill_row(d, src, r / Hn, r % Hn - d.pad_h, copy + r * pitch);
+    });
+    data = copy;
   }
-  int64_t rows_read(const ConvDesc& d, int64_t out_rows) const {
-    return (out_rows - 1) * d.stride_h + (d.R - 1) * d.dilation_h + 1;
-  }
-  int64_t window_elems(const ConvDesc& d, int64_t out_rows) const {
-    return window ? rows_read(d, out_rows) * Wp * d.C : 0;
-  }
-  // The source read by output pixel (p0, 0) of image n at offset 0 of every segment; rows
-  // [p0, p1) of the output read from there on, one output row every stride_h * pitch floats.
-  const float* rows(const ConvDesc& d, const float* src, int64_t n, int64_t p0, int64_t p1, float* win) const {
+  // Row ih of image n as the convolution reads it: Wp columns from iw = -pad_w, zero outside.
+  void fill_row(const ConvDesc& d, const float* src, int64_t n, int64_t ih, float* row) const {
     const int64_t C = d.C;
-    if (!window) return src + ((n * d.H + p0 * d.stride_h - d.pad_h) * d.W - d.pad_w) * C;
-    const int64_t ih0 = p0 * d.stride_h - d.pad_h, nrows = rows_read(d, p1 - p0);
-    const int64_t lo = std::clamp<int64_t>(d.pad_w, 0, Wp), hi = std::clamp<int64_t>(d.W + d.pad_w, lo, Wp);
-    for (int64_t rr = 0; rr < nrows; ++rr) {
-      float* row = win + rr * Wp * C;
-      const int64_t ih = ih0 + rr;
-      if (ih < 0 || ih >= d.H) {
-        std::memset(row, 0, sizeof(float) * size_t(Wp * C));
-        continue;
-      }
-      std::memset(row, 0, sizeof(float) * size_t(lo * C));
-      if (hi > lo)
-        std::memcpy(row + lo * C, src + ((n * d.H + ih) * d.W + lo - d.pad_w) * C, sizeof(float) * size_t((hi - lo) * C));
-      std::memset(row + hi * C, 0, sizeof(float) * size_t((Wp - hi) * C));
+    if (ih < 0 || ih >= d.H) {
+      std::memset(row, 0, sizeof(float) * size_t(Wp * C));
+      return;
     }
-    return win;
+    const int64_t lo = std::clamp<int64_t>(d.pad_w, 0, Wp), hi = std::clamp<int64_t>(d.W + d.pad_w, lo, Wp);
+    std::memset(row, 0, sizeof(float) * size_t(lo * C));
+    if (hi > lo)
+      std::memcpy(row + lo * C, src + ((n * d.H + ih) * d.W + lo - d.pad_w) * C, sizeof(float) * size_t((hi - lo) * C));
+    std::memset(row + hi * C, 0, sizeof(float) * size_t((Wp - hi) * C));
+  }
+  // Windows mode: floats of the window for `out_rows` output rows.
+  int64_t window_elems(const ConvDesc& d, int64_t out_rows) const {
+    return mode == kWindows ? ((out_rows - 1) * d.stride_h + (d.R - 1) * d.dilation_h + 1) * pitch : 0;
+  }
+  // Where output row p of image n reads; in windows mode the rows [p0, p1) are copied into win
+  // first by load() and p is in that range.
+  const float* row(int64_t n, int64_t p, int64_t p0, const float* win, const ConvDesc& d) const {
+    if (mode == kWindows) return win + (p - p0) * d.stride_h * pitch;
+    return data + n * image + p * d.stride_h * pitch;
+  }
+  void load(const ConvDesc& d, const float* src, int64_t n, int64_t p0, int64_t p1, float* win) const {
+    if (mode != kWindows) return;
+    const int64_t rows = (p1 - p0 - 1) * d.stride_h + (d.R - 1) * d.dilation_h + 1;
+    for (int64_t rr = 0; rr < rows; ++rr) fill_row(d, src, n, p0 * d.stride_h - d.pad_h + rr, win + rr * pitch);
   }
 };
+
+// Reduction segments of chunk i, offsets from a pixel's source: one per kernel row (S*C
+// contiguous floats) when the channels are not chunked and the kernel is dense along w, else one
+// per tap (the chunk's channels).
+void segments(const ConvDesc& d, const Source& so, const Chunks& ch, int64_t i, std::vector<int64_t>& seg,
+              int64_t& seg_len) {
+  seg.clear();
+  const int64_t c0 = ch.c0(d, i);
+  if (ch.n == 1 && d.dilation_w == 1) {
+    seg_len = d.S * d.C;
+    for (int64_t r = 0; r < d.R; ++r) seg.push_back(r * d.dilation_h * so.pitch);
+    return;
+  }
+  seg_len = ch.c0(d, i + 1) - c0;
+  for (int64_t r = 0; r < d.R; ++r)
+    for (int64_t s = 0; s < d.S; ++s) seg.push_back(r * d.dilation_h * so.pitch + s * d.dilation_w * d.C + c0);
+}
 
 // Where output pixel (n, p, q) lies: dst + n*image + p*row + q*pixel (channels contiguous).
 struct DstLayout {
@@ -180,63 +237,80 @@ struct DstLayout {
 };
 
 // Runs the forward-form problem d: dst = act(conv(src, packed weights) + bias [+ dst]).
-void run(const ConvDesc& d, const Isa& isa, const float* src, const float* wp, const float* bias, float* dst,
-         bool accumulate, bool relu, DstLayout out) {
+void run(const ConvDesc& d, const Isa& isa, const Chunks& ch, const float* src, const float* wp, const float* bias,
+         float* dst, bool accumulate, bool relu, DstLayout out) {
   const int64_t C = d.C, K = d.K, nr = isa.nr, mr = isa.mr;
   const int64_t panels = (K + nr - 1) / nr, RSC = d.R * d.S * C;
-  const Source so(d);
-  // Output rows per item: a window of at most kWindowBytes (at least one row).
-  const int64_t row_bytes = so.Wp * C * int64_t(sizeof(float));
+  const Source so(d, src);
+  // Items: output rows [p0, p1) of images [n0, n1), panels [j0, j1). Rows per item: source rows of
+  // at most kWindowBytes; small images: whole images, enough of them for kItemPixels.
+  const int64_t row_bytes = so.pitch * int64_t(sizeof(float));
   const int64_t rows_in = std::max<int64_t>(1, kWindowBytes / std::max<int64_t>(row_bytes, 1));
-  int64_t rb = std::max<int64_t>(1, (rows_in - (d.R - 1) * d.dilation_h - 1) / d.stride_h + 1);
-  rb = std::min(rb, d.P);
+  int64_t rb = std::clamp<int64_t>((rows_in - (d.R - 1) * d.dilation_h - 1) / d.stride_h + 1, 1, d.P);
   const int64_t nblocks = (d.P + rb - 1) / rb;
   rb = (d.P + nblocks - 1) / nblocks;
   const int nt = in_parallel_region() ? 1 : num_threads();
+  const int64_t item_pixels = g_item_pixels.load(std::memory_order_relaxed);
+  int64_t group = 1;  // images per item
+  if (nblocks == 1 && so.mode != Source::kWindows)
+    group = std::clamp<int64_t>((item_pixels + d.P * d.Q - 1) / std::max<int64_t>(d.P * d.Q, 1), 1,
+                                std::max<int64_t>(1, d.N / (2 * nt)));
+  const int64_t ngroups = (d.N + group - 1) / group;
   // Too few items for the team: split the panels too.
   const int64_t kgroups =
-      std::clamp<int64_t>((2 * nt + d.N * nblocks - 1) / std::max<int64_t>(d.N * nblocks, 1), 1, panels);
-  const int64_t items = d.N * nblocks * kgroups;
+      std::clamp<int64_t>((2 * nt + ngroups * nblocks - 1) / std::max<int64_t>(ngroups * nblocks, 1), 1, panels);
+  const int64_t items = ngroups * nblocks * kgroups;
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(nt, items));
   const int64_t win_elems = std::max<int64_t>(so.window_elems(d, rb), 1);
-  AlignedFloats windows = aligned_floats(parts * win_elems, "source windows");
+  float* windows = so.mode == Source::kWindows
+                       ? scratch(kWindows, parts * win_elems, "conv2d (native direct): source windows")
+                       : nullptr;
   const int64_t nchunks = (d.Q + mr - 1) / mr;  // pixels of a row in equal tiles (13 -> 7 + 6)
+  std::vector<std::vector<int64_t>> segs(size_t(ch.n));
+  std::vector<int64_t> seg_lens(size_t(ch.n));
+  for (int64_t i = 0; i < ch.n; ++i) segments(d, so, ch, i, segs[size_t(i)], seg_lens[size_t(i)]);
 
   // Items are taken in order as threads come free, not split up front: a thread slowed by another
   // process on its core takes fewer. Each output element is one item's: the bits stay the same.
   std::atomic<int64_t> next{0};
   parallel_for(0, parts, 1, [&](int64_t part_b, int64_t part_e) {
     for (int64_t part = part_b; part < part_e; ++part) {
-      float* win = windows.get() + part * win_elems;
+      float* win = windows ? windows + part * win_elems : nullptr;
       for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < items;
            item = next.fetch_add(1, std::memory_order_relaxed)) {
-        const int64_t kg = item % kgroups, blk = item / kgroups % nblocks, n = item / kgroups / nblocks;
+        const int64_t kg = item % kgroups, blk = item / kgroups % nblocks, g = item / kgroups / nblocks;
         const int64_t p0 = blk * rb, p1 = std::min(d.P, p0 + rb);
+        const int64_t n0 = g * group, n1 = std::min(d.N, n0 + group);
         const int64_t j0 = kg * panels / kgroups, j1 = (kg + 1) * panels / kgroups;
         if (p0 >= p1 || j0 >= j1) continue;
-        const float* base = so.rows(d, src, n, p0, p1, win);
+        if (win) so.load(d, src, n0, p0, p1, win);  // windows mode: one image per item
         TileArgs t{};
         t.a_step = d.stride_w * C;
-        t.seg = so.seg.data();
-        t.nseg = int64_t(so.seg.size());
-        t.seg_len = so.seg_len;
         t.c_step = out.pixel;
-        t.accumulate = accumulate;
-        t.relu = relu;
         for (int64_t j = j0; j < j1; ++j) {
-          t.b = wp + j * RSC * nr;
           t.kn = std::min(nr, K - j * nr);
-          t.bias = bias ? bias + j * nr : nullptr;
-          for (int64_t p = p0; p < p1; ++p) {
-            const float* arow = base + (p - p0) * d.stride_h * so.pitch;
-            float* crow = dst + n * out.image + p * out.row + j * nr;
-            for (int64_t ch = 0; ch < nchunks; ++ch) {
-              const int64_t q0 = ch * d.Q / nchunks, q1 = (ch + 1) * d.Q / nchunks;
-              t.a = arow + q0 * d.stride_w * C;
-              t.c = crow + q0 * out.pixel;
-              t.nb = q1 - q0;
-              isa.tile(t);
-            }
+          const float* panel = wp + j * RSC * nr;
+          for (int64_t i = 0; i < ch.n; ++i) {
+            // The chunks add up in dst: the bias and a residual with the first, ReLU with the last.
+            t.b = panel + d.R * d.S * ch.c0(d, i) * nr;
+            t.seg = segs[size_t(i)].data();
+            t.nseg = int64_t(segs[size_t(i)].size());
+            t.seg_len = seg_lens[size_t(i)];
+            t.bias = bias && i == 0 ? bias + j * nr : nullptr;
+            t.accumulate = i > 0 || accumulate;
+            t.relu = relu && i == ch.n - 1;
+            for (int64_t n = n0; n < n1; ++n)
+              for (int64_t p = p0; p < p1; ++p) {
+                const float* arow = so.row(n, p, p0, win, d);
+                float* crow = dst + n * out.image + p * out.row + j * nr;
+                for (int64_t q = 0; q < nchunks; ++q) {
+                  const int64_t q0 = q * d.Q / nchunks, q1 = (q + 1) * d.Q / nchunks;
+                  t.a = arow + q0 * d.stride_w * C;
+                  t.c = crow + q0 * out.pixel;
+                  t.nb = q1 - q0;
+                  isa.tile(t);
+                }
+              }
           }
         }
       }
@@ -270,6 +344,20 @@ bool conv_direct_path_available(const std::string& name) {
   return false;
 }
 
+ConvDirectTuning conv_direct_tuning() {
+  return ConvDirectTuning{g_batch_bytes.load(), g_panel_bytes.load(), g_item_pixels.load()};
+}
+
+void set_conv_direct_tuning(const ConvDirectTuning& t) {
+  KILN_CHECK(t.batch_bytes >= 0 && t.panel_bytes >= 0 && t.item_pixels >= 1,
+             "set_conv_direct_tuning: sizes must be at least 0 and item_pixels at least 1");
+  g_batch_bytes = t.batch_bytes;
+  g_panel_bytes = t.panel_bytes;
+  g_item_pixels = t.item_pixels;
+}
+
+void reset_conv_direct_tuning() { set_conv_direct_tuning(kDefaultTuning); }
+
 void set_conv_direct_path(const std::string& name) {
   if (name == "auto") {
     g_path.store(best_path(), std::memory_order_release);
@@ -298,8 +386,9 @@ void conv2d_fwd_direct(const ConvDesc& d, const float* src, const float* wei, co
   const Isa isa = isa_of(current_path());
   std::vector<int64_t> taps(size_t(d.R * d.S));
   for (size_t t = 0; t < taps.size(); ++t) taps[t] = int64_t(t);
-  AlignedFloats wp = pack_weights(d, isa.nr, wei, d.R * d.S, taps, false);
-  run(d, isa, src, wp.get(), d.has_bias ? bias : nullptr, dst, accumulate, d.relu,
+  const Chunks ch(d, isa.nr);
+  const float* wp = pack_weights(d, isa.nr, ch, wei, d.R * d.S, taps, false);
+  run(d, isa, ch, src, wp, d.has_bias ? bias : nullptr, dst, accumulate, d.relu,
       DstLayout{d.P * d.Q * d.K, d.Q * d.K, d.K});
 }
 
@@ -347,8 +436,9 @@ void conv2d_bwd_data_direct(const ConvDesc& d, const float* diff_dst, const floa
       std::vector<int64_t> taps;  // phase tap (t, u) <- forward tap (r0 + sh*(Ra-1-t), s0 + sw*(Sb-1-u))
       for (int64_t t = 0; t < Ra; ++t)
         for (int64_t u = 0; u < Sb; ++u) taps.push_back((r0 + sh * (Ra - 1 - t)) * d.S + (s0 + sw * (Sb - 1 - u)));
-      AlignedFloats wp = pack_weights(b, isa.nr, wei, d.R * d.S, taps, true);
-      run(b, isa, diff_dst, wp.get(), nullptr, out, false, false, layout);
+      const Chunks ch(b, isa.nr);
+      const float* wp = pack_weights(b, isa.nr, ch, wei, d.R * d.S, taps, true);
+      run(b, isa, ch, diff_dst, wp, nullptr, out, false, false, layout);
     }
 }
 
@@ -356,65 +446,78 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
   KILN_CHECK(conv_direct_fwd_applies(d), "conv2d_bwd_weights (native direct): does not apply to ", d.str());
   const int64_t C = d.C, K = d.K, RSC = d.R * d.S * C, RS = d.R * d.S;
   const Isa isa = isa_of(current_path());
-  const Source so(d);
+  const Source so(d, src);
+  std::vector<int64_t> seg;
+  int64_t seg_len = 0;
+  segments(d, so, Chunks(), 0, seg, seg_len);
   // Lanes along the source run (dW in [K][R][S][C]) unless the run is short against the vector
   // (few input channels: the first layer), where output channels go along the vector instead
   // (dW in [R][S][C][K]): whichever fills more of its vectors.
   auto fill = [](int64_t n, int64_t width) { return double(n) / double(width * ((n + width - 1) / width)); };
-  const bool transposed = fill(K, isa.nr) > fill(so.seg_len, isa.wl) + 0.05;
-  AlignedFloats dwt = aligned_floats(K * RSC, "weight gradient");
-  std::memset(dwt.get(), 0, sizeof(float) * size_t(K * RSC));
+  const bool transposed = fill(K, isa.nr) > fill(seg_len, isa.wl) + 0.05;
+  float* dwt = scratch(kGradient, K * RSC, "conv2d (native direct): weight gradient");
+  std::memset(dwt, 0, sizeof(float) * size_t(K * RSC));
   if (d.N * d.P * d.Q > 0) {
     // Units: a run of lanes of one segment, every output channel; each thread owns some and sums
     // every pixel into them in the same order: bits independent of the thread count.
     const int64_t lane_w = transposed ? isa.mr : isa.wl, chan_w = transposed ? isa.nr : isa.wr;
-    const int64_t lane_tiles = (so.seg_len + lane_w - 1) / lane_w;  // equal tiles (9 -> 9; 33 -> 11 x 3)
-    const int64_t units = int64_t(so.seg.size()) * lane_tiles;
+    const int64_t lane_tiles = (seg_len + lane_w - 1) / lane_w;  // equal tiles (9 -> 9; 33 -> 11 x 3)
+    const int64_t units = int64_t(seg.size()) * lane_tiles;
     const int64_t chan_tiles = (K + chan_w - 1) / chan_w;
-    // Output rows per pass: about 192 pixels, whose source runs stay in L1 across the channel tiles.
-    const int64_t rc = std::clamp<int64_t>(192 / std::max<int64_t>(d.Q, 1), 1, d.P);
+    // Passes over about kItemPixels output pixels, whose source runs stay in L1 across the channel
+    // tiles: rows of one image in windows mode, else consecutive rows across images.
+    const int64_t rc = std::max<int64_t>(1, g_item_pixels.load(std::memory_order_relaxed) / std::max<int64_t>(d.Q, 1));
+    const int64_t rows_total = d.N * d.P;
     const int nt = in_parallel_region() ? 1 : num_threads();
     const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(nt, units));
-    const int64_t win_elems = std::max<int64_t>(so.window_elems(d, rc), 1);
-    AlignedFloats windows = aligned_floats(parts * win_elems, "source windows");
+    const int64_t win_rows = std::min(rc, d.P);
+    const int64_t win_elems = std::max<int64_t>(so.window_elems(d, win_rows), 1);
+    float* windows = so.mode == Source::kWindows
+                         ? scratch(kWindows, parts * win_elems, "conv2d (native direct): source windows")
+                         : nullptr;
     parallel_for(0, parts, 1, [&](int64_t part_b, int64_t part_e) {
       for (int64_t part = part_b; part < part_e; ++part) {
-        float* win = windows.get() + part * win_elems;
+        float* win = windows ? windows + part * win_elems : nullptr;
+        std::vector<const float*> rows(static_cast<size_t>(rc));
         const int64_t u0 = part * units / parts, u1 = (part + 1) * units / parts;
         WeiTileArgs t{};
         t.dy_step = K;
         t.x_step = d.stride_w * C;
-        t.x_row = d.stride_h * so.pitch;
         t.npx = d.Q;
         t.dw_step = transposed ? K : RSC;
-        for (int64_t n = 0; n < d.N; ++n)
-          for (int64_t p0 = 0; p0 < d.P; p0 += rc) {
-            const int64_t p1 = std::min(d.P, p0 + rc);
-            const float* base = so.rows(d, src, n, p0, p1, win);
-            t.nrows = p1 - p0;
-            for (int64_t u = u0; u < u1; ++u) {
-              const int64_t sg = u / lane_tiles, lt = u % lane_tiles;
-              const int64_t l0 = lt * so.seg_len / lane_tiles, l1 = (lt + 1) * so.seg_len / lane_tiles;
-              t.nl = l1 - l0;
-              t.x = base + so.seg[size_t(sg)] + l0;
-              const int64_t run0 = sg * so.seg_len + l0;  // the lane's element of [R][S][C]
-              for (int64_t ct = 0; ct < chan_tiles; ++ct) {
-                int64_t k0, k1;
-                if (transposed) k0 = ct * chan_w, k1 = std::min(K, k0 + chan_w);  // whole vectors
-                else k0 = ct * K / chan_tiles, k1 = (ct + 1) * K / chan_tiles;    // equal broadcast tiles
-                t.nk = k1 - k0;
-                t.dy = diff_dst + (n * d.P + p0) * d.Q * K + k0;
-                t.dw = dwt.get() + (transposed ? run0 * K + k0 : k0 * RSC + run0);
-                if (transposed) isa.wei_tile_t(t);
-                else isa.wei_tile(t);
-              }
+        for (int64_t r0 = 0; r0 < rows_total;) {
+          // The pass: rows [r0, r1) of the (image, output row) sequence.
+          int64_t r1 = std::min(rows_total, r0 + rc);
+          if (win) r1 = std::min(r1, (r0 / d.P + 1) * d.P);  // a window holds one image's rows
+          const int64_t n0 = r0 / d.P, p0 = r0 % d.P;
+          if (win) so.load(d, src, n0, p0, p0 + (r1 - r0), win);
+          for (int64_t r = r0; r < r1; ++r) rows[size_t(r - r0)] = so.row(r / d.P, r % d.P, p0, win, d);
+          t.x_rows = rows.data();
+          t.nrows = r1 - r0;
+          for (int64_t u = u0; u < u1; ++u) {
+            const int64_t sg = u / lane_tiles, lt = u % lane_tiles;
+            const int64_t l0 = lt * seg_len / lane_tiles, l1 = (lt + 1) * seg_len / lane_tiles;
+            t.nl = l1 - l0;
+            t.x_off = seg[size_t(sg)] + l0;
+            const int64_t run0 = sg * seg_len + l0;  // the lane's element of [R][S][C]
+            for (int64_t ct = 0; ct < chan_tiles; ++ct) {
+              int64_t k0, k1;
+              if (transposed) k0 = ct * chan_w, k1 = std::min(K, k0 + chan_w);  // whole vectors
+              else k0 = ct * K / chan_tiles, k1 = (ct + 1) * K / chan_tiles;    // equal broadcast tiles
+              t.nk = k1 - k0;
+              t.dy = diff_dst + r0 * d.Q * K + k0;
+              t.dw = dwt + (transposed ? run0 * K + k0 : k0 * RSC + run0);
+              if (transposed) isa.wei_tile_t(t);
+              else isa.wei_tile(t);
             }
           }
+          r0 = r1;
+        }
       }
     });
   }
   // [K][R][S][C] or [R][S][C][K] -> [K][C][R][S]
-  const float* from = dwt.get();
+  const float* from = dwt;
   parallel_for(0, K, 1, [&](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; ++k)
       for (int64_t c = 0; c < C; ++c)

@@ -32,12 +32,13 @@ using TileFn = void (*)(const TileArgs&);
 // for i < nk (<= wr) and l < nl (<= wl), with dW in [K][R][S][C] order, whose row segment of one
 // kernel row (S*C floats, or C for one tap when dilated along w) matches a pixel's source run.
 // Pixels: nrows rows of npx; a pixel's dy follows the previous one's by dy_step floats (rows
-// of dy are consecutive too), its source by x_step, a row's source the previous row's by x_row.
+// of dy are consecutive too), its source by x_step; row i's first pixel reads x_rows[i] + x_off.
 struct WeiTileArgs {
   const float* dy;     // dy of pixel 0 at channel k0
   int64_t dy_step;     // K
-  const float* x;      // source of pixel 0 at the segment's offset plus l0
-  int64_t x_step, x_row;
+  const float* const* x_rows;
+  int64_t x_off;       // the segment's offset plus l0
+  int64_t x_step;
   int64_t npx, nrows;
   float* dw;           // dW[k0][segment's first element + l0]
   int64_t dw_step;     // floats between dW rows (R*S*C)

@@ -70,7 +70,7 @@ void wei_tile(const WeiTileArgs& t) {
     c1[i] = _mm256_maskload_ps(t.dw + i * t.dw_step + 8, m1);
   }
   for (int64_t row = 0; row < t.nrows; ++row) {
-    const float* x = t.x + row * t.x_row;
+    const float* x = t.x_rows[row] + t.x_off;
     const float* dy = t.dy + row * t.npx * t.dy_step;
     for (int64_t q = 0; q < t.npx; ++q, x += t.x_step, dy += t.dy_step) {
       const __m256 b0 = _mm256_maskload_ps(x, m0), b1 = _mm256_maskload_ps(x + 8, m1);
@@ -106,7 +106,7 @@ void wei_tile_t(const WeiTileArgs& t) {
     c1[i] = _mm256_maskload_ps(t.dw + i * t.dw_step + 8, m1);
   }
   for (int64_t row = 0; row < t.nrows; ++row) {
-    const float* x = t.x + row * t.x_row;
+    const float* x = t.x_rows[row] + t.x_off;
     const float* dy = t.dy + row * t.npx * t.dy_step;
     for (int64_t q = 0; q < t.npx; ++q, x += t.x_step, dy += t.dy_step) {
       const __m256 g0 = _mm256_maskload_ps(dy, m0), g1 = _mm256_maskload_ps(dy + 8, m1);

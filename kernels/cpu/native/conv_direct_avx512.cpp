@@ -69,7 +69,7 @@ void wei_tile(const WeiTileArgs& t) {
     c1[i] = _mm512_maskz_loadu_ps(m1, t.dw + i * t.dw_step + 16);
   }
   for (int64_t row = 0; row < t.nrows; ++row) {
-    const float* x = t.x + row * t.x_row;
+    const float* x = t.x_rows[row] + t.x_off;
     const float* dy = t.dy + row * t.npx * t.dy_step;
     for (int64_t q = 0; q < t.npx; ++q, x += t.x_step, dy += t.dy_step) {
       const __m512 b0 = _mm512_maskz_loadu_ps(m0, x), b1 = _mm512_maskz_loadu_ps(m1, x + 16);
@@ -106,7 +106,7 @@ void wei_tile_t(const WeiTileArgs& t) {
     c1[i] = _mm512_maskz_loadu_ps(m1, t.dw + i * t.dw_step + 16);
   }
   for (int64_t row = 0; row < t.nrows; ++row) {
-    const float* x = t.x + row * t.x_row;
+    const float* x = t.x_rows[row] + t.x_off;
     const float* dy = t.dy + row * t.npx * t.dy_step;
     for (int64_t q = 0; q < t.npx; ++q, x += t.x_step, dy += t.dy_step) {
       const __m512 g0 = _mm512_maskz_loadu_ps(m0, dy), g1 = _mm512_maskz_loadu_ps(m1, dy + 16);
