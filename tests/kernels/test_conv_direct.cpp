@@ -70,6 +70,8 @@ TEST_CASE("native direct conv vs ref: forward (bias, ReLU, residual), backward-w
       conv(2, 6, 13, 13, 8, 3, 3, 2, 2, 2, true),     // strided and dilated: backward-data on col2im
       conv(8, 6, 5, 5, 10, 3, 3, 1, 1, 1, true),      // small images: several per item and pass
       conv(9, 4, 3, 4, 7, 3, 1, 1, 1, 1, false),      // several per item, batch not a multiple
+      conv(2, 512, 4, 5, 6, 3, 3, 1, 1, 1, true),     // C a multiple of 512: copied with spaced pixels
+      conv(1, 512, 4, 4, 3, 1, 1, 2, 0, 1, false),    // the same where nothing pads
   };
   ConvDesc asym = conv(2, 4, 9, 9, 6, 3, 3, 2, 1, 1, true);  // bottom/right padding unlike the top/left
   asym.P = 4, asym.Q = 5;

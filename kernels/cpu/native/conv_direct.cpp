@@ -43,7 +43,7 @@ using direct::WeiTileArgs;
 constexpr int64_t kWindowBytes = int64_t(256) << 10;
 // The blocking choices below (conv.h: ConvDirectTuning), process-wide; tests force each case.
 //   batch_bytes: a padded copy of the whole batch up to this size (beyond it, a window per item);
-//   panel_bytes: the weight panel of one chunk of input channels (0: 5/8 of the L2);
+//   panel_bytes: the weight panel of one chunk of input channels (0: half the L2);
 //   item_pixels: output pixels a work item (or a backward-weights pass) covers at least where
 //   images are small: several images per item, so a panel serves that many pixels while in cache.
 const ConvDirectTuning kDefaultTuning{int64_t(16) << 20, 0, 192};
@@ -98,7 +98,7 @@ struct Chunks {
   Chunks() = default;
   Chunks(const ConvDesc& d, int64_t nr) {
     const int64_t set = g_panel_bytes.load(std::memory_order_relaxed);
-    const int64_t budget = set > 0 ? set : std::max<int64_t>(int64_t(64) << 10, int64_t(l2_cache_bytes()) * 5 / 8);
+    const int64_t budget = set > 0 ? set : std::max<int64_t>(int64_t(64) << 10, int64_t(l2_cache_bytes()) / 2);
     const int64_t per_channel = d.R * d.S * nr * int64_t(sizeof(float));
     n = std::clamp<int64_t>((d.C * per_channel + budget - 1) / budget, 1, d.C);
   }
@@ -155,6 +155,7 @@ struct Source {
   enum Mode { kInPlace, kWholeBatch, kWindows } mode;
   int64_t Wp;          // columns the convolution reads: (Q-1)*stride_w + (S-1)*dilation_w + 1
   int64_t Hn;          // rows it reads per image: (P-1)*stride_h + (R-1)*dilation_h + 1
+  int64_t cs;          // floats from one source pixel to the next: C, or more in a copy (below)
   int64_t pitch;       // floats from one source row to the next
   int64_t image;       // floats from one image to the next (in place and whole batch)
   const float* data;   // in place: src at what output (0, 0, 0) reads at tap (0, 0); whole batch: the copy
@@ -163,14 +164,19 @@ struct Source {
       : Wp((d.Q - 1) * d.stride_w + (d.S - 1) * d.dilation_w + 1),
         Hn((d.P - 1) * d.stride_h + (d.R - 1) * d.dilation_h + 1) {
     const bool pads = d.pad_h > 0 || d.pad_w > 0 || Hn - 1 - d.pad_h >= d.H || Wp - 1 - d.pad_w >= d.W;
-    if (!pads) {
+    // Pixels 2 KiB apart or a multiple of it (C a multiple of 512) put a tile's pixels in one or
+    // two L1 sets: a copy spaces them 64 bytes further.
+    const bool aliased = d.C % 512 == 0;
+    cs = d.C + (aliased ? 16 : 0);
+    if (!pads && !aliased) {
       mode = kInPlace;
+      cs = d.C;
       pitch = d.W * d.C;
       image = d.H * pitch;
       data = src + (-d.pad_h * d.W - d.pad_w) * d.C;
       return;
     }
-    pitch = Wp * d.C;
+    pitch = Wp * cs;
     image = Hn * pitch;
     if (d.N * image * int64_t(sizeof(float)) > g_batch_bytes.load(std::memory_order_relaxed)) {
       mode = kWindows;
@@ -188,14 +194,21 @@ struct Source {
   void fill_row(const ConvDesc& d, const float* src, int64_t n, int64_t ih, float* row) const {
     const int64_t C = d.C;
     if (ih < 0 || ih >= d.H) {
-      std::memset(row, 0, sizeof(float) * size_t(Wp * C));
+      std::memset(row, 0, sizeof(float) * size_t(Wp * cs));
       return;
     }
     const int64_t lo = std::clamp<int64_t>(d.pad_w, 0, Wp), hi = std::clamp<int64_t>(d.W + d.pad_w, lo, Wp);
-    std::memset(row, 0, sizeof(float) * size_t(lo * C));
-    if (hi > lo)
-      std::memcpy(row + lo * C, src + ((n * d.H + ih) * d.W + lo - d.pad_w) * C, sizeof(float) * size_t((hi - lo) * C));
-    std::memset(row + hi * C, 0, sizeof(float) * size_t((Wp - hi) * C));
+    std::memset(row, 0, sizeof(float) * size_t(lo * cs));
+    const float* in = src + ((n * d.H + ih) * d.W + lo - d.pad_w) * C;
+    if (cs == C) {
+      if (hi > lo) std::memcpy(row + lo * C, in, sizeof(float) * size_t((hi - lo) * C));
+    } else {
+      for (int64_t w = lo; w < hi; ++w) {
+        std::memcpy(row + w * cs, in + (w - lo) * C, sizeof(float) * size_t(C));
+        std::memset(row + w * cs + C, 0, sizeof(float) * size_t(cs - C));
+      }
+    }
+    std::memset(row + hi * cs, 0, sizeof(float) * size_t((Wp - hi) * cs));
   }
   // Windows mode: floats of the window for `out_rows` output rows.
   int64_t window_elems(const ConvDesc& d, int64_t out_rows) const {
@@ -221,14 +234,14 @@ void segments(const ConvDesc& d, const Source& so, const Chunks& ch, int64_t i, 
               int64_t& seg_len) {
   seg.clear();
   const int64_t c0 = ch.c0(d, i);
-  if (ch.n == 1 && d.dilation_w == 1) {
+  if (ch.n == 1 && d.dilation_w == 1 && so.cs == d.C) {
     seg_len = d.S * d.C;
     for (int64_t r = 0; r < d.R; ++r) seg.push_back(r * d.dilation_h * so.pitch);
     return;
   }
   seg_len = ch.c0(d, i + 1) - c0;
   for (int64_t r = 0; r < d.R; ++r)
-    for (int64_t s = 0; s < d.S; ++s) seg.push_back(r * d.dilation_h * so.pitch + s * d.dilation_w * d.C + c0);
+    for (int64_t s = 0; s < d.S; ++s) seg.push_back(r * d.dilation_h * so.pitch + s * d.dilation_w * so.cs + c0);
 }
 
 // Where output pixel (n, p, q) lies: dst + n*image + p*row + q*pixel (channels contiguous).
@@ -285,7 +298,7 @@ void run(const ConvDesc& d, const Isa& isa, const Chunks& ch, const float* src, 
         if (p0 >= p1 || j0 >= j1) continue;
         if (win) so.load(d, src, n0, p0, p1, win);  // windows mode: one image per item
         TileArgs t{};
-        t.a_step = d.stride_w * C;
+        t.a_step = d.stride_w * so.cs;
         t.c_step = out.pixel;
         for (int64_t j = j0; j < j1; ++j) {
           t.kn = std::min(nr, K - j * nr);
@@ -305,7 +318,7 @@ void run(const ConvDesc& d, const Isa& isa, const Chunks& ch, const float* src, 
                 float* crow = dst + n * out.image + p * out.row + j * nr;
                 for (int64_t q = 0; q < nchunks; ++q) {
                   const int64_t q0 = q * d.Q / nchunks, q1 = (q + 1) * d.Q / nchunks;
-                  t.a = arow + q0 * d.stride_w * C;
+                  t.a = arow + q0 * d.stride_w * so.cs;
                   t.c = crow + q0 * out.pixel;
                   t.nb = q1 - q0;
                   isa.tile(t);
@@ -482,7 +495,7 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
         const int64_t u0 = part * units / parts, u1 = (part + 1) * units / parts;
         WeiTileArgs t{};
         t.dy_step = K;
-        t.x_step = d.stride_w * C;
+        t.x_step = d.stride_w * so.cs;
         t.npx = d.Q;
         t.dw_step = transposed ? K : RSC;
         for (int64_t r0 = 0; r0 < rows_total;) {
