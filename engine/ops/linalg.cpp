@@ -168,10 +168,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 namespace {
-// Whether a half-type inner product runs in its own type on `dev`: CUDA only (the CPU keeps
-// float32 copies), and only where forward and both backward passes have a candidate.
+// Whether a half-type inner product runs in its own type on `dev`: where forward and both
+// backward passes have a candidate (CUDA: cuBLAS or kiln's kernels; CPU: native's bfloat16
+// GEMM, float32 sums rounded once, as the float32 copies would give up to summation order).
 bool half_linear_runs(DeviceType dev, const LinearDesc& d) {
-  if (dev != DeviceType::cuda) return false;
   return find_kernel<op::linear_fwd>(dev, d) &&
          find_kernel<op::linear_bwd_data>(dev, d) &&
          find_kernel<op::linear_bwd_weights>(dev, d);
@@ -204,8 +204,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   d.ic = in;
   d.oc = out;
   d.has_bias = bias.defined();
-  // Half types run as they are on CUDA where every pass has a candidate (cuBLAS, float32
-  // accumulation on tensor cores); otherwise, and always on the CPU, through float32 copies.
+  // Half types run as they are where every pass has a candidate (cuBLAS, float32 accumulation on
+  // tensor cores; native bfloat16 on the CPU); otherwise through float32 copies.
   if (is_half(x.dtype()) && !half_linear_runs(x.device().type, d))
     return linear(x.to(DType::float32), weight.to(DType::float32), bias.defined() ? bias.to(DType::float32) : bias)
         .to(x.dtype());

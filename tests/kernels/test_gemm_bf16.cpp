@@ -14,6 +14,9 @@
 #include <random>
 #include <sstream>
 
+#include "engine/backend_preference.h"
+#include "engine/dispatch.h"
+#include "engine/ops/linalg.h"
 #include "kernels/common/half.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/cpu_features.h"
@@ -388,4 +391,42 @@ TEST_CASE("KILN_GEMM_BF16 forces a path; an unknown one is an error naming it") 
   out = test::run_capture("KILN_GEMM_BF16=bogus " + self, &rc);
   CHECK(rc != 0);
   CHECK_MESSAGE(out.find("KILN_GEMM_BF16=bogus") != std::string::npos, out);
+}
+
+TEST_CASE("linear op on the CPU: bfloat16 runs as it is on native, forward and backward near float64") {
+  Tensor x = test::make_input({9, 70}, 21).to(DType::bfloat16);
+  Tensor w = test::make_input({13, 70}, 22).to(DType::bfloat16);
+  Tensor b = test::make_input({13}, 23).to(DType::bfloat16);
+  Tensor gy = test::make_input({9, 13}, 24).to(DType::bfloat16);
+  auto run = [&](DType t, Tensor& gx, Tensor& gw, Tensor& gb) {
+    Tensor xi = x.to(t).detach().requires_grad_(true), wi = w.to(t).detach().requires_grad_(true),
+           bi = b.to(t).detach().requires_grad_(true);
+    Tensor y = ops::linear(xi, wi, bi);
+    y.backward(gy.to(t));
+    gx = xi.grad(), gw = wi.grad(), gb = bi.grad();
+    return y;
+  };
+  Tensor gx0, gw0, gb0, gx1, gw1, gb1, y0, y1;
+  {
+    BackendGuard g("ref", true);
+    y0 = run(DType::float64, gx0, gw0, gb0);
+  }
+  {
+    BackendGuard g("native", true);  // strict: every op of the pass on native, bfloat16 included
+    LinearDesc d;
+    d.dtype = DType::bfloat16;
+    d.n = 9, d.ic = 70, d.oc = 13;
+    d.has_bias = true;
+    CHECK(find_kernel<op::linear_fwd>(DeviceType::cpu, d));  // so ops::linear takes no float32 copies
+    CHECK(find_kernel<op::linear_bwd_data>(DeviceType::cpu, d));
+    CHECK(find_kernel<op::linear_bwd_weights>(DeviceType::cpu, d));
+    y1 = run(DType::bfloat16, gx1, gw1, gb1);
+  }
+  CHECK(y1.dtype() == DType::bfloat16);
+  CHECK(gw1.dtype() == DType::bfloat16);
+  // Sums of <= 70 products of magnitude < 1 in float32, one bfloat16 rounding (2^-8 relative).
+  CHECK_CLOSE(y1.to(DType::float64), y0, 1e-2, 1e-2);
+  CHECK_CLOSE(gx1.to(DType::float64), gx0, 1e-2, 1e-2);
+  CHECK_CLOSE(gw1.to(DType::float64), gw0, 1e-2, 1e-2);
+  CHECK_CLOSE(gb1.to(DType::float64), gb0, 1e-2, 1e-2);
 }
