@@ -50,7 +50,6 @@ using WeiTileFn = void (*)(const WeiTileArgs&);
 // for i < nl (<= mr) and j < nk (<= nr), dWt in [R][S][C][K] order: output channels along the
 // vector, the run's floats broadcast. dw points at dWt[segment's first element + l0][k0], rows
 // dw_step (K) apart.
-using WeiTileTFn = void (*)(const WeiTileArgs&);
 
 struct Isa {
   const char* name = nullptr;  // null: not compiled into this build
@@ -58,7 +57,7 @@ struct Isa {
   TileFn tile = nullptr;
   int wr = 0, wl = 0;          // output channels and reduction lanes of the largest backward-weights tile
   WeiTileFn wei_tile = nullptr;
-  WeiTileTFn wei_tile_t = nullptr;  // mr lanes x nr output channels
+  WeiTileFn wei_tile_t = nullptr;  // mr lanes x nr output channels
 };
 
 Isa avx512_isa();  // conv_direct_avx512.cpp: 12 pixels x 32 channels; weights 12 x 32

@@ -59,13 +59,16 @@ void tile_any(const TileArgs& t) {
   kTiles[t.nb](t);
 }
 
-// Backward-weights: 6 output channels x 16 lanes of one kernel row's run, summed over pixels.
-template <int NK>
+// Backward-weights: N rows x 16 lanes of the gradient block summed over pixels. Not transposed:
+// rows are output channels (dy broadcast), lanes a kernel row's run (x loaded); transposed (T):
+// rows are run elements (x broadcast), lanes output channels (dy loaded).
+template <int N, bool T>
 void wei_tile(const WeiTileArgs& t) {
-  const __m256i m0 = lanes(t.nl), m1 = lanes(t.nl - 8);
-  __m256 c0[NK], c1[NK];
+  const int64_t width = T ? t.nk : t.nl;
+  const __m256i m0 = lanes(width), m1 = lanes(width - 8);
+  __m256 c0[N], c1[N];
 #pragma GCC unroll 6
-  for (int i = 0; i < NK; ++i) {
+  for (int i = 0; i < N; ++i) {
     c0[i] = _mm256_maskload_ps(t.dw + i * t.dw_step, m0);
     c1[i] = _mm256_maskload_ps(t.dw + i * t.dw_step + 8, m1);
   }
@@ -73,67 +76,36 @@ void wei_tile(const WeiTileArgs& t) {
     const float* x = t.x_rows[row] + t.x_off;
     const float* dy = t.dy + row * t.npx * t.dy_step;
     for (int64_t q = 0; q < t.npx; ++q, x += t.x_step, dy += t.dy_step) {
-      const __m256 b0 = _mm256_maskload_ps(x, m0), b1 = _mm256_maskload_ps(x + 8, m1);
+      const float* vec = T ? dy : x;
+      const float* one = T ? x : dy;
+      const __m256 v0 = _mm256_maskload_ps(vec, m0), v1 = _mm256_maskload_ps(vec + 8, m1);
 #pragma GCC unroll 6
-      for (int i = 0; i < NK; ++i) {
-        const __m256 g = _mm256_broadcast_ss(dy + i);
-        c0[i] = _mm256_fmadd_ps(g, b0, c0[i]);
-        c1[i] = _mm256_fmadd_ps(g, b1, c1[i]);
+      for (int i = 0; i < N; ++i) {
+        const __m256 g = _mm256_broadcast_ss(one + i);
+        c0[i] = _mm256_fmadd_ps(g, v0, c0[i]);
+        c1[i] = _mm256_fmadd_ps(g, v1, c1[i]);
       }
     }
   }
 #pragma GCC unroll 6
-  for (int i = 0; i < NK; ++i) {
+  for (int i = 0; i < N; ++i) {
     _mm256_maskstore_ps(t.dw + i * t.dw_step, m0, c0[i]);
     _mm256_maskstore_ps(t.dw + i * t.dw_step + 8, m1, c1[i]);
   }
 }
 
+template <bool T>
 void wei_tile_any(const WeiTileArgs& t) {
-  static constexpr WeiTileFn kTiles[kMR + 1] = {nullptr,     wei_tile<1>, wei_tile<2>, wei_tile<3>,
-                                                wei_tile<4>, wei_tile<5>, wei_tile<6>};
-  kTiles[t.nk](t);
-}
-
-// Backward-weights, transposed: 6 lanes of one kernel row's run x 16 output channels.
-template <int NL>
-void wei_tile_t(const WeiTileArgs& t) {
-  const __m256i m0 = lanes(t.nk), m1 = lanes(t.nk - 8);
-  __m256 c0[NL], c1[NL];
-#pragma GCC unroll 6
-  for (int i = 0; i < NL; ++i) {
-    c0[i] = _mm256_maskload_ps(t.dw + i * t.dw_step, m0);
-    c1[i] = _mm256_maskload_ps(t.dw + i * t.dw_step + 8, m1);
-  }
-  for (int64_t row = 0; row < t.nrows; ++row) {
-    const float* x = t.x_rows[row] + t.x_off;
-    const float* dy = t.dy + row * t.npx * t.dy_step;
-    for (int64_t q = 0; q < t.npx; ++q, x += t.x_step, dy += t.dy_step) {
-      const __m256 g0 = _mm256_maskload_ps(dy, m0), g1 = _mm256_maskload_ps(dy + 8, m1);
-#pragma GCC unroll 6
-      for (int i = 0; i < NL; ++i) {
-        const __m256 v = _mm256_broadcast_ss(x + i);
-        c0[i] = _mm256_fmadd_ps(v, g0, c0[i]);
-        c1[i] = _mm256_fmadd_ps(v, g1, c1[i]);
-      }
-    }
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < NL; ++i) {
-    _mm256_maskstore_ps(t.dw + i * t.dw_step, m0, c0[i]);
-    _mm256_maskstore_ps(t.dw + i * t.dw_step + 8, m1, c1[i]);
-  }
-}
-
-void wei_tile_t_any(const WeiTileArgs& t) {
-  static constexpr WeiTileTFn kTiles[kMR + 1] = {nullptr,       wei_tile_t<1>, wei_tile_t<2>, wei_tile_t<3>,
-                                                 wei_tile_t<4>, wei_tile_t<5>, wei_tile_t<6>};
-  kTiles[t.nl](t);
+  static constexpr WeiTileFn kTiles[kMR + 1] = {nullptr,           wei_tile<1, T>, wei_tile<2, T>, wei_tile<3, T>,
+                                                wei_tile<4, T>, wei_tile<5, T>, wei_tile<6, T>};
+  kTiles[T ? t.nl : t.nk](t);
 }
 
 }  // namespace
 
-Isa avx2_isa() { return Isa{"avx2", kMR, kNR, tile_any, kMR, kNR, wei_tile_any, wei_tile_t_any}; }
+Isa avx2_isa() {
+  return Isa{"avx2", kMR, kNR, tile_any, kMR, kNR, wei_tile_any<false>, wei_tile_any<true>};
+}
 
 }  // namespace kiln::native::direct
 #else
