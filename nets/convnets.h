@@ -83,7 +83,9 @@ class BasicBlock : public Module {
 };
 
 // torchvision's Bottleneck (v1.5): 1x1 planes, 3x3 planes with `stride`, 1x1 4*planes, BN after
-// each, ReLU after the first two and after the residual add.
+// each, ReLU after the first two and after the residual add. In eval with no gradient wanted,
+// both blocks run each conv-bn pair as one convolution with the batch norm folded in, the last
+// one taking the shortcut add and ReLU as post-ops (conv_bn, layers/conv.h; KILN_FUSE=0: off).
 class Bottleneck : public Module {
  public:
   static constexpr int64_t kExpansion = 4;
