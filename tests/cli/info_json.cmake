@@ -22,7 +22,7 @@ set(paths
     "kiln version" "kiln compiler" "kiln cxx_standard" "kiln build_type" "kiln build_options"
     "host" "threads" "backend_preference"
     "cpu model" "cpu hardware_threads" "cpu kernels" "cpu arch" "cpu sve_bits" "cpu isa_cap"
-    "cpu paths gemm" "cpu paths conv" "cpu paths conv_depthwise" "cpu paths bf16" "cpu paths elementwise"
+    "cpu paths gemm" "cpu paths conv" "cpu paths conv_depthwise" "cpu paths bf16" "cpu paths gemm_bf16" "cpu paths elementwise"
     "libraries onednn built" "libraries mpi built" "libraries openmp built"
     "libraries cuda built" "libraries cublas built" "libraries cudnn built" "libraries nccl built"
     "gpus count" "gpus reason" "gpus devices" "ops" "backends" "models")

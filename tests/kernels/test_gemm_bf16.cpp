@@ -186,6 +186,19 @@ TEST_CASE("bf16 gemm paths available here") {
   if (native::bf16_gemm_path_available(Bf16GemmPath::avx512_bf16)) CHECK(native::has_avx512_bf16());
   if (native::has_avx512_bf16() && native::cpu_isa().avx512bw && native::cpu_isa().avx512vl)
     CHECK(native::bf16_gemm_path_available(Bf16GemmPath::avx512_bf16));
+  // The choice is kernel_paths()'s, a function of the features: AVX512_BF16 with BW and VL.
+  const char* env = std::getenv("KILN_GEMM_BF16");
+  if (!env || !*env)
+    CHECK(std::string(native::kernel_paths(native::cpu_isa()).gemm_bf16) ==
+          (native::bf16_gemm_path_available(Bf16GemmPath::avx512_bf16) ? "avx512_bf16" : "widen"));
+  for (const auto& [cpu, want] : std::vector<std::pair<const char*, const char*>>{
+           {"zen4", "avx512_bf16"}, {"sapphire-rapids", "avx512_bf16"}, {"skylake-sp", "widen"},
+           {"knl", "widen"}, {"haswell", "widen"}, {"neoverse-v2", "widen"}}) {
+    CAPTURE(cpu);
+    CHECK(std::string(native::kernel_paths(native::cpu_preset(cpu)).gemm_bf16) == want);
+  }
+  CHECK(std::string(native::kernel_paths(native::cap_isa(native::cpu_preset("zen4"), "avx2")).gemm_bf16) ==
+        "widen");
   GemmDesc d;
   d.dtype = DType::bfloat16;
   CHECK(native::supports_gemm(d));

@@ -243,6 +243,7 @@ json cpu() {
             {"conv", std::string("im2col + gemm ") + p.gemm},
             {"conv_depthwise", p.conv_depthwise},
             {"bf16", p.bf16},
+            {"gemm_bf16", p.gemm_bf16},
             {"elementwise", p.elementwise}}}};
 }
 
@@ -319,10 +320,11 @@ void print_text(const json& j) {
               isa.empty() ? " none of those kiln looks for" : isa.c_str(), c["kernels"].get<std::string>().c_str());
   const json& p = c["paths"];
   std::printf("native kernels (KILN_CPU_ISA=%s): gemm %s, conv %s, conv depthwise %s, bfloat16 %s, "
-              "elementwise/norm/pool/optimizers %s\n",
+              "bfloat16 gemm %s, elementwise/norm/pool/optimizers %s\n",
               c["isa_cap"].get<std::string>().c_str(), p["gemm"].get<std::string>().c_str(),
               p["conv"].get<std::string>().c_str(), p["conv_depthwise"].get<std::string>().c_str(),
-              p["bf16"].get<std::string>().c_str(), p["elementwise"].get<std::string>().c_str());
+              p["bf16"].get<std::string>().c_str(), p["gemm_bf16"].get<std::string>().c_str(),
+              p["elementwise"].get<std::string>().c_str());
   std::printf("threads: %d\n", j["threads"].get<int>());
   std::printf("backend preference: %s\n", j["backend_preference"].get<std::string>().c_str());
   const json& l = j["libraries"];

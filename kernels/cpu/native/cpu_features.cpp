@@ -214,13 +214,14 @@ CpuIsa cpu_preset(const std::string& name) {
 // SVE pays over NEON only where its vectors are wider than NEON's 128 bits; the SVE GEMM has
 // register tiles for 256- and 512-bit vectors (gemm_sve.cpp).
 KernelPaths kernel_paths(const CpuIsa& i) {
-  KernelPaths p{"eigen", "baseline", "none", "baseline"};
+  KernelPaths p{"eigen", "baseline", "none", "baseline", "widen"};
   switch (i.arch) {
     case CpuArch::x86_64:
       if (i.avx512f) p.gemm = p.conv_depthwise = "avx512";
       else if (i.avx2 && i.fma) p.gemm = p.conv_depthwise = "avx2";
       if (i.amx_tile && i.amx_bf16) p.bf16 = "amx";
       else if (i.avx512_bf16) p.bf16 = "avx512_bf16";
+      if (i.avx512_bf16 && i.avx512bw && i.avx512vl) p.gemm_bf16 = "avx512_bf16";
       break;
     case CpuArch::ppc64le:
       if (i.vsx) p.gemm = "vsx";

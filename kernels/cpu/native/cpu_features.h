@@ -60,11 +60,12 @@ struct KernelPaths {
   const char* conv_depthwise;  // direct depthwise loops: avx512, avx2, sve, or baseline
                                // (compiled for the build's own target: SSE2, POWER8 VSX, NEON)
   const char* bf16;            // bfloat16 conv/matmul through oneDNN: amx, avx512_bf16, or
-                               // "none" (bfloat16 falls back to float32 compute). kiln's own
-                               // bfloat16 GEMM (gemm_bf16.h) takes avx512_bf16 wherever this
-                               // names amx or avx512_bf16 (no AMX kernel of its own), else
-                               // widens to float32
+                               // "none" (bfloat16 falls back to float32 compute)
   const char* elementwise;     // elementwise, norm, pool, optimiser loops: always "baseline"
+  const char* gemm_bf16;       // kiln's own bfloat16 GEMM (gemm_bf16.h: native bfloat16 gemm,
+                               // linear, channels-last conv): avx512_bf16 (AVX512_BF16 with
+                               // AVX-512BW/VL; also on AMX CPUs, no AMX kernel of its own) or
+                               // widen (float32 GEMM on widened copies)
 };
 KernelPaths kernel_paths(const CpuIsa& isa);
 

@@ -39,8 +39,11 @@ const Bf16PathImpl& avx512_bf16_impl() {
   return p;
 }
 
+// The path kernel_paths() names for this CPU (cpu_features.cpp), where this build has it.
 Bf16GemmPath best_path() {
-  return bf16_gemm_path_available(Bf16GemmPath::avx512_bf16) ? Bf16GemmPath::avx512_bf16 : Bf16GemmPath::widen;
+  const std::string want = kernel_paths(cpu_isa()).gemm_bf16;
+  return want == "avx512_bf16" && bf16_gemm_path_available(Bf16GemmPath::avx512_bf16) ? Bf16GemmPath::avx512_bf16
+                                                                                      : Bf16GemmPath::widen;
 }
 
 Bf16GemmPath path_from_env() {
