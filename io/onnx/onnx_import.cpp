@@ -9,8 +9,9 @@
 // The op builders: onnx_ops.cpp, onnx_spatial.cpp (Conv, pools), onnx_resize.cpp (Pad, Slice,
 // Resize, Upsample).
 // In eval, with no gradient wanted, a Conv whose only reader is a BatchNormalization (both on
-// initializers) runs as one convolution with the batch norm folded into its weights, as a zoo
-// net's Conv2d and BatchNorm2d do (layers/conv.h BatchNormFold; KILN_FUSE=0 turns it off).
+// initializers) runs as one convolution with the batch norm folded into its weights, and a Relu
+// that alone reads the batch norm as its post-op, as a zoo net's Conv2d, BatchNorm2d and ReLU do
+// (layers/conv.h BatchNormFold; KILN_FUSE=0 turns it off).
 //   kiln bench --model mnist.onnx --batch 8 --iters 2
 //   ctest --test-dir build -R onnx
 #include <algorithm>
@@ -21,6 +22,7 @@
 
 #include "engine/autograd.h"
 #include "engine/checked_size.h"
+#include "engine/ops/elementwise.h"
 #include "engine/ops/shape.h"
 #include "engine/trace.h"
 #include "io/onnx/onnx_ops.h"
@@ -227,7 +229,10 @@ class OnnxNet : public Module {
 
   std::string repr() const override {
     return "OnnxNet(" + graph_.name + ", " + std::to_string(graph_.nodes.size()) + " nodes" +
-           (folds_ ? ", " + std::to_string(folds_) + " batch norms foldable into their convs" : "") + ")";
+           (folds_ ? ", " + std::to_string(folds_) + " batch norms foldable into their convs (" +
+                         std::to_string(relu_folds_) + " with the ReLU after)"
+                   : "") +
+           ")";
   }
 
   Tensor forward(const Tensor& x) override {
@@ -361,13 +366,18 @@ class OnnxNet : public Module {
   }
 
   // Conv -> BatchNormalization pairs where the conv's output has no other reader and every
-  // weight, bias and statistic is an initializer with K values: the conv step runs the pair
-  // (folded when foldable() says so at run time, else the conv then the batch norm as built) and
-  // the batch norm step passes its input through.
+  // weight, bias and statistic is an initializer with K values, and the Relu after them when it
+  // alone reads the batch norm: the conv step runs them all (folded, the ReLU a post-op, when
+  // foldable() says so at run time; else the conv, the batch norm and the ReLU as built) and the
+  // later steps pass their input through.
   void fold_batch_norms() {
     std::unordered_map<std::string, int> readers;
-    for (const Step& s : steps_)
-      for (const std::string& in : s.node->inputs) ++readers[in];
+    std::unordered_map<std::string, size_t> read_by;  // a value's reader (the last one)
+    for (size_t k = 0; k < steps_.size(); ++k)
+      for (const std::string& in : steps_[k].node->inputs) {
+        ++readers[in];
+        read_by[in] = k;
+      }
     ++readers[graph_.outputs[0].name];
     std::unordered_map<std::string, const TensorData*> inits;
     for (const TensorData& t : graph_.initializers)
@@ -392,20 +402,31 @@ class OnnxNet : public Module {
         continue;
       const Attribute* e = bn.attr("epsilon");
       const double eps = e ? double(e->f) : 1e-5;
+      const std::string& bn_out = bn.outputs[0];
+      const bool relu = readers[bn_out] == 1 && read_by.count(bn_out) &&
+                        steps_[read_by.at(bn_out)].node->op_type == "Relu";
       auto fold = std::make_shared<BatchNormFold>();
       const std::vector<std::string> bn_params(bn.inputs.begin() + 1, bn.inputs.end());
-      cs.fn = [this, conv_fn = cs.fn, bn_fn = steps_[j].fn, fold, bn_params, eps](const std::vector<Tensor>& in) {
+      OpFn fused_fn = relu ? conv_op(*cs.ctx, true) : cs.fn;
+      cs.fn = [this, conv_fn = cs.fn, fused_fn, bn_fn = steps_[j].fn, fold, bn_params, eps,
+               relu](const std::vector<Tensor>& in) {
         std::vector<Tensor> p;  // gamma, beta, mean, var
         for (const std::string& n : bn_params) p.push_back(param(n));
         const Tensor& w = in[1];
         const Tensor b = in.size() > 2 ? in[2] : Tensor();
         if (foldable(in[0], {&w, &b, &p[0], &p[1]})) {
           auto [fw, fb] = fold->get(w, b, p[0], p[1], p[2], p[3], eps);
-          return conv_fn({in[0], fw, fb});
+          return fused_fn({in[0], fw, fb});
         }
-        return bn_fn({conv_fn(in), p[0], p[1], p[2], p[3]});
+        Tensor y = bn_fn({conv_fn(in), p[0], p[1], p[2], p[3]});
+        return relu ? ops::relu(y) : y;
       };
-      steps_[j].fn = [](const std::vector<Tensor>& in) { return in[0]; };
+      auto pass = [](const std::vector<Tensor>& in) { return in[0]; };
+      steps_[j].fn = pass;
+      if (relu) {
+        steps_[read_by.at(bn_out)].fn = pass;
+        ++relu_folds_;
+      }
       ++folds_;
     }
   }
@@ -463,7 +484,8 @@ class OnnxNet : public Module {
   std::map<std::string, std::vector<float>> const_floats_;  // float Constant nodes' values
   std::map<std::string, Tensor> const_tensors_;
   std::vector<Step> steps_;
-  int folds_ = 0;  // Conv -> BatchNormalization pairs run by the conv's step
+  int folds_ = 0;       // Conv -> BatchNormalization pairs run by the conv's step
+  int relu_folds_ = 0;  // of them, those with the Relu after
 };
 
 }  // namespace

@@ -70,7 +70,9 @@ class NodeCtx {
 // The builders. build_op (io/onnx/onnx_ops.cpp) dispatches on the op type to its own builders
 // and to these (io/onnx/onnx_spatial.cpp, io/onnx/onnx_resize.cpp).
 OpFn build_op(NodeCtx& c);
-OpFn conv_op(NodeCtx& c);
+// relu: the ReLU as the convolution's post-op (ops::conv2d_relu; the batch-norm fold of
+// onnx_import.cpp runs Conv -> BatchNormalization -> Relu as one such convolution).
+OpFn conv_op(NodeCtx& c, bool relu = false);
 OpFn conv_transpose_op(NodeCtx& c);
 OpFn pool_op(NodeCtx& c);
 OpFn global_pool_op(NodeCtx& c);

@@ -99,11 +99,11 @@ void check_rank(const NodeCtx& c, const Tensor& x, size_t r, const char* what) {
 
 }  // namespace
 
-OpFn conv_op(NodeCtx& c) {
+OpFn conv_op(NodeCtx& c, bool relu) {
   const Window w = read_window(c, true);
   const int64_t group = c.i("group", 1);
   if (group <= 0) c.refuse("attribute 'group' = ", group);
-  return [&c, w, group](const std::vector<Tensor>& in) {
+  return [&c, w, group, relu](const std::vector<Tensor>& in) {
     Tensor x = in[0], wt = in[1];
     const size_t r = size_t(std::max<int64_t>(wt.dim() - 2, 0));
     check_rank(c, x, r, "convolution");
@@ -129,8 +129,8 @@ OpFn conv_op(NodeCtx& c) {
       extra |= eb[i] || ee[i];
     }
     if (extra) x = ops::pad(x, pad_list(eb, ee));
-    Tensor y = ops::conv2d(x, wt, in.size() > 2 ? in[2] : Tensor(), ConvHW(d.s[0], d.s[1]), ConvHW(sym[0], sym[1]),
-                           ConvHW(d.d[0], d.d[1]), group);
+    Tensor y = (relu ? ops::conv2d_relu : ops::conv2d)(x, wt, in.size() > 2 ? in[2] : Tensor(), ConvHW(d.s[0], d.s[1]),
+                                                      ConvHW(sym[0], sym[1]), ConvHW(d.d[0], d.d[1]), group);
     return r == 1 ? y.squeeze(2) : y;
   };
 }

@@ -1,6 +1,7 @@
 // Batch norm folded into the convolution in an imported ONNX graph: a net of Conv+BN+ReLU and a
 // ResNet Bottleneck (with non-trivial statistics), exported by kiln and imported again, runs its
-// Conv -> BatchNormalization pairs as folded convolutions in eval with no gradient wanted, with
+// Conv -> BatchNormalization (-> Relu) chains as folded convolutions (the ReLU a post-op) in eval
+// with no gradient wanted, with
 // the outputs of the unfolded graph and of the original net; training mode, gradients and
 // KILN_FUSE off leave them unfolded; load_state_dict into the imported net is followed.
 //   ctest --test-dir build -R onnx.test_onnx_fold
@@ -53,8 +54,9 @@ TEST_CASE("onnx import: Conv -> BatchNormalization pairs run folded in eval, wit
   ModulePtr net = make_net(5);
   const onnx::Model model = onnx::export_module(*net, {2, 3, 10, 9});
   ModulePtr imported = onnx::import_model(model);
-  // Every conv of this net is read by a batch norm only: 2 + the Bottleneck's 3.
-  CHECK(imported->repr().find("5 batch norms foldable") != std::string::npos);
+  // Every conv of this net is read by a batch norm only: 2 + the Bottleneck's 3; a Relu alone reads
+  // the stem's and the Bottleneck's first two.
+  CHECK(imported->repr().find("5 batch norms foldable into their convs (3 with the ReLU after)") != std::string::npos);
   imported->eval();
   const Tensor x = test::make_input({2, 3, 10, 9}, 6, DType::float32).contiguous(MemoryFormat::channels_last);
   const Tensor want = run(*net, x, false);
