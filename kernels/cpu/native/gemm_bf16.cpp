@@ -282,6 +282,7 @@ void gemm_bf16(const GemmDesc& d, const void* a, const void* b, void* c) {
   const auto* A = static_cast<const BFloat16*>(a);
   const auto* B = static_cast<const BFloat16*>(b);
   auto* C = static_cast<BFloat16*>(c);
+  bf16_gemm_path();  // resolved (KILN_GEMM_BF16 may throw) before any parallel region
   auto one = [&](int64_t i) {
     bf16gemm_round(d.trans_a, d.trans_b, d.m, d.n, d.k, float(d.alpha), A + i * d.stride_a, d.lda,
                    B + i * d.stride_b, d.ldb, float(d.beta), C + i * d.stride_c, d.ldc);
