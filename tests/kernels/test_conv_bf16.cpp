@@ -1,8 +1,9 @@
 // Native bfloat16 convolution (kernels/cpu/native/conv_bf16.h: channels-last, groups == 1, im2col
-// + the bfloat16 GEMM): forward (bias, fused ReLU), backward-data and backward-weights (+ the
-// float32 bias gradient) against the reference in double on the same bfloat16 inputs, on every
-// bfloat16 GEMM path this CPU has. Odd C*R*S (the last k pair half zero), 1x1 with and without
-// im2col, strides, padding, dilation, batch 1, k blocks and im2col chunks crossed.
+// + the bfloat16 GEMM): forward (bias, fused ReLU, residual post-op), backward-data and
+// backward-weights (+ the float32 bias gradient) against the reference in double on the same
+// bfloat16 inputs, on every bfloat16 GEMM path this CPU has. Odd C*R*S (the last k pair half
+// zero), 1x1 with and without im2col, strides, padding, dilation, batch 1, k blocks and im2col
+// chunks crossed.
 //   ctest --test-dir build -R kernels.test_conv_bf16
 #include "tests/support/testing.h"
 
@@ -86,6 +87,22 @@ void check_problem(const ConvDesc& d) {
   dabs.relu = false;
   ref::conv2d_fwd<double>(dabs, sa.data(), wa.data(), d.has_bias ? babs.data() : nullptr, scale.data());
   check_close("forward", dst, want, scale, d.C * d.R * d.S + 1, true);
+
+  // The residual post-op: dst holds a bfloat16 residual on entry, added before the ReLU.
+  ConvDesc ds_ = d;
+  ds_.sum = true;
+  REQUIRE(native::supports_conv(ds_));
+  const auto res = make(d.dst_elems(), rng);
+  std::vector<BFloat16> dsum = res;
+  native::conv2d_fwd(ds_, src.data(), wei.data(), d.has_bias ? bias.data() : nullptr, dsum.data());
+  ConvDesc ds64 = d64;
+  ds64.sum = true;
+  std::vector<double> want_sum = to_double(res), scale_sum = to_double(res, true);
+  ref::conv2d_fwd<double>(ds64, s64.data(), w64.data(), d.has_bias ? b64.data() : nullptr, want_sum.data());
+  ConvDesc dsabs = ds64;
+  dsabs.relu = false;
+  ref::conv2d_fwd<double>(dsabs, sa.data(), wa.data(), d.has_bias ? babs.data() : nullptr, scale_sum.data());
+  check_close("forward + residual", dsum, want_sum, scale_sum, d.C * d.R * d.S + 2, true);
 
   // Backward-data: K*R*S products per input element.
   ConvDesc db = d;

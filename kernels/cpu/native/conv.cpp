@@ -164,9 +164,9 @@ void zero(float* p, int64_t n) {
 }  // namespace
 
 bool supports_conv(const ConvDesc& d) {
+  if (d.dtype == DType::bfloat16) return supports_conv_bf16(d);  // the residual post-op included
   // The residual post-op (d.sum) on the channels-last paths, which read dst before they write it.
   if (d.sum && !(d.nhwc && supports_conv_nhwc(d))) return false;
-  if (d.dtype == DType::bfloat16) return supports_conv_bf16(d);
   return d.dtype == DType::float32 && (!d.nhwc || supports_conv_nhwc(d) || is_depthwise(d));
 }
 

@@ -136,15 +136,16 @@ void conv2d_fwd_bf16(const ConvDesc& d, const void* src_v, const void* wei_v, co
   Bf16Epilogue epi;
   epi.col_bias = d.has_bias ? static_cast<const float*>(bias_v) : nullptr;
   epi.relu = d.relu;
+  const float beta = d.sum ? 1.f : 0.f;  // the residual post-op: dst is read, added in float32
   if (g.direct)  // dst[M, K] = src[M, C] * wei[K, C]^T
-    return bf16gemm_round(false, true, g.M, d.K, d.C, 1.f, src, d.C, wei, d.C, 0.f, dst, d.K, epi);
+    return bf16gemm_round(false, true, g.M, d.K, d.C, 1.f, src, d.C, wei, d.C, beta, dst, d.K, epi);
   BFloat16* wt = scratch<BFloat16, 0>(d.K * g.RSC);
   permute_weights(d, wei, wt, false);
   BFloat16* col = scratch<BFloat16, 1>(g.chunk * g.RSC);
   for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
     const int64_t m1 = std::min(g.M, m0 + g.chunk);
     im2col(d, g, src, m0, m1, col);
-    bf16gemm_round(false, true, m1 - m0, d.K, g.RSC, 1.f, col, g.RSC, wt, g.RSC, 0.f, dst + m0 * d.K, d.K, epi);
+    bf16gemm_round(false, true, m1 - m0, d.K, g.RSC, 1.f, col, g.RSC, wt, g.RSC, beta, dst + m0 * d.K, d.K, epi);
   }
 }
 

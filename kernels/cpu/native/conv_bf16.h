@@ -1,8 +1,8 @@
 // kiln's own bfloat16 convolution on channels-last activations (ConvDesc::nhwc), groups == 1:
 // im2col in bfloat16 and the bfloat16 GEMM (gemm_bf16.h), products summed in float32. Operands
 // as ConvDesc says for bfloat16: src, wei, dst and their gradients bfloat16, bias and diff_bias
-// float32. Each result is rounded to bfloat16 once: the forward adds the bias and applies the
-// fused ReLU (d.relu) in float32 first; backward-data sums the overlapping taps and
+// float32. Each result is rounded to bfloat16 once: the forward adds the bias and the residual
+// (d.sum: what dst holds on entry) and applies the fused ReLU (d.relu) in float32 first; backward-data sums the overlapping taps and
 // backward-weights the chunks of pixels in float32 scratch before rounding. conv.cpp's entry
 // points send bfloat16 descriptors here.
 //   ctest --test-dir build -R kernels.test_conv_bf16
