@@ -63,6 +63,24 @@ static void check_shape(const Shape& shape, const char* op) {
 
 // ---------------------------------------------------------------- storage and factories
 
+uint64_t StorageImpl::next_id() {
+  static std::atomic<uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+uint64_t Tensor::values_key() const {
+  const TensorImpl* t = checked();
+  auto mix = [](uint64_t h, uint64_t v) {  // splitmix64 step over the running hash
+    uint64_t z = h ^ (v + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2));
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  };
+  const uint64_t h = mix(mix(mix(0, t->storage->id), t->storage->version.load(std::memory_order_acquire)),
+                         uint64_t(t->offset));
+  return h == 0 ? 1 : h;
+}
+
 std::shared_ptr<StorageImpl> allocate_storage(size_t nbytes, Device device) {
   if (device.is_cuda()) {
     // Stream-ordered: the memory belongs to the current stream of its device, where the op that

@@ -35,13 +35,19 @@ struct StorageImpl {
   // running statistics): caches derived from the values (folded batch norm) compare it. Writes
   // through data_ptr() by the caller do not bump it.
   std::atomic<uint64_t> version{0};
+  // Unique over the process's lifetime (never reused, unlike `data`): with `version` it names
+  // the values a storage holds (Tensor::values_key).
+  const uint64_t id;
   StorageImpl(void* d, size_t n, Device dev, std::function<void(void*, size_t)> del)
-      : data(d), nbytes(n), device(dev), deleter(std::move(del)) {}
+      : data(d), nbytes(n), device(dev), deleter(std::move(del)), id(next_id()) {}
   StorageImpl(const StorageImpl&) = delete;
   StorageImpl& operator=(const StorageImpl&) = delete;
   ~StorageImpl() {
     if (deleter) deleter(data, nbytes);
   }
+
+ private:
+  static uint64_t next_id();
 };
 std::shared_ptr<StorageImpl> allocate_storage(size_t nbytes, Device device);
 
@@ -119,6 +125,10 @@ class Tensor {
   uint64_t version() const { return checked()->storage->version.load(std::memory_order_acquire); }
   // Marks the storage written (kernels that write a tensor in place call it).
   void bump_version() const { checked()->storage->version.fetch_add(1, std::memory_order_acq_rel); }
+  // Names the values this tensor's storage holds now: the storage's id, its write counter and the
+  // view's offset, mixed into 64 bits (never 0). Equal keys mean the same values as far as kiln's
+  // own writes go (a write through data_ptr() is not seen, as for version()).
+  uint64_t values_key() const;
   std::string str() const;  // "Tensor[2, 3] float32 cpu"
 
   // --- views: share storage, no copy; differentiable

@@ -259,6 +259,9 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     dst_in = empty({d.N, d.K, d.P, d.Q}, TensorOptions(d.dtype).with_device(dev), format_of(d));
     dst_in.copy_(residual.detach());
   }
+  // Nothing trains the weights in this call (inference, eval with no_grad): a kernel may keep
+  // what it derives from them (native packs them) under the values' key.
+  if (!autograd::needs_grad({&weight})) fd.weights_key = wc.values_key();
   Tensor y = run_fwd(fd, xc, wc, bc, dev, payload.get(), dst_in);
   autograd::record_fn(sum ? (relu ? "Conv2dSumReluBackward" : "Conv2dSumBackward")
                           : (relu ? "Conv2dReluBackward" : "Conv2dBackward"),

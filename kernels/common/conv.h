@@ -38,6 +38,11 @@ struct ConvDesc {
   // refuse the descriptor in its supports() predicate; the op layer then runs conv, add and ReLU
   // as separate ops.
   bool sum = false;
+  // Forward only, not part of str(): non-zero when the caller names the weights' values with it
+  // (engine: Tensor::values_key, set where nothing trains the weights in this call, as in
+  // inference). A kernel may keep what it derives from the weights under this key (the native
+  // backend keeps them packed) and must check the weights' address and shape with it.
+  uint64_t weights_key = 0;
 
   // Offsets of element (n, c, h, w) of src and (n, k, p, q) of dst in the descriptor's layout.
   int64_t src_at(int64_t n, int64_t c, int64_t h, int64_t w) const {

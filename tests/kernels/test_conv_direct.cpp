@@ -189,3 +189,35 @@ TEST_CASE("native direct conv: which shapes take it") {
   CHECK(std::string(native::conv_direct_path()) == "off");
   CHECK_THROWS_KILN(native::set_conv_direct_path("sse9"), "unknown path");
 }
+
+TEST_CASE("native direct conv: packed weights kept under weights_key, and dropped when the weights change") {
+  Restore restore;
+  native::set_conv_direct_path("auto");
+  ConvDesc d = conv(2, 8, 7, 7, 20, 3, 3, 1, 1, 1, true);
+  if (!native::conv_direct_fwd_applies(d)) {
+    CHECK(std::string(native::conv_direct_path()) == "off");
+    return;
+  }
+  const auto x = to_float(rand_vec(d.src_elems(), 1)), b = to_float(rand_vec(d.K, 3));
+  auto w = to_float(rand_vec(d.wei_elems(), 2));
+  auto forward = [&](uint64_t key) {
+    ConvDesc k = d;
+    k.weights_key = key;
+    std::vector<float> y(size_t(d.dst_elems()));
+    native::conv2d_fwd(k, x.data(), w.data(), b.data(), y.data());
+    return y;
+  };
+  const auto want = forward(0);
+  const uint64_t key = 0x5eed0001;
+  for (int call = 0; call < 3; ++call) CHECK(forward(key) == want);  // packed, admitted, then kept
+  // Written behind the key's back (a caller writing through data_ptr): the probes see it.
+  for (float& v : w) v *= -0.5f;
+  const auto changed = forward(0);
+  CHECK(changed != want);
+  CHECK(forward(key) == changed);
+  CHECK(forward(key) == changed);
+  // A new key for new values; the old key again after its values came back.
+  for (float& v : w) v *= -2.f;
+  CHECK(forward(key + 1) == want);
+  CHECK(forward(key) == want);
+}

@@ -18,7 +18,11 @@
 // convolution per phase of diff_src (rows h = a mod s, columns likewise) with that phase's taps.
 //   Test: ctest --test-dir build -R test_conv_direct      Bench: build/bench/bench_conv --layout nhwc
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <list>
+#include <memory>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -91,6 +95,85 @@ float* scratch(int slot, int64_t floats, const char* what) {
 }
 enum Slot { kPacked = 0, kWindows = 1, kGradient = 2, kBatch = 3, kRows = 4 };
 
+// Packed forward weights kept across calls under ConvDesc::weights_key (inference: the same
+// weights every call), least recently used first out past kCacheBytes. A key is admitted on its
+// second sighting, so weights converted afresh each call (a new storage, a new key) never churn
+// it; a hit also compares a few weight values with those seen when packing, against writes the
+// key cannot see.
+class PackedCache {
+ public:
+  static constexpr size_t kCacheBytes = size_t(256) << 20;
+  static constexpr int kProbes = 8;
+  struct Key {
+    uint64_t values;
+    const float* wei;
+    int64_t K, C, R, S, nr, chunks;
+    bool operator==(const Key& o) const {
+      return values == o.values && wei == o.wei && K == o.K && C == o.C && R == o.R && S == o.S && nr == o.nr &&
+             chunks == o.chunks;
+    }
+  };
+  struct Entry {
+    Key key;
+    std::shared_ptr<float> data;
+    size_t bytes;
+    std::array<float, kProbes> probe;
+  };
+
+  static PackedCache& instance() {
+    static PackedCache c;
+    return c;
+  }
+  // The probed weights: kProbes evenly spaced among `count`, the first and last included.
+  static std::array<float, kProbes> probes(const float* wei, int64_t count) {
+    std::array<float, kProbes> p{};
+    for (int i = 0; i < kProbes; ++i) p[size_t(i)] = wei[count <= 1 ? 0 : i * (count - 1) / (kProbes - 1)];
+    return p;
+  }
+
+  // The cached panels for `key` whose probes still match `wei`, or null.
+  std::shared_ptr<const float> find(const Key& key, const float* wei, int64_t count) {
+    std::lock_guard<std::mutex> lock(m_);
+    for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+      if (!(it->key == key)) continue;
+      if (std::memcmp(probes(wei, count).data(), it->probe.data(), sizeof(it->probe)) != 0) {  // bits, NaN too
+        bytes_ -= it->bytes;
+        lru_.erase(it);
+        return nullptr;
+      }
+      lru_.splice(lru_.begin(), lru_, it);
+      return it->data;
+    }
+    return nullptr;
+  }
+  // Whether `values` was offered before (then it is worth keeping); remembers it either way.
+  bool seen_before(uint64_t values) {
+    std::lock_guard<std::mutex> lock(m_);
+    for (uint64_t v : seen_)
+      if (v == values) return true;
+    seen_[next_seen_++ % seen_.size()] = values;
+    return false;
+  }
+  void insert(const Key& key, std::shared_ptr<float> data, size_t bytes, const float* wei, int64_t count) {
+    Entry e{key, std::move(data), bytes, probes(wei, count)};
+    std::lock_guard<std::mutex> lock(m_);
+    if (bytes > kCacheBytes) return;
+    while (!lru_.empty() && bytes_ + bytes > kCacheBytes) {
+      bytes_ -= lru_.back().bytes;
+      lru_.pop_back();
+    }
+    bytes_ += bytes;
+    lru_.push_front(std::move(e));
+  }
+
+ private:
+  std::mutex m_;
+  std::list<Entry> lru_;
+  size_t bytes_ = 0;
+  std::array<uint64_t, 64> seen_{};
+  size_t next_seen_ = 0;
+};
+
 // The reduction in chunks of input channels where one panel of all of them would not stay in
 // the L2 (3x3x1024: 1.2 MB): chunk i is channels [c0(i), c0(i+1)), equal sizes.
 struct Chunks {
@@ -111,10 +194,13 @@ struct Chunks {
 // forward's KCRS), or c*K + k when `swapped` (backward-data reads the forward's weights with C and
 // K exchanged); RS0 is the taps per row of wei, tap_src maps each of the R*S taps of d to one of
 // them. The loops follow wei's rows, so it is read sequentially.
+int64_t packed_floats(const ConvDesc& d, int64_t nr) { return (d.K + nr - 1) / nr * nr * d.R * d.S * d.C; }
+
+// Into `out` (packed_floats of them), or the thread's scratch when null.
 const float* pack_weights(const ConvDesc& d, int64_t nr, const Chunks& ch, const float* wei, int64_t RS0,
-                          const std::vector<int64_t>& tap_src, bool swapped) {
+                          const std::vector<int64_t>& tap_src, bool swapped, float* out = nullptr) {
   const int64_t panels = (d.K + nr - 1) / nr, RS = d.R * d.S, RSC = RS * d.C;
-  float* out = scratch(kPacked, panels * RSC * nr, "conv2d (native direct): packed weights");
+  if (!out) out = scratch(kPacked, packed_floats(d, nr), "conv2d (native direct): packed weights");
   std::vector<int64_t> pos(size_t(d.C));  // where channel c's first tap goes, and its chunk's width
   std::vector<int64_t> width(size_t(d.C));
   for (int64_t i = 0; i < ch.n; ++i)
@@ -400,7 +486,25 @@ void conv2d_fwd_direct(const ConvDesc& d, const float* src, const float* wei, co
   std::vector<int64_t> taps(size_t(d.R * d.S));
   for (size_t t = 0; t < taps.size(); ++t) taps[t] = int64_t(t);
   const Chunks ch(d, isa.nr);
-  const float* wp = pack_weights(d, isa.nr, ch, wei, d.R * d.S, taps, false);
+  const float* wp = nullptr;
+  std::shared_ptr<const float> kept;  // held while in use: the cache may drop it meanwhile
+  if (d.weights_key != 0) {
+    PackedCache& cache = PackedCache::instance();
+    const PackedCache::Key key{d.weights_key, wei, d.K, d.C, d.R, d.S, isa.nr, ch.n};
+    const int64_t count = d.wei_elems();
+    kept = cache.find(key, wei, count);
+    if (!kept && cache.seen_before(d.weights_key)) {
+      const int64_t floats = packed_floats(d, isa.nr);
+      const size_t bytes = (size_t(floats) * sizeof(float) + 63) / 64 * 64;
+      std::shared_ptr<float> mem(static_cast<float*>(std::aligned_alloc(64, bytes)), std::free);
+      KILN_CHECK(mem, "conv2d (native direct): cannot allocate ", bytes, " bytes of packed weights");
+      pack_weights(d, isa.nr, ch, wei, d.R * d.S, taps, false, mem.get());
+      cache.insert(key, mem, bytes, wei, count);
+      kept = mem;
+    }
+    wp = kept.get();
+  }
+  if (!wp) wp = pack_weights(d, isa.nr, ch, wei, d.R * d.S, taps, false);
   run(d, isa, ch, src, wp, d.has_bias ? bias : nullptr, dst, accumulate, d.relu,
       DstLayout{d.P * d.Q * d.K, d.Q * d.K, d.K});
 }
