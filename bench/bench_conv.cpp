@@ -15,6 +15,7 @@
 
 #include "engine/dispatch.h"
 #include "kernels/common/conv.h"
+#include "kernels/common/half.h"
 #include "kernels/common/parallel.h"
 
 using namespace kiln;
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   int reps = 5;
   std::string backend = "native";
   bool nhwc = false;
+  DType dtype = DType::float32;
   std::vector<std::string> problems;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -68,8 +70,16 @@ int main(int argc, char** argv) {
     else if (a == "--backend" && i + 1 < argc) backend = argv[++i];
     else if (a == "--layout" && i + 1 < argc) nhwc = std::string(argv[++i]) == "nhwc";
     else if (a == "--cpu-clock") g_cpu_clock = true;
+    else if (a == "--dtype" && i + 1 < argc) {
+      const std::string t = argv[++i];
+      if (t != "float32" && t != "bfloat16") {
+        std::fprintf(stderr, "bench_conv: --dtype float32 or bfloat16, not '%s'\n", t.c_str());
+        return 2;
+      }
+      dtype = t == "bfloat16" ? DType::bfloat16 : DType::float32;
+    }
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_conv [--reps N] [--threads T] [--backend native|onednn|ref] [--layout nchw|nhwc] [--cpu-clock] [problem ...]\n");
+      std::printf("usage: bench_conv [--reps N] [--threads T] [--backend native|onednn|ref] [--layout nchw|nhwc] [--dtype float32|bfloat16] [--cpu-clock] [problem ...]\n");
       return 0;
     } else problems.push_back(a);
   }
@@ -82,17 +92,23 @@ int main(int argc, char** argv) {
         "g32mb16ic32ih56oc32oh56kh3ph1", // depthwise 3x3
     };
   BackendGuard guard(backend);
-  std::printf("bench_conv: backend %s, %s, %d threads, median of %d\n", backend.c_str(), nhwc ? "nhwc" : "nchw",
-              num_threads(), reps);
+  std::printf("bench_conv: backend %s, %s, %s, %d threads, median of %d\n", backend.c_str(), dtype_name(dtype),
+              nhwc ? "nhwc" : "nchw", num_threads(), reps);
   std::printf("%-34s %-9s %10s %10s\n", "problem", "pass", "ms", "GFLOP/s");
   try {
     for (const std::string& p : problems) {
-      ConvDesc d = parse_conv_problem(p, DType::float32, /*has_bias=*/true);
+      ConvDesc d = parse_conv_problem(p, dtype, /*has_bias=*/true);
       d.nhwc = nhwc;
       std::vector<float> src = random_buffer(d.src_elems(), 1), wei = random_buffer(d.wei_elems(), 2),
                          bias = random_buffer(d.K, 3), dst(size_t(d.dst_elems())),
                          diff_dst = random_buffer(d.dst_elems(), 4), diff_src(size_t(d.src_elems())),
                          diff_wei(size_t(d.wei_elems())), diff_bias(size_t(d.K));
+      if (dtype == DType::bfloat16)  // the same values as bfloat16, packed at the front of each buffer
+        for (std::vector<float>* v : {&src, &wei, &diff_dst}) {
+          std::vector<uint16_t> h(v->size());
+          for (size_t i = 0; i < v->size(); ++i) h[i] = BFloat16((*v)[i]).bits;
+          std::memcpy(v->data(), h.data(), h.size() * sizeof(uint16_t));
+        }
       auto& fwd = op_table<op::conv2d_fwd>();
       auto& bwd_d = op_table<op::conv2d_bwd_data>();
       auto& bwd_w = op_table<op::conv2d_bwd_weights>();

@@ -60,6 +60,9 @@ if(ARCH MATCHES "^(x86_64|AMD64|amd64)$")
   # Direct convolution: three tile sets (forward, backward-weights, its transpose), each 2 zmm
   # FMAs per row of heights 1..12 and reduction step: 3 * 2 * 78.
   check(conv_direct_avx512.cpp "-march=knl" "vfmadd[0-9]+ps[^\n]*%zmm" 468 "AVX-512 (zmm) FMA" _knl)
+  # bfloat16 direct convolution tile: 2 zmm vdpbf16ps per row of heights 1..12 and pair: 2 * 78.
+  check(conv_direct_avx512bf16.cpp "-mavx512f -mavx512bf16 -mavx512bw -mavx512vl -mfma -mavx2" "vdpbf16ps[^\n]*%zmm" 156
+        "AVX512_BF16 (zmm) dot product")
   # 6 x 16 tile: 2 ymm FMAs per row and k step; heights 1..6 in two A modes: 2 * 21 * 2.
   check(gemm_avx2.cpp "-mavx2 -mfma" "vfmadd[0-9]+ps[^\n]*%ymm" 84 "AVX2 (ymm) FMA")
   check(conv_depthwise_avx2.cpp "-mavx2 -mfma" "v(fmadd[0-9]+|mul|add)ps[^\n]*%ymm" 8 "AVX2 (ymm) arithmetic")

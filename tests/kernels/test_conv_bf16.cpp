@@ -166,11 +166,19 @@ TEST_CASE("native bf16 convolution matches the reference, three passes, every bf
       "mb1ic16ih5oc16kh3ph1",                // 16 channels
       "mb3ic33ih12oc40kh3ph1",               // k = 297, edge tiles in m and n
       "mb1ic64ih14oc70kh3ph1",               // k = 576: two k blocks
+      "mb2ic1024ih3iw4oc6kh3ph1",            // C a multiple of 1024: the direct tile's spaced copy
   };
   std::vector<Bf16GemmPath> paths;
   for (Bf16GemmPath p : {Bf16GemmPath::avx512_bf16, Bf16GemmPath::widen})
     if (native::bf16_gemm_path_available(p)) paths.push_back(p);
+  // The direct vdpbf16ps tile where it applies (AVX512_BF16, C even), and the im2col path.
+  struct DirectGuard {
+    ~DirectGuard() { native::set_conv_direct_path("auto"); }
+  } direct_guard;
+  for (const char* direct : {"auto", "off"})
   for (Bf16GemmPath p : paths) {
+    native::set_conv_direct_path(direct);
+    CAPTURE(std::string(direct));
     native::set_bf16_gemm_path(p);
     const std::string path_name = native::bf16_gemm_path_name(p);
     CAPTURE(path_name);

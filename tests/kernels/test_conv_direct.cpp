@@ -12,6 +12,7 @@
 #include "kernels/common/conv.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/conv.h"
+#include "kernels/cpu/native/cpu_features.h"
 #include "kernels/cpu/ref/conv.h"
 
 using namespace kiln;
@@ -184,8 +185,16 @@ TEST_CASE("native direct conv: which shapes take it") {
   ConvDesc grouped = conv(2, 8, 9, 9, 16, 3, 3, 1, 1, 1, true);
   grouped.groups = 2;
   CHECK_FALSE(native::conv_direct_fwd_applies(grouped));
+  ConvDesc bf = d;
+  bf.dtype = DType::bfloat16;
+  CHECK(native::conv_direct_bf16_applies(bf) == (native::cpu_isa().avx512_bf16 && native::cpu_isa().avx512bw &&
+                                                  native::cpu_isa().avx512vl && native::conv_direct_path_available("avx512")));
+  ConvDesc odd = bf;
+  odd.C = 3;
+  CHECK_FALSE(native::conv_direct_bf16_applies(odd));  // channel pairs: C even
   native::set_conv_direct_path("off");
   CHECK_FALSE(native::conv_direct_fwd_applies(d));
+  CHECK_FALSE(native::conv_direct_bf16_applies(bf));
   CHECK(std::string(native::conv_direct_path()) == "off");
   CHECK_THROWS_KILN(native::set_conv_direct_path("sse9"), "unknown path");
 }

@@ -203,7 +203,12 @@ static void conv2d_fwd_plain(const ConvDesc& d, const void* src_v, const void* w
 }
 
 void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void* bias, void* dst) {
-  if (d.dtype == DType::bfloat16) return conv2d_fwd_bf16(d, src, wei, bias, dst);
+  if (d.dtype == DType::bfloat16) {
+    if (conv_direct_bf16_applies(d))
+      return conv2d_fwd_direct_bf16(d, static_cast<const uint16_t*>(src), static_cast<const uint16_t*>(wei),
+                                    static_cast<const float*>(bias), static_cast<uint16_t*>(dst), d.sum);
+    return conv2d_fwd_bf16(d, src, wei, bias, dst);
+  }
   if (conv_direct_fwd_applies(d))  // ReLU and residual applied in the tile's store
     return conv2d_fwd_direct(d, static_cast<const float*>(src), static_cast<const float*>(wei),
                              static_cast<const float*>(bias), static_cast<float*>(dst), d.sum);
@@ -219,7 +224,12 @@ void conv2d_fwd(const ConvDesc& d, const void* src, const void* wei, const void*
 }
 
 void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst_v, const void* wei_v, void* diff_src_v) {
-  if (d.dtype == DType::bfloat16) return conv2d_bwd_data_bf16(d, diff_dst_v, wei_v, diff_src_v);
+  if (d.dtype == DType::bfloat16) {
+    if (conv_direct_bwd_data_bf16_applies(d))
+      return conv2d_bwd_data_direct_bf16(d, static_cast<const uint16_t*>(diff_dst_v),
+                                         static_cast<const uint16_t*>(wei_v), static_cast<uint16_t*>(diff_src_v));
+    return conv2d_bwd_data_bf16(d, diff_dst_v, wei_v, diff_src_v);
+  }
   const float* diff_dst = static_cast<const float*>(diff_dst_v);
   const float* wei = static_cast<const float*>(wei_v);
   float* diff_src = static_cast<float*>(diff_src_v);

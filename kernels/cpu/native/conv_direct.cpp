@@ -95,6 +95,14 @@ float* scratch(int slot, int64_t floats, const char* what) {
 }
 enum Slot { kPacked = 0, kWindows = 1, kGradient = 2, kBatch = 3, kRows = 4 };
 
+// The same, typed: n elements of T (float, or uint16_t for bfloat16 bits).
+template <class T>
+T* scratch_of(int slot, int64_t n, const char* what) {
+  static_assert(sizeof(float) % sizeof(T) == 0, "scratch holds floats");
+  const int64_t per = int64_t(sizeof(float) / sizeof(T));
+  return reinterpret_cast<T*>(scratch(slot, (n + per - 1) / per, what));
+}
+
 // Packed forward weights kept across calls under ConvDesc::weights_key (inference: the same
 // weights every call), least recently used first out past kCacheBytes. A key is admitted on its
 // second sighting, so weights converted afresh each call (a new storage, a new key) never churn
@@ -233,27 +241,58 @@ const float* pack_weights(const ConvDesc& d, int64_t nr, const Chunks& ch, const
   return out;
 }
 
+// bfloat16 panels for the AVX512_BF16 tile: panel j is [R][S][C/2][nr][2], channel pairs
+// interleaved per output channel (C even); weights as pack_weights reads them. No channel chunks:
+// the sums stay in registers for the whole reduction and are rounded once.
+const uint16_t* pack_weights_bf16(const ConvDesc& d, int64_t nr, const uint16_t* wei, int64_t RS0,
+                                  const std::vector<int64_t>& tap_src, bool swapped) {
+  const int64_t panels = (d.K + nr - 1) / nr, RS = d.R * d.S, RSC = RS * d.C;
+  uint16_t* out = scratch_of<uint16_t>(kPacked, panels * RSC * nr, "conv2d (native direct): packed weights");
+  parallel_for(0, panels, 1, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      uint16_t* panel = out + j * RSC * nr;
+      const int64_t kn = std::min(nr, d.K - j * nr);
+      if (kn < nr) std::memset(panel, 0, sizeof(uint16_t) * size_t(RSC * nr));
+      auto put = [&](int64_t l, int64_t c) {
+        const uint16_t* w = wei + (swapped ? c * d.K + (j * nr + l) : (j * nr + l) * d.C + c) * RS0;
+        uint16_t* o = panel + (c & ~int64_t(1)) * nr + 2 * l + (c & 1);
+        for (int64_t t = 0; t < RS; ++t) o[t * d.C * nr] = w[tap_src[size_t(t)]];
+      };
+      if (swapped) {
+        for (int64_t c = 0; c < d.C; ++c)
+          for (int64_t l = 0; l < kn; ++l) put(l, c);
+      } else {
+        for (int64_t l = 0; l < kn; ++l)
+          for (int64_t c = 0; c < d.C; ++c) put(l, c);
+      }
+    }
+  });
+  return out;
+}
+
 // How the tiles read the source. In place where the convolution reads no padding; otherwise a
 // zero-bordered copy: of the whole batch when it is small (kBatchBytes), else of the rows each
 // work item reads (a window per thread). Either way output row p of image n reads source rows
-// from row(n, p) on, stride_h * pitch floats further per output row.
+// from row(n, p) on, stride_h * pitch elements further per output row. T: float, or uint16_t
+// for bfloat16 bits.
+template <class T>
 struct Source {
   enum Mode { kInPlace, kWholeBatch, kWindows } mode;
   int64_t Wp;          // columns the convolution reads: (Q-1)*stride_w + (S-1)*dilation_w + 1
   int64_t Hn;          // rows it reads per image: (P-1)*stride_h + (R-1)*dilation_h + 1
-  int64_t cs;          // floats from one source pixel to the next: C, or more in a copy (below)
-  int64_t pitch;       // floats from one source row to the next
-  int64_t image;       // floats from one image to the next (in place and whole batch)
-  const float* data;   // in place: src at what output (0, 0, 0) reads at tap (0, 0); whole batch: the copy
+  int64_t cs;          // elements from one source pixel to the next: C, or more in a copy (below)
+  int64_t pitch;       // elements from one source row to the next
+  int64_t image;       // elements from one image to the next (in place and whole batch)
+  const T* data;       // in place: src at what output (0, 0, 0) reads at tap (0, 0); whole batch: the copy
 
-  Source(const ConvDesc& d, const float* src)
+  Source(const ConvDesc& d, const T* src)
       : Wp((d.Q - 1) * d.stride_w + (d.S - 1) * d.dilation_w + 1),
         Hn((d.P - 1) * d.stride_h + (d.R - 1) * d.dilation_h + 1) {
     const bool pads = d.pad_h > 0 || d.pad_w > 0 || Hn - 1 - d.pad_h >= d.H || Wp - 1 - d.pad_w >= d.W;
-    // Pixels 2 KiB apart or a multiple of it (C a multiple of 512) put a tile's pixels in one or
-    // two L1 sets: a copy spaces them 64 bytes further.
-    const bool aliased = d.C % 512 == 0;
-    cs = d.C + (aliased ? 16 : 0);
+    // Pixels 2 KiB apart or a multiple of it (float32 C a multiple of 512) put a tile's pixels in
+    // one or two L1 sets: a copy spaces them 64 bytes further.
+    const bool aliased = d.C * int64_t(sizeof(T)) % 2048 == 0;
+    cs = d.C + (aliased ? int64_t(64 / sizeof(T)) : 0);
     if (!pads && !aliased) {
       mode = kInPlace;
       cs = d.C;
@@ -264,49 +303,49 @@ struct Source {
     }
     pitch = Wp * cs;
     image = Hn * pitch;
-    if (d.N * image * int64_t(sizeof(float)) > g_batch_bytes.load(std::memory_order_relaxed)) {
+    if (d.N * image * int64_t(sizeof(T)) > g_batch_bytes.load(std::memory_order_relaxed)) {
       mode = kWindows;
       data = nullptr;
       return;
     }
     mode = kWholeBatch;
-    float* copy = scratch(kBatch, d.N * image, "conv2d (native direct): padded source");
+    T* copy = scratch_of<T>(kBatch, d.N * image, "conv2d (native direct): padded source");
     parallel_for(0, d.N * Hn, 1, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) fill_row(d, src, r / Hn, r % Hn - d.pad_h, copy + r * pitch);
     });
     data = copy;
   }
   // Row ih of image n as the convolution reads it: Wp columns from iw = -pad_w, zero outside.
-  void fill_row(const ConvDesc& d, const float* src, int64_t n, int64_t ih, float* row) const {
+  void fill_row(const ConvDesc& d, const T* src, int64_t n, int64_t ih, T* row) const {
     const int64_t C = d.C;
     if (ih < 0 || ih >= d.H) {
-      std::memset(row, 0, sizeof(float) * size_t(Wp * cs));
+      std::memset(row, 0, sizeof(T) * size_t(Wp * cs));
       return;
     }
     const int64_t lo = std::clamp<int64_t>(d.pad_w, 0, Wp), hi = std::clamp<int64_t>(d.W + d.pad_w, lo, Wp);
-    std::memset(row, 0, sizeof(float) * size_t(lo * cs));
-    const float* in = src + ((n * d.H + ih) * d.W + lo - d.pad_w) * C;
+    std::memset(row, 0, sizeof(T) * size_t(lo * cs));
+    const T* in = src + ((n * d.H + ih) * d.W + lo - d.pad_w) * C;
     if (cs == C) {
-      if (hi > lo) std::memcpy(row + lo * C, in, sizeof(float) * size_t((hi - lo) * C));
+      if (hi > lo) std::memcpy(row + lo * C, in, sizeof(T) * size_t((hi - lo) * C));
     } else {
       for (int64_t w = lo; w < hi; ++w) {
-        std::memcpy(row + w * cs, in + (w - lo) * C, sizeof(float) * size_t(C));
-        std::memset(row + w * cs + C, 0, sizeof(float) * size_t(cs - C));
+        std::memcpy(row + w * cs, in + (w - lo) * C, sizeof(T) * size_t(C));
+        std::memset(row + w * cs + C, 0, sizeof(T) * size_t(cs - C));
       }
     }
-    std::memset(row + hi * cs, 0, sizeof(float) * size_t((Wp - hi) * cs));
+    std::memset(row + hi * cs, 0, sizeof(T) * size_t((Wp - hi) * cs));
   }
-  // Windows mode: floats of the window for `out_rows` output rows.
+  // Windows mode: elements of the window for `out_rows` output rows.
   int64_t window_elems(const ConvDesc& d, int64_t out_rows) const {
     return mode == kWindows ? ((out_rows - 1) * d.stride_h + (d.R - 1) * d.dilation_h + 1) * pitch : 0;
   }
   // Where output row p of image n reads; in windows mode the rows [p0, p1) are copied into win
   // first by load() and p is in that range.
-  const float* row(int64_t n, int64_t p, int64_t p0, const float* win, const ConvDesc& d) const {
+  const T* row(int64_t n, int64_t p, int64_t p0, const T* win, const ConvDesc& d) const {
     if (mode == kWindows) return win + (p - p0) * d.stride_h * pitch;
     return data + n * image + p * d.stride_h * pitch;
   }
-  void load(const ConvDesc& d, const float* src, int64_t n, int64_t p0, int64_t p1, float* win) const {
+  void load(const ConvDesc& d, const T* src, int64_t n, int64_t p0, int64_t p1, T* win) const {
     if (mode != kWindows) return;
     const int64_t rows = (p1 - p0 - 1) * d.stride_h + (d.R - 1) * d.dilation_h + 1;
     for (int64_t rr = 0; rr < rows; ++rr) fill_row(d, src, n, p0 * d.stride_h - d.pad_h + rr, win + rr * pitch);
@@ -316,7 +355,8 @@ struct Source {
 // Reduction segments of chunk i, offsets from a pixel's source: one per kernel row (S*C
 // contiguous floats) when the channels are not chunked and the kernel is dense along w, else one
 // per tap (the chunk's channels).
-void segments(const ConvDesc& d, const Source& so, const Chunks& ch, int64_t i, std::vector<int64_t>& seg,
+template <class T>
+void segments(const ConvDesc& d, const Source<T>& so, const Chunks& ch, int64_t i, std::vector<int64_t>& seg,
               int64_t& seg_len) {
   seg.clear();
   const int64_t c0 = ch.c0(d, i);
@@ -335,12 +375,14 @@ struct DstLayout {
   int64_t image, row, pixel;
 };
 
-// Runs the forward-form problem d: dst = act(conv(src, packed weights) + bias [+ dst]).
-void run(const ConvDesc& d, const Isa& isa, const Chunks& ch, const float* src, const float* wp, const float* bias,
-         float* dst, bool accumulate, bool relu, DstLayout out) {
+// Runs the forward-form problem d: dst = act(conv(src, packed weights) + bias [+ dst]), on the
+// float32 tiles (T float, Args TileArgs) or the bfloat16 ones (T uint16_t, Args TileArgsBf16).
+template <class T, class Args, class Tiles>
+void run(const ConvDesc& d, const Tiles& isa, const Chunks& ch, const T* src, const T* wp, const float* bias, T* dst,
+         bool accumulate, bool relu, DstLayout out) {
   const int64_t C = d.C, K = d.K, nr = isa.nr, mr = isa.mr;
   const int64_t panels = (K + nr - 1) / nr, RSC = d.R * d.S * C;
-  const Source so(d, src);
+  const Source<T> so(d, src);
   // Items: output rows [p0, p1) of images [n0, n1), panels [j0, j1). Rows per item: source rows of
   // at most kWindowBytes; small images: whole images, enough of them for kItemPixels.
   const int64_t row_bytes = so.pitch * int64_t(sizeof(float));
@@ -351,7 +393,7 @@ void run(const ConvDesc& d, const Isa& isa, const Chunks& ch, const float* src, 
   const int nt = in_parallel_region() ? 1 : num_threads();
   const int64_t item_pixels = g_item_pixels.load(std::memory_order_relaxed);
   int64_t group = 1;  // images per item
-  if (nblocks == 1 && so.mode != Source::kWindows)
+  if (nblocks == 1 && so.mode != Source<T>::kWindows)
     group = std::clamp<int64_t>((item_pixels + d.P * d.Q - 1) / std::max<int64_t>(d.P * d.Q, 1), 1,
                                 std::max<int64_t>(1, d.N / (2 * nt)));
   const int64_t ngroups = (d.N + group - 1) / group;
@@ -361,9 +403,9 @@ void run(const ConvDesc& d, const Isa& isa, const Chunks& ch, const float* src, 
   const int64_t items = ngroups * nblocks * kgroups;
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(nt, items));
   const int64_t win_elems = std::max<int64_t>(so.window_elems(d, rb), 1);
-  float* windows = so.mode == Source::kWindows
-                       ? scratch(kWindows, parts * win_elems, "conv2d (native direct): source windows")
-                       : nullptr;
+  T* windows = so.mode == Source<T>::kWindows
+                   ? scratch_of<T>(kWindows, parts * win_elems, "conv2d (native direct): source windows")
+                   : nullptr;
   const int64_t nchunks = (d.Q + mr - 1) / mr;  // pixels of a row in equal tiles (13 -> 7 + 6)
   std::vector<std::vector<int64_t>> segs(size_t(ch.n));
   std::vector<int64_t> seg_lens(size_t(ch.n));
@@ -374,7 +416,7 @@ void run(const ConvDesc& d, const Isa& isa, const Chunks& ch, const float* src, 
   std::atomic<int64_t> next{0};
   parallel_for(0, parts, 1, [&](int64_t part_b, int64_t part_e) {
     for (int64_t part = part_b; part < part_e; ++part) {
-      float* win = windows ? windows + part * win_elems : nullptr;
+      T* win = windows ? windows + part * win_elems : nullptr;
       for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < items;
            item = next.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t kg = item % kgroups, blk = item / kgroups % nblocks, g = item / kgroups / nblocks;
@@ -383,12 +425,12 @@ void run(const ConvDesc& d, const Isa& isa, const Chunks& ch, const float* src, 
         const int64_t j0 = kg * panels / kgroups, j1 = (kg + 1) * panels / kgroups;
         if (p0 >= p1 || j0 >= j1) continue;
         if (win) so.load(d, src, n0, p0, p1, win);  // windows mode: one image per item
-        TileArgs t{};
+        Args t{};
         t.a_step = d.stride_w * so.cs;
         t.c_step = out.pixel;
         for (int64_t j = j0; j < j1; ++j) {
           t.kn = std::min(nr, K - j * nr);
-          const float* panel = wp + j * RSC * nr;
+          const T* panel = wp + j * RSC * nr;
           for (int64_t i = 0; i < ch.n; ++i) {
             // The chunks add up in dst: the bias and a residual with the first, ReLU with the last.
             t.b = panel + d.R * d.S * ch.c0(d, i) * nr;
@@ -400,8 +442,8 @@ void run(const ConvDesc& d, const Isa& isa, const Chunks& ch, const float* src, 
             t.relu = relu && i == ch.n - 1;
             for (int64_t n = n0; n < n1; ++n)
               for (int64_t p = p0; p < p1; ++p) {
-                const float* arow = so.row(n, p, p0, win, d);
-                float* crow = dst + n * out.image + p * out.row + j * nr;
+                const T* arow = so.row(n, p, p0, win, d);
+                T* crow = dst + n * out.image + p * out.row + j * nr;
                 for (int64_t q = 0; q < nchunks; ++q) {
                   const int64_t q0 = q * d.Q / nchunks, q1 = (q + 1) * d.Q / nchunks;
                   t.a = arow + q0 * d.stride_w * so.cs;
@@ -414,6 +456,56 @@ void run(const ConvDesc& d, const Isa& isa, const Chunks& ch, const float* src, 
         }
       }
     }
+  });
+}
+
+// Backward-data by phases: diff_src[n, h, w, c] = sum_{k, r, s} diff_dst[n, (h + pad_h - r*dh) / sh,
+// (w + pad_w - s*dw) / sw, k] * wei[k, c, r, s] over the taps where both divisions are exact.
+// Split diff_src by phase (h mod sh, w mod sw): each phase is a stride-1 convolution of diff_dst
+// with that phase's taps, flipped, C and K swapped. At stride 1 there is one phase and every tap
+// (with any dilation). conv(b, taps, offset, layout) runs one: b its forward-form problem, taps[t]
+// the forward tap its tap t reads, its output at diff_src + offset laid out as `layout`;
+// none(offset, layout, rows, cols) zeroes a phase no tap reaches (a 1x1 kernel at stride 2).
+template <class Conv, class None>
+void for_each_phase(const ConvDesc& d, const Conv& conv, const None& none) {
+  const int64_t sh = d.stride_h, sw = d.stride_w;
+  const DstLayout layout{d.H * d.W * d.C, sh * d.W * d.C, sw * d.C};
+  for (int64_t a = 0; a < std::min(sh, d.H); ++a)
+    for (int64_t bw = 0; bw < std::min(sw, d.W); ++bw) {
+      // Taps r = r0 + sh*t (t < Ra) reach rows h = a + sh*i from dy row i + ea - t; the same in w.
+      const int64_t r0 = (a + d.pad_h) % sh, ea = (a + d.pad_h) / sh, Ra = r0 < d.R ? (d.R - r0 + sh - 1) / sh : 0;
+      const int64_t s0 = (bw + d.pad_w) % sw, eb = (bw + d.pad_w) / sw, Sb = s0 < d.S ? (d.S - s0 + sw - 1) / sw : 0;
+      const int64_t Ha = (d.H - a + sh - 1) / sh, Wb = (d.W - bw + sw - 1) / sw;
+      const int64_t offset = (a * d.W + bw) * d.C;
+      if (Ra == 0 || Sb == 0) {
+        none(offset, layout, Ha, Wb);
+        continue;
+      }
+      ConvDesc b = d;
+      b.C = d.K, b.H = d.P, b.W = d.Q;
+      b.K = d.C, b.P = Ha, b.Q = Wb;
+      b.R = Ra, b.S = Sb;
+      b.stride_h = b.stride_w = 1;
+      b.dilation_h = sh == 1 ? d.dilation_h : 1;
+      b.dilation_w = sw == 1 ? d.dilation_w : 1;
+      b.pad_h = (Ra - 1) * b.dilation_h - ea;
+      b.pad_w = (Sb - 1) * b.dilation_w - eb;
+      b.has_bias = false;
+      b.relu = b.sum = false;
+      std::vector<int64_t> taps;  // phase tap (t, u) <- forward tap (r0 + sh*(Ra-1-t), s0 + sw*(Sb-1-u))
+      for (int64_t t = 0; t < Ra; ++t)
+        for (int64_t u = 0; u < Sb; ++u) taps.push_back((r0 + sh * (Ra - 1 - t)) * d.S + (s0 + sw * (Sb - 1 - u)));
+      conv(b, taps, offset, layout);
+    }
+}
+
+// Zeroes rows x cols pixels (c floats or bfloat16s each) of every image at out laid out as `layout`.
+template <class T>
+void zero_phase(T* out, DstLayout layout, int64_t N, int64_t rows, int64_t cols, int64_t c) {
+  parallel_for(0, N * rows, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        std::memset(out + i / rows * layout.image + i % rows * layout.row + j * layout.pixel, 0, sizeof(T) * size_t(c));
   });
 }
 
@@ -505,7 +597,7 @@ void conv2d_fwd_direct(const ConvDesc& d, const float* src, const float* wei, co
     wp = kept.get();
   }
   if (!wp) wp = pack_weights(d, isa.nr, ch, wei, d.R * d.S, taps, false);
-  run(d, isa, ch, src, wp, d.has_bias ? bias : nullptr, dst, accumulate, d.relu,
+  run<float, TileArgs>(d, isa, ch, src, wp, d.has_bias ? bias : nullptr, dst, accumulate, d.relu,
       DstLayout{d.P * d.Q * d.K, d.Q * d.K, d.K});
 }
 
@@ -516,54 +608,21 @@ void conv2d_bwd_data_direct(const ConvDesc& d, const float* diff_dst, const floa
     std::memset(diff_src, 0, sizeof(float) * size_t(d.src_elems()));
     return;
   }
-  // diff_src[n, h, w, c] = sum_{k, r, s} diff_dst[n, (h + pad_h - r*dh) / sh, (w + pad_w - s*dw) / sw, k]
-  // * wei[k, c, r, s] over the taps where both divisions are exact. Split diff_src by phase
-  // (h mod sh, w mod sw): each phase is a stride-1 convolution of diff_dst with the taps of that
-  // phase, flipped, C and K swapped. At stride 1 there is one phase and every tap (with any dilation).
   const Isa isa = isa_of(current_path());
-  const int64_t sh = d.stride_h, sw = d.stride_w;
-  for (int64_t a = 0; a < std::min(sh, d.H); ++a)
-    for (int64_t bw = 0; bw < std::min(sw, d.W); ++bw) {
-      // Taps r = r0 + sh*t (t < Ra) reach rows h = a + sh*i from dy row i + ea - t; the same in w.
-      const int64_t r0 = (a + d.pad_h) % sh, ea = (a + d.pad_h) / sh, Ra = r0 < d.R ? (d.R - r0 + sh - 1) / sh : 0;
-      const int64_t s0 = (bw + d.pad_w) % sw, eb = (bw + d.pad_w) / sw, Sb = s0 < d.S ? (d.S - s0 + sw - 1) / sw : 0;
-      const int64_t Ha = (d.H - a + sh - 1) / sh, Wb = (d.W - bw + sw - 1) / sw;
-      float* out = diff_src + (a * d.W + bw) * d.C;
-      const DstLayout layout{d.H * d.W * d.C, sh * d.W * d.C, sw * d.C};
-      if (Ra == 0 || Sb == 0) {  // no tap reaches this phase (a 1x1 kernel at stride 2, say)
-        parallel_for(0, d.N * Ha, 1, [&](int64_t i0, int64_t i1) {
-          for (int64_t i = i0; i < i1; ++i)
-            for (int64_t j = 0; j < Wb; ++j)
-              std::memset(out + i / Ha * layout.image + i % Ha * layout.row + j * layout.pixel, 0,
-                          sizeof(float) * size_t(d.C));
-        });
-        continue;
-      }
-      ConvDesc b = d;
-      b.C = d.K, b.H = d.P, b.W = d.Q;
-      b.K = d.C, b.P = Ha, b.Q = Wb;
-      b.R = Ra, b.S = Sb;
-      b.stride_h = b.stride_w = 1;
-      b.dilation_h = sh == 1 ? d.dilation_h : 1;
-      b.dilation_w = sw == 1 ? d.dilation_w : 1;
-      b.pad_h = (Ra - 1) * b.dilation_h - ea;
-      b.pad_w = (Sb - 1) * b.dilation_w - eb;
-      b.has_bias = false;
-      b.relu = b.sum = false;
-      std::vector<int64_t> taps;  // phase tap (t, u) <- forward tap (r0 + sh*(Ra-1-t), s0 + sw*(Sb-1-u))
-      for (int64_t t = 0; t < Ra; ++t)
-        for (int64_t u = 0; u < Sb; ++u) taps.push_back((r0 + sh * (Ra - 1 - t)) * d.S + (s0 + sw * (Sb - 1 - u)));
-      const Chunks ch(b, isa.nr);
-      const float* wp = pack_weights(b, isa.nr, ch, wei, d.R * d.S, taps, true);
-      run(b, isa, ch, diff_dst, wp, nullptr, out, false, false, layout);
-    }
+  for_each_phase(d, [&](const ConvDesc& b, const std::vector<int64_t>& taps, int64_t offset, DstLayout layout) {
+    const Chunks ch(b, isa.nr);
+    const float* wp = pack_weights(b, isa.nr, ch, wei, d.R * d.S, taps, true);
+    run<float, TileArgs>(b, isa, ch, diff_dst, wp, nullptr, diff_src + offset, false, false, layout);
+  }, [&](int64_t offset, DstLayout layout, int64_t rows, int64_t cols) {
+    zero_phase(diff_src + offset, layout, d.N, rows, cols, d.C);
+  });
 }
 
 void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei) {
   KILN_CHECK(conv_direct_fwd_applies(d), "conv2d_bwd_weights (native direct): does not apply to ", d.str());
   const int64_t C = d.C, K = d.K, RSC = d.R * d.S * C, RS = d.R * d.S;
   const Isa isa = isa_of(current_path());
-  const Source so(d, src);
+  const Source<float> so(d, src);
   std::vector<int64_t> seg;
   int64_t seg_len = 0;
   segments(d, so, Chunks(), 0, seg, seg_len);
@@ -589,7 +648,7 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
     const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(nt, units));
     const int64_t win_rows = std::min(rc, d.P);
     const int64_t win_elems = std::max<int64_t>(so.window_elems(d, win_rows), 1);
-    float* windows = so.mode == Source::kWindows
+    float* windows = so.mode == Source<float>::kWindows
                          ? scratch(kWindows, parts * win_elems, "conv2d (native direct): source windows")
                          : nullptr;
     parallel_for(0, parts, 1, [&](int64_t part_b, int64_t part_e) {
@@ -640,6 +699,50 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
       for (int64_t c = 0; c < C; ++c)
         for (int64_t rs = 0; rs < RS; ++rs)
           diff_wei[(k * C + c) * RS + rs] = transposed ? from[(rs * C + c) * K + k] : from[(k * RS + rs) * C + c];
+  });
+}
+
+bool conv_direct_bf16_applies(const ConvDesc& d) {
+  ConvDesc f = d;
+  f.dtype = DType::float32;
+  return d.dtype == DType::bfloat16 && d.C % 2 == 0 && current_path() == 1 && has_avx512_bf16() &&
+         cpu_isa().avx512bw && cpu_isa().avx512vl && direct::avx512bf16_isa().name && conv_direct_fwd_applies(f);
+}
+
+bool conv_direct_bwd_data_bf16_applies(const ConvDesc& d) {
+  ConvDesc f = d;
+  f.dtype = DType::float32;
+  return conv_direct_bf16_applies(d) && d.K % 2 == 0 && conv_direct_bwd_data_applies(f);
+}
+
+void conv2d_fwd_direct_bf16(const ConvDesc& d, const uint16_t* src, const uint16_t* wei, const float* bias,
+                            uint16_t* dst, bool accumulate) {
+  KILN_CHECK(conv_direct_bf16_applies(d), "conv2d_fwd (native direct bfloat16): does not apply to ", d.str());
+  if (d.N * d.K * d.P * d.Q == 0) return;
+  const direct::IsaBf16 isa = direct::avx512bf16_isa();
+  std::vector<int64_t> taps(size_t(d.R * d.S));
+  for (size_t t = 0; t < taps.size(); ++t) taps[t] = int64_t(t);
+  const uint16_t* wp = pack_weights_bf16(d, isa.nr, wei, d.R * d.S, taps, false);
+  run<uint16_t, direct::TileArgsBf16>(d, isa, Chunks(), src, wp, d.has_bias ? bias : nullptr, dst, accumulate,
+                                      d.relu, DstLayout{d.P * d.Q * d.K, d.Q * d.K, d.K});
+}
+
+void conv2d_bwd_data_direct_bf16(const ConvDesc& d, const uint16_t* diff_dst, const uint16_t* wei,
+                                 uint16_t* diff_src) {
+  KILN_CHECK(conv_direct_bwd_data_bf16_applies(d), "conv2d_bwd_data (native direct bfloat16): does not apply to ",
+             d.str());
+  if (d.N * d.C * d.H * d.W == 0) return;
+  if (d.K * d.P * d.Q == 0) {
+    std::memset(diff_src, 0, sizeof(uint16_t) * size_t(d.src_elems()));
+    return;
+  }
+  const direct::IsaBf16 isa = direct::avx512bf16_isa();
+  for_each_phase(d, [&](const ConvDesc& b, const std::vector<int64_t>& taps, int64_t offset, DstLayout layout) {
+    const uint16_t* wp = pack_weights_bf16(b, isa.nr, wei, d.R * d.S, taps, true);
+    run<uint16_t, direct::TileArgsBf16>(b, isa, Chunks(), diff_dst, wp, nullptr, diff_src + offset, false, false,
+                                        layout);
+  }, [&](int64_t offset, DstLayout layout, int64_t rows, int64_t cols) {
+    zero_phase(diff_src + offset, layout, d.N, rows, cols, d.C);
   });
 }
 

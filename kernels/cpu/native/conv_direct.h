@@ -60,6 +60,30 @@ struct Isa {
   WeiTileFn wei_tile_t = nullptr;  // mr lanes x nr output channels
 };
 
+// bfloat16 forward tile (conv_direct_avx512bf16.cpp, AVX512_BF16): the same shape and fields with
+// a, b and c bfloat16 (uint16_t bits) and the bias float32; the reduction runs over pairs of
+// floats of a segment (seg_len even), the panel packed [pair][nr][2], products summed in
+// float32 by vdpbf16ps and rounded to bfloat16 once, as the tile is stored. Strides in elements.
+struct TileArgsBf16 {
+  const uint16_t* a;
+  int64_t a_step;
+  const int64_t* seg;
+  int64_t nseg, seg_len;
+  const uint16_t* b;
+  uint16_t* c;
+  int64_t c_step;
+  int64_t nb, kn;
+  const float* bias;
+  bool accumulate, relu;
+};
+using TileBf16Fn = void (*)(const TileArgsBf16&);
+struct IsaBf16 {
+  const char* name = nullptr;  // null: not compiled into this build
+  int mr = 0, nr = 0;
+  TileBf16Fn tile = nullptr;
+};
+IsaBf16 avx512bf16_isa();  // 12 pixels x 32 channels
+
 Isa avx512_isa();  // conv_direct_avx512.cpp: 12 pixels x 32 channels; weights 12 x 32
 Isa avx2_isa();    // conv_direct_avx2.cpp: 6 pixels x 16 channels; weights 6 x 16
 
