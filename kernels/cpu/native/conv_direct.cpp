@@ -88,12 +88,12 @@ int current_path() {
 
 Isa isa_of(int path) { return path == 1 ? direct::avx512_isa() : path == 2 ? direct::avx2_isa() : Isa{}; }
 
-// Scratch per calling thread, kept across calls (thread_buffer.h).
+// Scratch per calling thread, kept across calls (thread_buffer.h), one buffer per use.
+enum Slot { kPacked = 0, kWindows = 1, kGradient = 2, kBatch = 3, kSlots = 4 };
 float* scratch(int slot, int64_t floats, const char* what) {
-  thread_local ThreadBuffer buffers[5];
+  thread_local ThreadBuffer buffers[kSlots];
   return buffers[slot].get(size_t(std::max<int64_t>(floats, 1)), what);
 }
-enum Slot { kPacked = 0, kWindows = 1, kGradient = 2, kBatch = 3, kRows = 4 };
 
 // The same, typed: n elements of T (float, or uint16_t for bfloat16 bits).
 template <class T>
