@@ -90,17 +90,20 @@ Isa isa_of(int path) { return path == 1 ? direct::avx512_isa() : path == 2 ? dir
 
 // Scratch per calling thread, kept across calls (thread_buffer.h), one buffer per use.
 enum Slot { kPacked = 0, kWindows = 1, kGradient = 2, kBatch = 3, kSlots = 4 };
-float* scratch(int slot, int64_t floats, const char* what) {
-  thread_local ThreadBuffer buffers[kSlots];
-  return buffers[slot].get(size_t(std::max<int64_t>(floats, 1)), what);
+float* scratch(int slot, int64_t floats) {
+  thread_local ThreadBuffer<> buffers[kSlots] = {ThreadBuffer<>("conv2d (native direct): packed weights"),
+                                                 ThreadBuffer<>("conv2d (native direct): source windows"),
+                                                 ThreadBuffer<>("conv2d (native direct): weight gradient"),
+                                                 ThreadBuffer<>("conv2d (native direct): padded source")};
+  return buffers[slot].get(size_t(std::max<int64_t>(floats, 1)));
 }
 
 // The same, typed: n elements of T (float, or uint16_t for bfloat16 bits).
 template <class T>
-T* scratch_of(int slot, int64_t n, const char* what) {
+T* scratch_of(int slot, int64_t n) {
   static_assert(sizeof(float) % sizeof(T) == 0, "scratch holds floats");
   const int64_t per = int64_t(sizeof(float) / sizeof(T));
-  return reinterpret_cast<T*>(scratch(slot, (n + per - 1) / per, what));
+  return reinterpret_cast<T*>(scratch(slot, (n + per - 1) / per));
 }
 
 // Packed forward weights kept across calls under ConvDesc::weights_key (inference: the same
@@ -208,7 +211,7 @@ int64_t packed_floats(const ConvDesc& d, int64_t nr) { return (d.K + nr - 1) / n
 const float* pack_weights(const ConvDesc& d, int64_t nr, const Chunks& ch, const float* wei, int64_t RS0,
                           const std::vector<int64_t>& tap_src, bool swapped, float* out = nullptr) {
   const int64_t panels = (d.K + nr - 1) / nr, RS = d.R * d.S, RSC = RS * d.C;
-  if (!out) out = scratch(kPacked, packed_floats(d, nr), "conv2d (native direct): packed weights");
+  if (!out) out = scratch(kPacked, packed_floats(d, nr));
   std::vector<int64_t> pos(size_t(d.C));  // where channel c's first tap goes, and its chunk's width
   std::vector<int64_t> width(size_t(d.C));
   for (int64_t i = 0; i < ch.n; ++i)
@@ -247,7 +250,7 @@ const float* pack_weights(const ConvDesc& d, int64_t nr, const Chunks& ch, const
 const uint16_t* pack_weights_bf16(const ConvDesc& d, int64_t nr, const uint16_t* wei, int64_t RS0,
                                   const std::vector<int64_t>& tap_src, bool swapped) {
   const int64_t panels = (d.K + nr - 1) / nr, RS = d.R * d.S, RSC = RS * d.C;
-  uint16_t* out = scratch_of<uint16_t>(kPacked, panels * RSC * nr, "conv2d (native direct): packed weights");
+  uint16_t* out = scratch_of<uint16_t>(kPacked, panels * RSC * nr);
   parallel_for(0, panels, 1, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       uint16_t* panel = out + j * RSC * nr;
@@ -309,7 +312,7 @@ struct Source {
       return;
     }
     mode = kWholeBatch;
-    T* copy = scratch_of<T>(kBatch, d.N * image, "conv2d (native direct): padded source");
+    T* copy = scratch_of<T>(kBatch, d.N * image);
     parallel_for(0, d.N * Hn, 1, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) fill_row(d, src, r / Hn, r % Hn - d.pad_h, copy + r * pitch);
     });
@@ -404,7 +407,7 @@ void run(const ConvDesc& d, const Tiles& isa, const Chunks& ch, const T* src, co
   const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(nt, items));
   const int64_t win_elems = std::max<int64_t>(so.window_elems(d, rb), 1);
   T* windows = so.mode == Source<T>::kWindows
-                   ? scratch_of<T>(kWindows, parts * win_elems, "conv2d (native direct): source windows")
+                   ? scratch_of<T>(kWindows, parts * win_elems)
                    : nullptr;
   const int64_t nchunks = (d.Q + mr - 1) / mr;  // pixels of a row in equal tiles (13 -> 7 + 6)
   std::vector<std::vector<int64_t>> segs(size_t(ch.n));
@@ -631,7 +634,7 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
   // (dW in [R][S][C][K]): whichever fills more of its vectors.
   auto fill = [](int64_t n, int64_t width) { return double(n) / double(width * ((n + width - 1) / width)); };
   const bool transposed = fill(K, isa.nr) > fill(seg_len, isa.wl) + 0.05;
-  float* dwt = scratch(kGradient, K * RSC, "conv2d (native direct): weight gradient");
+  float* dwt = scratch(kGradient, K * RSC);
   std::memset(dwt, 0, sizeof(float) * size_t(K * RSC));
   if (d.N * d.P * d.Q > 0) {
     // Units: a run of lanes of one segment, every output channel; each thread owns some and sums
@@ -649,7 +652,7 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
     const int64_t win_rows = std::min(rc, d.P);
     const int64_t win_elems = std::max<int64_t>(so.window_elems(d, win_rows), 1);
     float* windows = so.mode == Source<float>::kWindows
-                         ? scratch(kWindows, parts * win_elems, "conv2d (native direct): source windows")
+                         ? scratch(kWindows, parts * win_elems)
                          : nullptr;
     parallel_for(0, parts, 1, [&](int64_t part_b, int64_t part_e) {
       for (int64_t part = part_b; part < part_e; ++part) {

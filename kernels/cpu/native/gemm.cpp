@@ -4,6 +4,7 @@
 // gemm_avx2.cpp, gemm_vsx.cpp, gemm_neon.cpp, gemm_sve.cpp and gemm_eigen.cpp.
 //   ctest --test-dir build -R test_gemm         ./build/bench/bench_gemm
 #include "kernels/cpu/native/gemm.h"
+#include "kernels/cpu/native/thread_buffer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -95,29 +96,10 @@ Blocking blocking_for(const GemmPathImpl& impl) {
   return b;
 }
 
-// 64-byte aligned scratch owned by one thread, grown on demand and kept for the next call.
-struct ThreadBuffer {
-  float* ptr = nullptr;
-  size_t floats = 0;
-  ThreadBuffer() = default;
-  ThreadBuffer(const ThreadBuffer&) = delete;
-  ThreadBuffer& operator=(const ThreadBuffer&) = delete;
-  ~ThreadBuffer() { std::free(ptr); }
-  float* get(size_t n) {
-    if (n > floats) {
-      std::free(ptr);
-      const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-      ptr = static_cast<float*>(std::aligned_alloc(64, bytes));
-      KILN_CHECK(ptr, "gemm: cannot allocate ", bytes, " bytes of packing buffer");
-      floats = n;
-    }
-    return ptr;
-  }
-};
 
 void run_tile(const GemmPathImpl& impl, const Blocking& blk, const SgemmArgs& g, int64_t m0, int64_t m1, int64_t n0,
               int64_t n1) {
-  thread_local ThreadBuffer buf_a, buf_b;
+  thread_local ThreadBuffer<> buf_a("gemm: packing buffer"), buf_b("gemm: packing buffer");
   const bool direct = g.n <= blk.direct_max_n;
   const int64_t kc = std::min(direct ? blk.kc_direct : blk.kc, g.k);
   float* pa = buf_a.get(size_t(std::min(blk.mc, (m1 - m0 + blk.mr - 1) / blk.mr * blk.mr) * kc));
@@ -169,7 +151,7 @@ Grid choose_grid(const SgemmArgs& g, const Blocking& blk, int nt) {
 // sums per row (in a fixed order) let the compiler vectorise without reassociating.
 void gemv(int64_t rows, int64_t len, float alpha, const float* m, int64_t rs, int64_t cs, const float* x, int64_t xs,
           float beta, float* y, int64_t ys, int threads) {
-  thread_local ThreadBuffer xbuf;
+  thread_local ThreadBuffer<> xbuf("gemm: gathered x");
   if (xs != 1) {  // gather x once so the inner loops are unit stride
     float* xc = xbuf.get(size_t(len));
     for (int64_t p = 0; p < len; ++p) xc[p] = x[p * xs];
@@ -197,7 +179,7 @@ void gemv(int64_t rows, int64_t len, float alpha, const float* m, int64_t rs, in
     });
   } else {
     run([&](int64_t i0, int64_t i1) {
-      thread_local ThreadBuffer tbuf;
+      thread_local ThreadBuffer<> tbuf("gemm: row sums");
       float* t = tbuf.get(size_t(i1 - i0));
       std::memset(t, 0, size_t(i1 - i0) * sizeof(float));
       for (int64_t p = 0; p < len; ++p) {

@@ -4,6 +4,7 @@
 // gemm_bf16_avx512bf16.cpp. The threading follows gemm.cpp's float32 driver.
 //   ctest --test-dir build -R kernels.test_gemm_bf16         ./build/bench/bench_gemm_bf16
 #include "kernels/cpu/native/gemm_bf16.h"
+#include "kernels/cpu/native/thread_buffer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -62,28 +63,6 @@ Bf16GemmPath path_from_env() {
 
 std::atomic<int> g_path{-1};  // -1: not resolved yet
 
-// 64-byte aligned scratch owned by one thread, grown on demand and kept for the next call.
-template <class T>
-struct ThreadBuffer {
-  T* ptr = nullptr;
-  size_t elems = 0;
-  ThreadBuffer() = default;
-  ThreadBuffer(const ThreadBuffer&) = delete;
-  ThreadBuffer& operator=(const ThreadBuffer&) = delete;
-  ~ThreadBuffer() { std::free(ptr); }
-  T* get(size_t n) {
-    if (n > elems) {
-      std::free(ptr);
-      ptr = nullptr;
-      elems = 0;
-      const size_t bytes = (std::max<size_t>(n, 1) * sizeof(T) + 63) / 64 * 64;
-      ptr = static_cast<T*>(std::aligned_alloc(64, bytes));
-      KILN_CHECK(ptr, "gemm (bfloat16): cannot allocate ", bytes, " bytes of scratch");
-      elems = n;
-    }
-    return ptr;
-  }
-};
 
 int available_threads() { return in_parallel_region() ? 1 : num_threads(); }
 
@@ -118,7 +97,7 @@ void widen_rows(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld, flo
 
 // The portable path: op(A) and op(B) widened to dense float32 copies, then the float32 GEMM.
 void run_widen(const Bf16Args& g) {
-  thread_local ThreadBuffer<float> wa, wb;
+  thread_local ThreadBuffer<float> wa("gemm (bfloat16): widened A"), wb("gemm (bfloat16): widened B");
   const int64_t ra = g.trans_a ? g.k : g.m, ca = g.trans_a ? g.m : g.k;
   const int64_t rb = g.trans_b ? g.n : g.k, cb = g.trans_b ? g.k : g.n;
   float* fa = wa.get(size_t(ra * ca));
@@ -130,7 +109,8 @@ void run_widen(const Bf16Args& g) {
 }
 
 void run_tile(const Bf16PathImpl& impl, const Bf16Args& g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-  thread_local ThreadBuffer<uint32_t> buf_a, buf_b;
+  thread_local ThreadBuffer<uint32_t> buf_a("gemm (bfloat16): packing buffer"),
+      buf_b("gemm (bfloat16): packing buffer");
   const Bf16Blocking& blk = impl.blk;
   const bool direct = !g.trans_a && g.n <= blk.direct_max_n;
   const int64_t kp = (std::min(direct ? blk.kc_direct : blk.kc, g.k) + 1) / 2;
@@ -237,7 +217,7 @@ void bf16gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, co
 void bf16gemm_round(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* a, int64_t lda,
                     const BFloat16* b, int64_t ldb, float beta, BFloat16* c, int64_t ldc, const Bf16Epilogue& epi) {
   if (m <= 0 || n <= 0) return;
-  thread_local ThreadBuffer<float> tmp_buf;
+  thread_local ThreadBuffer<float> tmp_buf("gemm (bfloat16): float32 result");
   // The vector epilogue wherever the AVX512_BF16 path was built (whichever path computes: both
   // give the scalar loop's bits).
   const gemm_bf16_detail::Bf16RoundRowFn round_row = avx512_bf16_impl().round_row;
