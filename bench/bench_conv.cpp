@@ -17,6 +17,7 @@
 #include "kernels/common/conv.h"
 #include "kernels/common/half.h"
 #include "kernels/common/parallel.h"
+#include "kernels/cpu/native/conv.h"
 
 using namespace kiln;
 
@@ -70,6 +71,14 @@ int main(int argc, char** argv) {
     else if (a == "--backend" && i + 1 < argc) backend = argv[++i];
     else if (a == "--layout" && i + 1 < argc) nhwc = std::string(argv[++i]) == "nhwc";
     else if (a == "--cpu-clock") g_cpu_clock = true;
+    else if (a == "--direct-tuning" && i + 1 < argc) {  // batch_bytes,panel_bytes,item_pixels
+      native::ConvDirectTuning t{};
+      if (std::sscanf(argv[++i], "%ld,%ld,%ld", &t.batch_bytes, &t.panel_bytes, &t.item_pixels) != 3) {
+        std::fprintf(stderr, "bench_conv: --direct-tuning BATCH_BYTES,PANEL_BYTES,ITEM_PIXELS\n");
+        return 2;
+      }
+      native::set_conv_direct_tuning(t);
+    }
     else if (a == "--dtype" && i + 1 < argc) {
       const std::string t = argv[++i];
       if (t != "float32" && t != "bfloat16") {
@@ -79,7 +88,7 @@ int main(int argc, char** argv) {
       dtype = t == "bfloat16" ? DType::bfloat16 : DType::float32;
     }
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: bench_conv [--reps N] [--threads T] [--backend native|onednn|ref] [--layout nchw|nhwc] [--dtype float32|bfloat16] [--cpu-clock] [problem ...]\n");
+      std::printf("usage: bench_conv [--reps N] [--threads T] [--backend native|onednn|ref] [--layout nchw|nhwc] [--dtype float32|bfloat16] [--cpu-clock] [--direct-tuning B,P,I] [problem ...]\n");
       return 0;
     } else problems.push_back(a);
   }

@@ -235,9 +235,10 @@ const float* pack_weights(const ConvDesc& d, int64_t nr, const Chunks& ch, const
       if (swapped) {
         for (int64_t c = 0; c < d.C; ++c)
           for (int64_t l = 0; l < kn; ++l) put(l, c);
-      } else {
-        for (int64_t l = 0; l < kn; ++l)
-          for (int64_t c = 0; c < d.C; ++c) put(l, c);
+      } else {  // 16 channels at a time: the rows read and the panel lines written stay in L1
+        for (int64_t cb = 0; cb < d.C; cb += 16)
+          for (int64_t l = 0; l < kn; ++l)
+            for (int64_t c = cb; c < std::min(d.C, cb + 16); ++c) put(l, c);
       }
     }
   });
@@ -264,9 +265,10 @@ const uint16_t* pack_weights_bf16(const ConvDesc& d, int64_t nr, const uint16_t*
       if (swapped) {
         for (int64_t c = 0; c < d.C; ++c)
           for (int64_t l = 0; l < kn; ++l) put(l, c);
-      } else {
-        for (int64_t l = 0; l < kn; ++l)
-          for (int64_t c = 0; c < d.C; ++c) put(l, c);
+      } else {  // 16 channels at a time: the rows read and the panel lines written stay in L1
+        for (int64_t cb = 0; cb < d.C; cb += 16)
+          for (int64_t l = 0; l < kn; ++l)
+            for (int64_t c = cb; c < std::min(d.C, cb + 16); ++c) put(l, c);
       }
     }
   });
@@ -409,7 +411,7 @@ void run(const ConvDesc& d, const Tiles& isa, const Chunks& ch, const T* src, co
   T* windows = so.mode == Source<T>::kWindows
                    ? scratch_of<T>(kWindows, parts * win_elems)
                    : nullptr;
-  const int64_t nchunks = (d.Q + mr - 1) / mr;  // pixels of a row in equal tiles (13 -> 7 + 6)
+  const int64_t max_pixels = std::max(group, int64_t(1)) * rb * d.Q;  // of one item
   std::vector<std::vector<int64_t>> segs(size_t(ch.n));
   std::vector<int64_t> seg_lens(size_t(ch.n));
   for (int64_t i = 0; i < ch.n; ++i) segments(d, so, ch, i, segs[size_t(i)], seg_lens[size_t(i)]);
@@ -420,6 +422,9 @@ void run(const ConvDesc& d, const Tiles& isa, const Chunks& ch, const T* src, co
   parallel_for(0, parts, 1, [&](int64_t part_b, int64_t part_e) {
     for (int64_t part = part_b; part < part_e; ++part) {
       T* win = windows ? windows + part * win_elems : nullptr;
+      // The item's pixels in order (images, rows, columns): each one's source and output.
+      std::vector<const T*> src_px(static_cast<size_t>(max_pixels));
+      std::vector<T*> dst_px(static_cast<size_t>(max_pixels));
       for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < items;
            item = next.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t kg = item % kgroups, blk = item / kgroups % nblocks, g = item / kgroups / nblocks;
@@ -428,9 +433,20 @@ void run(const ConvDesc& d, const Tiles& isa, const Chunks& ch, const T* src, co
         const int64_t j0 = kg * panels / kgroups, j1 = (kg + 1) * panels / kgroups;
         if (p0 >= p1 || j0 >= j1) continue;
         if (win) so.load(d, src, n0, p0, p1, win);  // windows mode: one image per item
+        int64_t npix = 0;
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t p = p0; p < p1; ++p) {
+            const T* arow = so.row(n, p, p0, win, d);
+            T* crow = dst + n * out.image + p * out.row;
+            for (int64_t q = 0; q < d.Q; ++q, ++npix) {
+              src_px[size_t(npix)] = arow + q * d.stride_w * so.cs;
+              dst_px[size_t(npix)] = crow + q * out.pixel;
+            }
+          }
+        // Tiles of equal size (a 7x7 image: 12 x 4 + 1 -> 10 + 10 + 10 + 10 + 9), across rows
+        // and images: a small layer's tiles are as wide as a large one's.
+        const int64_t ntiles = (npix + mr - 1) / mr;
         Args t{};
-        t.a_step = d.stride_w * so.cs;
-        t.c_step = out.pixel;
         for (int64_t j = j0; j < j1; ++j) {
           t.kn = std::min(nr, K - j * nr);
           const T* panel = wp + j * RSC * nr;
@@ -443,18 +459,14 @@ void run(const ConvDesc& d, const Tiles& isa, const Chunks& ch, const T* src, co
             t.bias = bias && i == 0 ? bias + j * nr : nullptr;
             t.accumulate = i > 0 || accumulate;
             t.relu = relu && i == ch.n - 1;
-            for (int64_t n = n0; n < n1; ++n)
-              for (int64_t p = p0; p < p1; ++p) {
-                const T* arow = so.row(n, p, p0, win, d);
-                T* crow = dst + n * out.image + p * out.row + j * nr;
-                for (int64_t q = 0; q < nchunks; ++q) {
-                  const int64_t q0 = q * d.Q / nchunks, q1 = (q + 1) * d.Q / nchunks;
-                  t.a = arow + q0 * d.stride_w * so.cs;
-                  t.c = crow + q0 * out.pixel;
-                  t.nb = q1 - q0;
-                  isa.tile(t);
-                }
-              }
+            t.c_off = j * nr;
+            for (int64_t tile = 0; tile < ntiles; ++tile) {
+              const int64_t i0 = tile * npix / ntiles, i1 = (tile + 1) * npix / ntiles;
+              t.a = src_px.data() + i0;
+              t.c = dst_px.data() + i0;
+              t.nb = i1 - i0;
+              isa.tile(t);
+            }
           }
         }
       }

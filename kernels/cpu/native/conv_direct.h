@@ -1,6 +1,6 @@
 // Internal to the native direct convolution (conv_direct.cpp): the register tile each ISA file
-// provides. A tile is nb output pixels of one output row (nb <= mr) times one panel of nr output
-// channels, accumulated in registers over the whole reduction (every kernel tap and input
+// provides. A tile is nb output pixels (nb <= mr; any pixels: the driver hands each one's source
+// and output) times one panel of nr output channels, accumulated in registers over the whole reduction (every kernel tap and input
 // channel) and stored once, with bias, a residual already in the output, and ReLU applied on the
 // way out. The reduction is a list of segments: for each kernel row r (or each tap (r, s) when
 // the kernel is dilated along w), seg_len contiguous floats of the channels-last source starting
@@ -14,13 +14,12 @@
 namespace kiln::native::direct {
 
 struct TileArgs {
-  const float* a;         // the source read by pixel 0 at offset 0 of every segment
-  int64_t a_step;         // floats between the sources of consecutive pixels (stride_w * C)
+  const float* const* a;  // per pixel: the source it reads at offset 0 of every segment
   const int64_t* seg;     // nseg offsets (floats) of the segments from a pixel's source
   int64_t nseg, seg_len;  // segments of seg_len contiguous floats each
   const float* b;         // the packed weight panel: [nseg * seg_len][nr], 64-byte aligned
-  float* c;               // output of pixel 0 at the panel's first channel
-  int64_t c_step;         // floats between consecutive pixels' outputs (K)
+  float* const* c;        // per pixel: its output at channel 0
+  int64_t c_off;          // the panel's first channel
   int64_t nb, kn;         // pixels in the tile (1..mr), valid channels in the panel (1..nr)
   const float* bias;      // kn values, or null
   bool accumulate;        // add the tile's result to what c holds (a fused residual)
@@ -65,13 +64,12 @@ struct Isa {
 // floats of a segment (seg_len even), the panel packed [pair][nr][2], products summed in
 // float32 by vdpbf16ps and rounded to bfloat16 once, as the tile is stored. Strides in elements.
 struct TileArgsBf16 {
-  const uint16_t* a;
-  int64_t a_step;
+  const uint16_t* const* a;
   const int64_t* seg;
   int64_t nseg, seg_len;
   const uint16_t* b;
-  uint16_t* c;
-  int64_t c_step;
+  uint16_t* const* c;
+  int64_t c_off;
   int64_t nb, kn;
   const float* bias;
   bool accumulate, relu;

@@ -26,12 +26,14 @@ void tile(const TileArgs& t) {
   for (int i = 0; i < NB; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
   const float* b = t.b;
   for (int64_t sg = 0; sg < t.nseg; ++sg) {
-    const float* a = t.a + t.seg[sg];
+    const float* a[NB];
+#pragma GCC unroll 6
+    for (int i = 0; i < NB; ++i) a[i] = t.a[i] + t.seg[sg];
     for (int64_t l = 0; l < t.seg_len; ++l, b += kNR) {
       const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
 #pragma GCC unroll 6
       for (int i = 0; i < NB; ++i) {
-        const __m256 x = _mm256_broadcast_ss(a + i * t.a_step + l);
+        const __m256 x = _mm256_broadcast_ss(a[i] + l);
         c0[i] = _mm256_fmadd_ps(x, b0, c0[i]);
         c1[i] = _mm256_fmadd_ps(x, b1, c1[i]);
       }
@@ -42,7 +44,7 @@ void tile(const TileArgs& t) {
   const __m256 bias1 = t.bias ? _mm256_maskload_ps(t.bias + 8, m1) : z;
 #pragma GCC unroll 6
   for (int i = 0; i < NB; ++i) {
-    float* c = t.c + i * t.c_step;
+    float* c = t.c[i] + t.c_off;
     __m256 v0 = _mm256_add_ps(c0[i], bias0), v1 = _mm256_add_ps(c1[i], bias1);
     if (t.accumulate) {
       v0 = _mm256_add_ps(v0, _mm256_maskload_ps(c, m0));

@@ -24,12 +24,14 @@ void tile(const TileArgs& t) {
   for (int i = 0; i < NB; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
   const float* b = t.b;
   for (int64_t sg = 0; sg < t.nseg; ++sg) {
-    const float* a = t.a + t.seg[sg];
+    const float* a[NB];
+#pragma GCC unroll 12
+    for (int i = 0; i < NB; ++i) a[i] = t.a[i] + t.seg[sg];
     for (int64_t l = 0; l < t.seg_len; ++l, b += kNR) {
       const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 12
       for (int i = 0; i < NB; ++i) {
-        const __m512 x = _mm512_set1_ps(a[i * t.a_step + l]);
+        const __m512 x = _mm512_set1_ps(a[i][l]);
         c0[i] = _mm512_fmadd_ps(x, b0, c0[i]);
         c1[i] = _mm512_fmadd_ps(x, b1, c1[i]);
       }
@@ -40,7 +42,7 @@ void tile(const TileArgs& t) {
   const __m512 bias1 = t.bias ? _mm512_maskz_loadu_ps(m1, t.bias + 16) : z;
 #pragma GCC unroll 12
   for (int i = 0; i < NB; ++i) {
-    float* c = t.c + i * t.c_step;
+    float* c = t.c[i] + t.c_off;
     __m512 v0 = _mm512_add_ps(c0[i], bias0), v1 = _mm512_add_ps(c1[i], bias1);
     if (t.accumulate) {
       v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, c));

@@ -35,12 +35,14 @@ void tile(const TileArgsBf16& t) {
   for (int i = 0; i < NB; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
   const uint16_t* b = t.b;
   for (int64_t sg = 0; sg < t.nseg; ++sg) {
-    const uint16_t* a = t.a + t.seg[sg];
+    const uint16_t* a[NB];
+#pragma GCC unroll 12
+    for (int i = 0; i < NB; ++i) a[i] = t.a[i] + t.seg[sg];
     for (int64_t l = 0; l < t.seg_len; l += 2, b += 2 * kNR) {
       const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + kNR);
 #pragma GCC unroll 12
       for (int i = 0; i < NB; ++i) {
-        const __m512bh x = (__m512bh)_mm512_set1_epi32(int(pair_at(a + i * t.a_step + l)));
+        const __m512bh x = (__m512bh)_mm512_set1_epi32(int(pair_at(a[i] + l)));
         c0[i] = _mm512_dpbf16_ps(c0[i], x, b0);
         c1[i] = _mm512_dpbf16_ps(c1[i], x, b1);
       }
@@ -51,7 +53,7 @@ void tile(const TileArgsBf16& t) {
   const __m512 bias1 = t.bias ? _mm512_maskz_loadu_ps(m1, t.bias + 16) : z;
 #pragma GCC unroll 12
   for (int i = 0; i < NB; ++i) {
-    uint16_t* c = t.c + i * t.c_step;
+    uint16_t* c = t.c[i] + t.c_off;
     __m512 v0 = _mm512_add_ps(c0[i], bias0), v1 = _mm512_add_ps(c1[i], bias1);
     if (t.accumulate) {
       v0 = _mm512_add_ps(v0, widen(_mm256_maskz_loadu_epi16(m0, c)));
