@@ -4,7 +4,9 @@
 // the same number of batches. Worker threads load, transform and stack batches ahead of the
 // consumer (at most `prefetch` batches in flight); batches come out in order and are identical
 // for any number of workers, because each sample's randomness is SampleRng(seed, epoch, index).
-// Workers run the kernels' parallel_for serially (SerialScope) so they never oversubscribe cores.
+// Workers (and the calling thread with workers = 0, while it loads) run the kernels' parallel_for
+// serially (SerialScope): per-sample ops are too small for the op team, and loader threads must
+// not oversubscribe the cores.
 //   ctest --test-dir build -R test_dataloader
 #pragma once
 

@@ -26,11 +26,13 @@ class IndexDataset : public Dataset {
     if (sleep_us_) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
     KILN_CHECK(i != fail_at_, "IndexDataset: broken sample");
     saw_serial = saw_serial || in_parallel_region();
+    saw_team = saw_team || !in_parallel_region();
     Tensor x = full({1, 2, 3}, double(i % 256), uint8);
     Tensor y = full({}, double(i), int64);
     return {x, y};
   }
   static inline std::atomic<bool> saw_serial{false};
+  static inline std::atomic<bool> saw_team{false};  // a get() whose ops could fork the op team
 
  private:
   int64_t n_, fail_at_;
@@ -183,6 +185,18 @@ TEST_CASE("destroying a loader mid-epoch joins its workers without hanging; work
   CHECK(secs < 2.0);
   CHECK(IndexDataset::saw_serial.load());  // in_parallel_region() true inside loader workers
   DataLoader never_started(slow, DataLoaderOptions{});
+}
+
+TEST_CASE("with no workers the calling thread loads serially too, and runs ops on the team after") {
+  auto data = std::make_shared<IndexDataset>(10);
+  IndexDataset::saw_team = false;
+  DataLoaderOptions o;
+  o.batch_size = 4;
+  o.workers = 0;
+  DataLoader dl(data, o);
+  CHECK(epoch_batches(dl, 0).size() == 3);
+  CHECK_FALSE(IndexDataset::saw_team.load());
+  CHECK_FALSE(in_parallel_region());  // the scope ends with the batch
 }
 
 TEST_CASE("transforms get the same per-sample stream whatever the worker count") {
