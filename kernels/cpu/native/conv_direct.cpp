@@ -199,19 +199,50 @@ struct Chunks {
   int64_t c0(const ConvDesc& d, int64_t i) const { return i * d.C / n; }
 };
 
-// Panels of nr output channels of the forward-form problem d: panel j holds channels
-// [j*nr, j*nr + nr) (zero past K), and within it chunk i of the input channels as [R][S][cb][nr].
-// Weight (k, c, tap) is wei[row(k, c) * RS0 + tap_src[tap]] with row(k, c) = k*C + c (the
+// Elements of all the panels of d (float32 or bfloat16 alike).
+int64_t packed_elems(const ConvDesc& d, int64_t nr) { return (d.K + nr - 1) / nr * nr * d.R * d.S * d.C; }
+
+// Fills panels of nr output channels of the forward-form problem d into out (zero past K):
+// weight (k, c, tap) is wei[row(k, c) * RS0 + tap_src[tap]] with row(k, c) = k*C + c (the
 // forward's KCRS), or c*K + k when `swapped` (backward-data reads the forward's weights with C and
 // K exchanged); RS0 is the taps per row of wei, tap_src maps each of the R*S taps of d to one of
-// them. The loops follow wei's rows, so it is read sequentially.
-int64_t packed_floats(const ConvDesc& d, int64_t nr) { return (d.K + nr - 1) / nr * nr * d.R * d.S * d.C; }
+// them. at(l, c) is where channel (j*nr + l, c) at tap 0 goes in its panel, tap t step(c)*t
+// further. The loops follow wei's rows, 16 channels at a time when not swapped, so the rows read
+// and the panel lines written stay in L1.
+template <class T, class At, class Step>
+void fill_panels(const ConvDesc& d, int64_t nr, const T* wei, int64_t RS0, const std::vector<int64_t>& tap_src,
+                 bool swapped, T* out, const At& at, const Step& step) {
+  const int64_t panels = (d.K + nr - 1) / nr, RS = d.R * d.S, RSC = RS * d.C;
+  parallel_for(0, panels, 1, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      T* panel = out + j * RSC * nr;
+      const int64_t kn = std::min(nr, d.K - j * nr);
+      if (kn < nr) std::memset(panel, 0, sizeof(T) * size_t(RSC * nr));
+      auto put = [&](int64_t l, int64_t c) {
+        const int64_t k = j * nr + l;
+        const T* w = wei + (swapped ? c * d.K + k : k * d.C + c) * RS0;
+        T* o = panel + at(l, c);
+        const int64_t st = step(c);
+        for (int64_t t = 0; t < RS; ++t) o[t * st] = w[tap_src[size_t(t)]];
+      };
+      if (swapped) {
+        for (int64_t c = 0; c < d.C; ++c)
+          for (int64_t l = 0; l < kn; ++l) put(l, c);
+      } else {
+        for (int64_t cb = 0; cb < d.C; cb += 16)
+          for (int64_t l = 0; l < kn; ++l)
+            for (int64_t c = cb; c < std::min(d.C, cb + 16); ++c) put(l, c);
+      }
+    }
+  });
+}
 
-// Into `out` (packed_floats of them), or the thread's scratch when null.
+// float32 panels: within panel j, chunk i of the input channels as [R][S][cb][nr]. Into `out`
+// (packed_elems of them), or the thread's scratch when null.
 const float* pack_weights(const ConvDesc& d, int64_t nr, const Chunks& ch, const float* wei, int64_t RS0,
                           const std::vector<int64_t>& tap_src, bool swapped, float* out = nullptr) {
-  const int64_t panels = (d.K + nr - 1) / nr, RS = d.R * d.S, RSC = RS * d.C;
-  if (!out) out = scratch(kPacked, packed_floats(d, nr));
+  const int64_t RS = d.R * d.S;
+  if (!out) out = scratch(kPacked, packed_elems(d, nr));
   std::vector<int64_t> pos(size_t(d.C));  // where channel c's first tap goes, and its chunk's width
   std::vector<int64_t> width(size_t(d.C));
   for (int64_t i = 0; i < ch.n; ++i)
@@ -219,59 +250,20 @@ const float* pack_weights(const ConvDesc& d, int64_t nr, const Chunks& ch, const
       pos[size_t(c)] = RS * ch.c0(d, i) + (c - ch.c0(d, i));
       width[size_t(c)] = ch.c0(d, i + 1) - ch.c0(d, i);
     }
-  parallel_for(0, panels, 1, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      float* panel = out + j * RSC * nr;
-      const int64_t kn = std::min(nr, d.K - j * nr);
-      if (kn < nr)
-        for (int64_t i = 0; i < RSC; ++i) std::fill(panel + i * nr + kn, panel + (i + 1) * nr, 0.f);
-      auto put = [&](int64_t l, int64_t c) {
-        const int64_t k = j * nr + l;
-        const float* w = wei + (swapped ? c * d.K + k : k * d.C + c) * RS0;
-        float* o = panel + pos[size_t(c)] * nr + l;
-        const int64_t step = width[size_t(c)] * nr;
-        for (int64_t t = 0; t < RS; ++t) o[t * step] = w[tap_src[size_t(t)]];
-      };
-      if (swapped) {
-        for (int64_t c = 0; c < d.C; ++c)
-          for (int64_t l = 0; l < kn; ++l) put(l, c);
-      } else {  // 16 channels at a time: the rows read and the panel lines written stay in L1
-        for (int64_t cb = 0; cb < d.C; cb += 16)
-          for (int64_t l = 0; l < kn; ++l)
-            for (int64_t c = cb; c < std::min(d.C, cb + 16); ++c) put(l, c);
-      }
-    }
-  });
+  fill_panels(d, nr, wei, RS0, tap_src, swapped, out, [&](int64_t l, int64_t c) { return pos[size_t(c)] * nr + l; },
+              [&](int64_t c) { return width[size_t(c)] * nr; });
   return out;
 }
 
 // bfloat16 panels for the AVX512_BF16 tile: panel j is [R][S][C/2][nr][2], channel pairs
-// interleaved per output channel (C even); weights as pack_weights reads them. No channel chunks:
-// the sums stay in registers for the whole reduction and are rounded once.
+// interleaved per output channel (C even). No channel chunks: the sums stay in registers for the
+// whole reduction and are rounded once.
 const uint16_t* pack_weights_bf16(const ConvDesc& d, int64_t nr, const uint16_t* wei, int64_t RS0,
                                   const std::vector<int64_t>& tap_src, bool swapped) {
-  const int64_t panels = (d.K + nr - 1) / nr, RS = d.R * d.S, RSC = RS * d.C;
-  uint16_t* out = scratch_of<uint16_t>(kPacked, panels * RSC * nr);
-  parallel_for(0, panels, 1, [&](int64_t j0, int64_t j1) {
-    for (int64_t j = j0; j < j1; ++j) {
-      uint16_t* panel = out + j * RSC * nr;
-      const int64_t kn = std::min(nr, d.K - j * nr);
-      if (kn < nr) std::memset(panel, 0, sizeof(uint16_t) * size_t(RSC * nr));
-      auto put = [&](int64_t l, int64_t c) {
-        const uint16_t* w = wei + (swapped ? c * d.K + (j * nr + l) : (j * nr + l) * d.C + c) * RS0;
-        uint16_t* o = panel + (c & ~int64_t(1)) * nr + 2 * l + (c & 1);
-        for (int64_t t = 0; t < RS; ++t) o[t * d.C * nr] = w[tap_src[size_t(t)]];
-      };
-      if (swapped) {
-        for (int64_t c = 0; c < d.C; ++c)
-          for (int64_t l = 0; l < kn; ++l) put(l, c);
-      } else {  // 16 channels at a time: the rows read and the panel lines written stay in L1
-        for (int64_t cb = 0; cb < d.C; cb += 16)
-          for (int64_t l = 0; l < kn; ++l)
-            for (int64_t c = cb; c < std::min(d.C, cb + 16); ++c) put(l, c);
-      }
-    }
-  });
+  uint16_t* out = scratch_of<uint16_t>(kPacked, packed_elems(d, nr));
+  fill_panels(d, nr, wei, RS0, tap_src, swapped, out,
+              [&](int64_t l, int64_t c) { return (c & ~int64_t(1)) * nr + 2 * l + (c & 1); },
+              [&](int64_t) { return d.C * nr; });
   return out;
 }
 
@@ -601,7 +593,7 @@ void conv2d_fwd_direct(const ConvDesc& d, const float* src, const float* wei, co
     const int64_t count = d.wei_elems();
     kept = cache.find(key, wei, count);
     if (!kept && cache.seen_before(d.weights_key)) {
-      const int64_t floats = packed_floats(d, isa.nr);
+      const int64_t floats = packed_elems(d, isa.nr);
       const size_t bytes = (size_t(floats) * sizeof(float) + 63) / 64 * 64;
       std::shared_ptr<float> mem(static_cast<float*>(std::aligned_alloc(64, bytes)), std::free);
       KILN_CHECK(mem, "conv2d (native direct): cannot allocate ", bytes, " bytes of packed weights");
