@@ -187,11 +187,14 @@ TEST_CASE("native direct conv: which shapes take it") {
   CHECK_FALSE(native::conv_direct_fwd_applies(grouped));
   ConvDesc bf = d;
   bf.dtype = DType::bfloat16;
-  CHECK(native::conv_direct_bf16_applies(bf) == (native::cpu_isa().avx512_bf16 && native::cpu_isa().avx512bw &&
-                                                  native::cpu_isa().avx512vl && native::conv_direct_path_available("avx512")));
+  const bool bf16_tile = native::cpu_isa().avx512_bf16 && native::cpu_isa().avx512bw && native::cpu_isa().avx512vl &&
+                         native::conv_direct_path_available("avx512");
+  CHECK(native::conv_direct_bf16_applies(bf) == bf16_tile);
   ConvDesc odd = bf;
-  odd.C = 3;
-  CHECK_FALSE(native::conv_direct_bf16_applies(odd));  // channel pairs: C even
+  odd.C = 3;  // runs as 4 channels, the fourth zero
+  CHECK(native::conv_direct_bf16_applies(odd) == bf16_tile);
+  odd.K = 5;  // backward-data's channel pairs are dy's: K even
+  CHECK_FALSE(native::conv_direct_bwd_data_bf16_applies(odd));
   native::set_conv_direct_path("off");
   CHECK_FALSE(native::conv_direct_fwd_applies(d));
   CHECK_FALSE(native::conv_direct_bf16_applies(bf));

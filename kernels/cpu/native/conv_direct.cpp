@@ -281,16 +281,19 @@ struct Source {
   int64_t pitch;       // elements from one source row to the next
   int64_t image;       // elements from one image to the next (in place and whole batch)
   const T* data;       // in place: src at what output (0, 0, 0) reads at tap (0, 0); whole batch: the copy
+  int64_t c_mem_;
 
-  Source(const ConvDesc& d, const T* src)
+  // c_mem: channels per pixel of src, d.C or fewer (bfloat16 with an odd C: d.C is one more, and
+  // the copy gives every pixel a zero channel so the channel pairs never straddle pixels).
+  Source(const ConvDesc& d, const T* src, int64_t c_mem)
       : Wp((d.Q - 1) * d.stride_w + (d.S - 1) * d.dilation_w + 1),
-        Hn((d.P - 1) * d.stride_h + (d.R - 1) * d.dilation_h + 1) {
+        Hn((d.P - 1) * d.stride_h + (d.R - 1) * d.dilation_h + 1), data(nullptr), c_mem_(c_mem) {
     const bool pads = d.pad_h > 0 || d.pad_w > 0 || Hn - 1 - d.pad_h >= d.H || Wp - 1 - d.pad_w >= d.W;
     // Pixels 2 KiB apart or a multiple of it (float32 C a multiple of 512) put a tile's pixels in
     // one or two L1 sets: a copy spaces them 64 bytes further.
     const bool aliased = d.C * int64_t(sizeof(T)) % 2048 == 0;
     cs = d.C + (aliased ? int64_t(64 / sizeof(T)) : 0);
-    if (!pads && !aliased) {
+    if (!pads && !aliased && c_mem == d.C) {
       mode = kInPlace;
       cs = d.C;
       pitch = d.W * d.C;
@@ -314,7 +317,7 @@ struct Source {
   }
   // Row ih of image n as the convolution reads it: Wp columns from iw = -pad_w, zero outside.
   void fill_row(const ConvDesc& d, const T* src, int64_t n, int64_t ih, T* row) const {
-    const int64_t C = d.C;
+    const int64_t C = c_mem_;
     if (ih < 0 || ih >= d.H) {
       std::memset(row, 0, sizeof(T) * size_t(Wp * cs));
       return;
@@ -376,10 +379,10 @@ struct DstLayout {
 // float32 tiles (T float, Args TileArgs) or the bfloat16 ones (T uint16_t, Args TileArgsBf16).
 template <class T, class Args, class Tiles>
 void run(const ConvDesc& d, const Tiles& isa, const Chunks& ch, const T* src, const T* wp, const float* bias, T* dst,
-         bool accumulate, bool relu, DstLayout out) {
+         bool accumulate, bool relu, DstLayout out, int64_t c_mem = -1) {
   const int64_t C = d.C, K = d.K, nr = isa.nr, mr = isa.mr;
   const int64_t panels = (K + nr - 1) / nr, RSC = d.R * d.S * C;
-  const Source<T> so(d, src);
+  const Source<T> so(d, src, c_mem < 0 ? d.C : c_mem);
   // Items: output rows [p0, p1) of images [n0, n1), panels [j0, j1). Rows per item: source rows of
   // at most kWindowBytes; small images: whole images, enough of them for kItemPixels.
   const int64_t row_bytes = so.pitch * int64_t(sizeof(float));
@@ -629,7 +632,7 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
   KILN_CHECK(conv_direct_fwd_applies(d), "conv2d_bwd_weights (native direct): does not apply to ", d.str());
   const int64_t C = d.C, K = d.K, RSC = d.R * d.S * C, RS = d.R * d.S;
   const Isa isa = isa_of(current_path());
-  const Source<float> so(d, src);
+  const Source<float> so(d, src, d.C);
   std::vector<int64_t> seg;
   int64_t seg_len = 0;
   segments(d, so, Chunks(), 0, seg, seg_len);
@@ -712,7 +715,7 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
 bool conv_direct_bf16_applies(const ConvDesc& d) {
   ConvDesc f = d;
   f.dtype = DType::float32;
-  return d.dtype == DType::bfloat16 && d.C % 2 == 0 && current_path() == 1 && has_avx512_bf16() &&
+  return d.dtype == DType::bfloat16 && current_path() == 1 && has_avx512_bf16() &&
          cpu_isa().avx512bw && cpu_isa().avx512vl && direct::avx512bf16_isa().name && conv_direct_fwd_applies(f);
 }
 
@@ -729,9 +732,21 @@ void conv2d_fwd_direct_bf16(const ConvDesc& d, const uint16_t* src, const uint16
   const direct::IsaBf16 isa = direct::avx512bf16_isa();
   std::vector<int64_t> taps(size_t(d.R * d.S));
   for (size_t t = 0; t < taps.size(); ++t) taps[t] = int64_t(t);
-  const uint16_t* wp = pack_weights_bf16(d, isa.nr, wei, d.R * d.S, taps, false);
-  run<uint16_t, direct::TileArgsBf16>(d, isa, Chunks(), src, wp, d.has_bias ? bias : nullptr, dst, accumulate,
-                                      d.relu, DstLayout{d.P * d.Q * d.K, d.Q * d.K, d.K});
+  // An odd C (a first layer's 3) runs as C + 1 channels, the last zero in the source copy and in
+  // the weights, so the tile's channel pairs stay within a pixel.
+  ConvDesc dp = d;
+  std::vector<uint16_t> padded;
+  if (d.C % 2 != 0) {
+    dp.C = d.C + 1;
+    const int64_t RS = d.R * d.S;
+    padded.assign(size_t(d.K * dp.C * RS), 0);
+    for (int64_t k = 0; k < d.K; ++k)
+      std::memcpy(padded.data() + k * dp.C * RS, wei + k * d.C * RS, sizeof(uint16_t) * size_t(d.C * RS));
+    wei = padded.data();
+  }
+  const uint16_t* wp = pack_weights_bf16(dp, isa.nr, wei, d.R * d.S, taps, false);
+  run<uint16_t, direct::TileArgsBf16>(dp, isa, Chunks(), src, wp, d.has_bias ? bias : nullptr, dst, accumulate,
+                                      d.relu, DstLayout{d.P * d.Q * d.K, d.Q * d.K, d.K}, d.C);
 }
 
 void conv2d_bwd_data_direct_bf16(const ConvDesc& d, const uint16_t* diff_dst, const uint16_t* wei,
