@@ -51,15 +51,20 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
 const char* conv_direct_path();
 bool conv_direct_path_available(const std::string& name);
 void set_conv_direct_path(const std::string& name);
-// bfloat16 (AVX512_BF16 CPUs, the avx512 path): forward and backward-data on the vdpbf16ps tile,
-// C even (and K even for backward-data), float32 sums rounded once; backward-weights stays on
-// conv_bf16.cpp's path. Operands as ConvDesc says for bfloat16 (bias float32).
+// bfloat16 (AVX512_BF16 CPUs, the avx512 path): forward and backward-data on the vdpbf16ps tile
+// (an odd C runs as C + 1 channels; backward-data needs K even), float32 sums rounded once;
+// backward-weights on the float32 tiles, its operands widened as they are read (taken for fewer
+// than 16 input channels only: the bfloat16 GEMM of conv_bf16.cpp is faster beyond). Operands as ConvDesc says for bfloat16 (bias float32).
 bool conv_direct_bf16_applies(const ConvDesc& d);
 bool conv_direct_bwd_data_bf16_applies(const ConvDesc& d);
 void conv2d_fwd_direct_bf16(const ConvDesc& d, const uint16_t* src, const uint16_t* wei, const float* bias,
                             uint16_t* dst, bool accumulate);
 void conv2d_bwd_data_direct_bf16(const ConvDesc& d, const uint16_t* diff_dst, const uint16_t* wei,
                                  uint16_t* diff_src);
+// The float32 tiles on bfloat16 read widened; diff_wei rounded once; diff_bias (float32, may be
+// null, as may diff_wei) summed in double.
+void conv2d_bwd_weights_direct_bf16(const ConvDesc& d, const uint16_t* src, const uint16_t* diff_dst,
+                                    uint16_t* diff_wei, float* diff_bias);
 // Its blocking (conv_direct.cpp says what each size does): for tests, which force every case
 // (windows per item, channel chunks, several images per item) on small shapes.
 struct ConvDirectTuning {

@@ -21,6 +21,7 @@
 #include <array>
 #include <atomic>
 #include <list>
+#include <type_traits>
 #include <memory>
 #include <mutex>
 #include <cstdlib>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "kernels/common/env.h"
+#include "kernels/common/half.h"
 #include "kernels/common/error.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/conv.h"
@@ -267,12 +269,24 @@ const uint16_t* pack_weights_bf16(const ConvDesc& d, int64_t nr, const uint16_t*
   return out;
 }
 
+// n elements from -> to: a copy, or bfloat16 bits widened to float32.
+inline void convert(const float* from, float* to, int64_t n) { std::memcpy(to, from, sizeof(float) * size_t(n)); }
+inline void convert(const uint16_t* from, uint16_t* to, int64_t n) {
+  std::memcpy(to, from, sizeof(uint16_t) * size_t(n));
+}
+inline void convert(const uint16_t* from, float* to, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = uint32_t(from[i]) << 16;
+    std::memcpy(to + i, &u, sizeof u);
+  }
+}
+
 // How the tiles read the source. In place where the convolution reads no padding; otherwise a
 // zero-bordered copy: of the whole batch when it is small (kBatchBytes), else of the rows each
 // work item reads (a window per thread). Either way output row p of image n reads source rows
 // from row(n, p) on, stride_h * pitch elements further per output row. T: float, or uint16_t
-// for bfloat16 bits.
-template <class T>
+// for bfloat16 bits; S the element type of src (float from bfloat16 bits: the copy widens).
+template <class T, class S = T>
 struct Source {
   enum Mode { kInPlace, kWholeBatch, kWindows } mode;
   int64_t Wp;          // columns the convolution reads: (Q-1)*stride_w + (S-1)*dilation_w + 1
@@ -285,7 +299,7 @@ struct Source {
 
   // c_mem: channels per pixel of src, d.C or fewer (bfloat16 with an odd C: d.C is one more, and
   // the copy gives every pixel a zero channel so the channel pairs never straddle pixels).
-  Source(const ConvDesc& d, const T* src, int64_t c_mem)
+  Source(const ConvDesc& d, const S* src, int64_t c_mem)
       : Wp((d.Q - 1) * d.stride_w + (d.S - 1) * d.dilation_w + 1),
         Hn((d.P - 1) * d.stride_h + (d.R - 1) * d.dilation_h + 1), data(nullptr), c_mem_(c_mem) {
     const bool pads = d.pad_h > 0 || d.pad_w > 0 || Hn - 1 - d.pad_h >= d.H || Wp - 1 - d.pad_w >= d.W;
@@ -293,12 +307,12 @@ struct Source {
     // one or two L1 sets: a copy spaces them 64 bytes further.
     const bool aliased = d.C * int64_t(sizeof(T)) % 2048 == 0;
     cs = d.C + (aliased ? int64_t(64 / sizeof(T)) : 0);
-    if (!pads && !aliased && c_mem == d.C) {
+    if (!pads && !aliased && c_mem == d.C && std::is_same<T, S>::value) {
       mode = kInPlace;
       cs = d.C;
       pitch = d.W * d.C;
       image = d.H * pitch;
-      data = src + (-d.pad_h * d.W - d.pad_w) * d.C;
+      data = reinterpret_cast<const T*>(src) + (-d.pad_h * d.W - d.pad_w) * d.C;
       return;
     }
     pitch = Wp * cs;
@@ -316,7 +330,7 @@ struct Source {
     data = copy;
   }
   // Row ih of image n as the convolution reads it: Wp columns from iw = -pad_w, zero outside.
-  void fill_row(const ConvDesc& d, const T* src, int64_t n, int64_t ih, T* row) const {
+  void fill_row(const ConvDesc& d, const S* src, int64_t n, int64_t ih, T* row) const {
     const int64_t C = c_mem_;
     if (ih < 0 || ih >= d.H) {
       std::memset(row, 0, sizeof(T) * size_t(Wp * cs));
@@ -324,12 +338,12 @@ struct Source {
     }
     const int64_t lo = std::clamp<int64_t>(d.pad_w, 0, Wp), hi = std::clamp<int64_t>(d.W + d.pad_w, lo, Wp);
     std::memset(row, 0, sizeof(T) * size_t(lo * cs));
-    const T* in = src + ((n * d.H + ih) * d.W + lo - d.pad_w) * C;
-    if (cs == C) {
+    const S* in = src + ((n * d.H + ih) * d.W + lo - d.pad_w) * C;
+    if (cs == C && std::is_same<T, S>::value) {
       if (hi > lo) std::memcpy(row + lo * C, in, sizeof(T) * size_t((hi - lo) * C));
     } else {
       for (int64_t w = lo; w < hi; ++w) {
-        std::memcpy(row + w * cs, in + (w - lo) * C, sizeof(T) * size_t(C));
+        convert(in + (w - lo) * C, row + w * cs, C);
         std::memset(row + w * cs + C, 0, sizeof(T) * size_t(cs - C));
       }
     }
@@ -345,7 +359,7 @@ struct Source {
     if (mode == kWindows) return win + (p - p0) * d.stride_h * pitch;
     return data + n * image + p * d.stride_h * pitch;
   }
-  void load(const ConvDesc& d, const T* src, int64_t n, int64_t p0, int64_t p1, T* win) const {
+  void load(const ConvDesc& d, const S* src, int64_t n, int64_t p0, int64_t p1, T* win) const {
     if (mode != kWindows) return;
     const int64_t rows = (p1 - p0 - 1) * d.stride_h + (d.R - 1) * d.dilation_h + 1;
     for (int64_t rr = 0; rr < rows; ++rr) fill_row(d, src, n, p0 * d.stride_h - d.pad_h + rr, win + rr * pitch);
@@ -355,8 +369,8 @@ struct Source {
 // Reduction segments of chunk i, offsets from a pixel's source: one per kernel row (S*C
 // contiguous floats) when the channels are not chunked and the kernel is dense along w, else one
 // per tap (the chunk's channels).
-template <class T>
-void segments(const ConvDesc& d, const Source<T>& so, const Chunks& ch, int64_t i, std::vector<int64_t>& seg,
+template <class T, class S>
+void segments(const ConvDesc& d, const Source<T, S>& so, const Chunks& ch, int64_t i, std::vector<int64_t>& seg,
               int64_t& seg_len) {
   seg.clear();
   const int64_t c0 = ch.c0(d, i);
@@ -628,11 +642,15 @@ void conv2d_bwd_data_direct(const ConvDesc& d, const float* diff_dst, const floa
   });
 }
 
-void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei) {
-  KILN_CHECK(conv_direct_fwd_applies(d), "conv2d_bwd_weights (native direct): does not apply to ", d.str());
+namespace {
+
+// The float32 weight gradient of src (S: float, or bfloat16 bits widened as they are read) and
+// diff_dst into diff_wei (W: float, or bfloat16 bits, rounded once).
+template <class S, class W>
+void bwd_weights_direct(const ConvDesc& d, const S* src, const S* diff_dst, W* diff_wei) {
   const int64_t C = d.C, K = d.K, RSC = d.R * d.S * C, RS = d.R * d.S;
   const Isa isa = isa_of(current_path());
-  const Source<float> so(d, src, d.C);
+  const Source<float, S> so(d, src, d.C);
   std::vector<int64_t> seg;
   int64_t seg_len = 0;
   segments(d, so, Chunks(), 0, seg, seg_len);
@@ -658,13 +676,15 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
     const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(nt, units));
     const int64_t win_rows = std::min(rc, d.P);
     const int64_t win_elems = std::max<int64_t>(so.window_elems(d, win_rows), 1);
-    float* windows = so.mode == Source<float>::kWindows
+    float* windows = so.mode == Source<float, S>::kWindows
                          ? scratch(kWindows, parts * win_elems)
                          : nullptr;
     parallel_for(0, parts, 1, [&](int64_t part_b, int64_t part_e) {
       for (int64_t part = part_b; part < part_e; ++part) {
         float* win = windows ? windows + part * win_elems : nullptr;
         std::vector<const float*> rows(static_cast<size_t>(rc));
+        // bfloat16: the pass's rows of diff_dst widened here, once per thread and pass.
+        std::vector<float> dy_wide(std::is_same<S, float>::value ? 0 : static_cast<size_t>(rc * d.Q * K));
         const int64_t u0 = part * units / parts, u1 = (part + 1) * units / parts;
         WeiTileArgs t{};
         t.dy_step = K;
@@ -680,6 +700,13 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
           for (int64_t r = r0; r < r1; ++r) rows[size_t(r - r0)] = so.row(r / d.P, r % d.P, p0, win, d);
           t.x_rows = rows.data();
           t.nrows = r1 - r0;
+          const float* dy_pass;
+          if constexpr (std::is_same<S, float>::value) {
+            dy_pass = diff_dst + r0 * d.Q * K;
+          } else {
+            convert(diff_dst + r0 * d.Q * K, dy_wide.data(), (r1 - r0) * d.Q * K);
+            dy_pass = dy_wide.data();
+          }
           for (int64_t u = u0; u < u1; ++u) {
             const int64_t sg = u / lane_tiles, lt = u % lane_tiles;
             const int64_t l0 = lt * seg_len / lane_tiles, l1 = (lt + 1) * seg_len / lane_tiles;
@@ -691,7 +718,7 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
               if (transposed) k0 = ct * chan_w, k1 = std::min(K, k0 + chan_w);  // whole vectors
               else k0 = ct * K / chan_tiles, k1 = (ct + 1) * K / chan_tiles;    // equal broadcast tiles
               t.nk = k1 - k0;
-              t.dy = diff_dst + r0 * d.Q * K + k0;
+              t.dy = dy_pass + k0;
               t.dw = dwt + (transposed ? run0 * K + k0 : k0 * RSC + run0);
               if (transposed) isa.wei_tile_t(t);
               else isa.wei_tile(t);
@@ -707,9 +734,19 @@ void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float*
   parallel_for(0, K, 1, [&](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; ++k)
       for (int64_t c = 0; c < C; ++c)
-        for (int64_t rs = 0; rs < RS; ++rs)
-          diff_wei[(k * C + c) * RS + rs] = transposed ? from[(rs * C + c) * K + k] : from[(k * RS + rs) * C + c];
+        for (int64_t rs = 0; rs < RS; ++rs) {
+          const float v = transposed ? from[(rs * C + c) * K + k] : from[(k * RS + rs) * C + c];
+          if constexpr (std::is_same<W, float>::value) diff_wei[(k * C + c) * RS + rs] = v;
+          else diff_wei[(k * C + c) * RS + rs] = BFloat16(v).bits;
+        }
   });
+}
+
+}  // namespace
+
+void conv2d_bwd_weights_direct(const ConvDesc& d, const float* src, const float* diff_dst, float* diff_wei) {
+  KILN_CHECK(conv_direct_fwd_applies(d), "conv2d_bwd_weights (native direct): does not apply to ", d.str());
+  bwd_weights_direct(d, src, diff_dst, diff_wei);
 }
 
 bool conv_direct_bf16_applies(const ConvDesc& d) {
@@ -766,6 +803,25 @@ void conv2d_bwd_data_direct_bf16(const ConvDesc& d, const uint16_t* diff_dst, co
   }, [&](int64_t offset, DstLayout layout, int64_t rows, int64_t cols) {
     zero_phase(diff_src + offset, layout, d.N, rows, cols, d.C);
   });
+}
+
+void conv2d_bwd_weights_direct_bf16(const ConvDesc& d, const uint16_t* src, const uint16_t* diff_dst,
+                                    uint16_t* diff_wei, float* diff_bias) {
+  KILN_CHECK(conv_direct_bf16_applies(d), "conv2d_bwd_weights (native direct bfloat16): does not apply to ", d.str());
+  if (diff_bias) {  // column sums of diff_dst[N*P*Q, K] in double; each thread owns some columns
+    const int64_t M = d.N * d.P * d.Q;
+    parallel_for(0, d.K, std::max<int64_t>(16, d.K / std::max(1, num_threads())), [&](int64_t k0, int64_t k1) {
+      std::vector<double> acc(size_t(k1 - k0), 0.0);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = k0; k < k1; ++k) {
+          float v;
+          convert(diff_dst + m * d.K + k, &v, 1);
+          acc[size_t(k - k0)] += double(v);
+        }
+      for (int64_t k = k0; k < k1; ++k) diff_bias[k] = float(acc[size_t(k - k0)]);
+    });
+  }
+  if (diff_wei) bwd_weights_direct(d, src, diff_dst, diff_wei);
 }
 
 }  // namespace kiln::native
