@@ -16,6 +16,7 @@
 #include "kernels/common/error.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/conv_bf16.h"
+#include "kernels/cpu/native/conv_nhwc_im2col.h"
 #include "kernels/cpu/native/gemm.h"
 
 namespace kiln::native {
@@ -52,8 +53,7 @@ struct Geom {
   explicit Geom(const ConvDesc& d)
       : G(d.groups), Cg(d.C / d.groups), Kg(d.K / d.groups), HW(d.H * d.W), PQ(d.P * d.Q),
         CRS(d.C / d.groups * d.R * d.S),
-        direct(d.R == 1 && d.S == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0 &&
-               d.P == d.H && d.Q == d.W) {
+        direct(conv_is_pointwise_gemm(d)) {
     const int64_t chunks = std::clamp<int64_t>((CRS * PQ + kColBudget - 1) / kColBudget, 1, std::max<int64_t>(d.P, 1));
     chunk_rows = (d.P + chunks - 1) / chunks;
   }

@@ -17,7 +17,9 @@
 
 #include "kernels/common/error.h"
 #include "kernels/common/parallel.h"
+#include "kernels/cpu/native/conv_nhwc_im2col.h"
 #include "kernels/cpu/native/gemm_bf16.h"
+#include "kernels/cpu/native/thread_buffer.h"
 
 namespace kiln::native {
 namespace {
@@ -31,70 +33,22 @@ struct Geom {
   bool direct;
   explicit Geom(const ConvDesc& d)
       : M(d.N * d.P * d.Q), RSC(d.R * d.S * d.C),
-        direct(d.R == 1 && d.S == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0 &&
-               d.P == d.H && d.Q == d.W) {
+        direct(conv_is_pointwise_gemm(d)) {
     chunk = std::max<int64_t>(1, std::min<int64_t>(M, kColBudget / std::max<int64_t>(RSC, 1)));
   }
 };
 
-// Scratch kept by the calling thread for its next call (the col chunk, the permuted weights):
-// 64-byte aligned, not initialised, grown on demand. Fresh pages each call (and a vector's zero
-// fill) measured several percent of a layer.
+// Scratch kept by the calling thread for its next call (the col chunk, the permuted weights),
+// one buffer per Slot: fresh pages each call (and a vector's zero fill) measured several percent
+// of a layer.
 template <class T, int Slot>
 T* scratch(int64_t n) {
-  struct Buf {
-    void* p = nullptr;
-    size_t bytes = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf buf;
-  const size_t bytes = (std::max<size_t>(size_t(n), 1) * sizeof(T) + 63) / 64 * 64;
-  if (bytes > buf.bytes) {
-    std::free(buf.p);
-    buf.p = std::aligned_alloc(64, bytes);
-    buf.bytes = buf.p ? bytes : 0;
-    KILN_CHECK(buf.p, "conv2d (native bfloat16): cannot allocate ", bytes, " bytes of scratch");
-  }
-  return static_cast<T*>(buf.p);
+  thread_local ThreadBuffer<T> buf("conv2d (native bfloat16): scratch");
+  return buf.get(size_t(std::max<int64_t>(n, 1)));
 }
 
-// wei [K, C, R, S] -> wt [K, R, S, C]; `to` may be float32 (from float32 sums) to round into.
-template <class From, class To>
-void permute_weights(const ConvDesc& d, const From* from, To* to, bool inverse) {
-  parallel_for(0, d.K, 1, [&](int64_t k0, int64_t k1) {
-    for (int64_t k = k0; k < k1; ++k)
-      for (int64_t c = 0; c < d.C; ++c)
-        for (int64_t r = 0; r < d.R; ++r)
-          for (int64_t s = 0; s < d.S; ++s) {
-            const int64_t kcrs = ((k * d.C + c) * d.R + r) * d.S + s, krsc = ((k * d.R + r) * d.S + s) * d.C + c;
-            if (inverse) to[kcrs] = To(from[krsc]);
-            else to[krsc] = To(from[kcrs]);
-          }
-  });
-}
 
-// Input pixel read by output pixel m through tap (r, s), or -1 in the padding.
-inline int64_t tap_pixel(const ConvDesc& d, int64_t m, int64_t r, int64_t s) {
-  const int64_t q = m % d.Q, p = (m / d.Q) % d.P, n = m / (d.P * d.Q);
-  const int64_t ih = p * d.stride_h - d.pad_h + r * d.dilation_h, iw = q * d.stride_w - d.pad_w + s * d.dilation_w;
-  if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) return -1;
-  return (n * d.H + ih) * d.W + iw;
-}
 
-void im2col(const ConvDesc& d, const Geom& g, const BFloat16* src, int64_t m0, int64_t m1, BFloat16* col) {
-  parallel_for(m0, m1, std::max<int64_t>(1, 8192 / std::max<int64_t>(g.RSC, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t m = b; m < e; ++m) {
-      BFloat16* row = col + (m - m0) * g.RSC;
-      for (int64_t r = 0; r < d.R; ++r)
-        for (int64_t s = 0; s < d.S; ++s) {
-          BFloat16* out = row + (r * d.S + s) * d.C;
-          const int64_t px = tap_pixel(d, m, r, s);
-          if (px < 0) std::memset(static_cast<void*>(out), 0, sizeof(BFloat16) * size_t(d.C));
-          else std::memcpy(static_cast<void*>(out), src + px * d.C, sizeof(BFloat16) * size_t(d.C));
-        }
-    }
-  });
-}
 
 // acc += col2im(col) for rows [m0, m1), in float32. Threads own channel ranges and each element's
 // sum runs in row order: bits independent of the thread count.
@@ -144,7 +98,7 @@ void conv2d_fwd_bf16(const ConvDesc& d, const void* src_v, const void* wei_v, co
   BFloat16* col = scratch<BFloat16, 1>(g.chunk * g.RSC);
   for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
     const int64_t m1 = std::min(g.M, m0 + g.chunk);
-    im2col(d, g, src, m0, m1, col);
+    im2col(d, g.RSC, src, m0, m1, col);
     bf16gemm_round(false, true, m1 - m0, d.K, g.RSC, 1.f, col, g.RSC, wt, g.RSC, beta, dst + m0 * d.K, d.K, epi);
   }
 }
@@ -208,7 +162,7 @@ void conv2d_bwd_weights_bf16(const ConvDesc& d, const void* src_v, const void* d
   BFloat16* col = scratch<BFloat16, 1>(g.chunk * g.RSC);
   for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
     const int64_t m1 = std::min(g.M, m0 + g.chunk);
-    im2col(d, g, src, m0, m1, col);
+    im2col(d, g.RSC, src, m0, m1, col);
     bf16gemm(true, false, d.K, g.RSC, m1 - m0, 1.f, diff_dst + m0 * d.K, d.K, col, g.RSC, m0 == 0 ? 0.f : 1.f, dwt,
              g.RSC);
   }

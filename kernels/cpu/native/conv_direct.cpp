@@ -35,6 +35,7 @@
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/conv.h"
 #include "kernels/cpu/native/conv_direct.h"
+#include "kernels/cpu/native/conv_nhwc_im2col.h"
 #include "kernels/cpu/native/cpu_features.h"
 #include "kernels/cpu/native/thread_buffer.h"
 
@@ -538,11 +539,6 @@ bool applies(const ConvDesc& d) {
          d.stride_h >= 1 && d.stride_w >= 1 && current_path() != 0;
 }
 
-// A 1x1, stride-1, unpadded convolution is a plain GEMM over the whole batch (conv_nhwc.cpp).
-bool plain_gemm(const ConvDesc& d) {
-  return d.R == 1 && d.S == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0 &&
-         d.P == d.H && d.Q == d.W;
-}
 
 }  // namespace
 
@@ -585,13 +581,13 @@ void set_conv_direct_path(const std::string& name) {
   g_path.store(p, std::memory_order_release);
 }
 
-bool conv_direct_fwd_applies(const ConvDesc& d) { return applies(d) && !plain_gemm(d); }
+bool conv_direct_fwd_applies(const ConvDesc& d) { return applies(d) && !conv_is_pointwise_gemm(d); }
 
 bool conv_direct_bwd_data_applies(const ConvDesc& d) {
   // Strided: by phases, undilated along each strided axis, padding at least 0.
   const bool phases_h = d.stride_h == 1 || (d.dilation_h == 1 && d.pad_h >= 0);
   const bool phases_w = d.stride_w == 1 || (d.dilation_w == 1 && d.pad_w >= 0);
-  return applies(d) && phases_h && phases_w && !plain_gemm(d);
+  return applies(d) && phases_h && phases_w && !conv_is_pointwise_gemm(d);
 }
 
 void conv2d_fwd_direct(const ConvDesc& d, const float* src, const float* wei, const float* bias, float* dst,

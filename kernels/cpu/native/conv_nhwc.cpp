@@ -19,6 +19,7 @@
 #include "kernels/common/error.h"
 #include "kernels/common/parallel.h"
 #include "kernels/cpu/native/conv.h"
+#include "kernels/cpu/native/conv_nhwc_im2col.h"
 #include "kernels/cpu/native/gemm.h"
 
 namespace kiln::native {
@@ -32,48 +33,13 @@ struct NhwcGeom {
   bool direct;
   explicit NhwcGeom(const ConvDesc& d)
       : M(d.N * d.P * d.Q), RSC(d.R * d.S * d.C),
-        direct(d.R == 1 && d.S == 1 && d.stride_h == 1 && d.stride_w == 1 && d.pad_h == 0 && d.pad_w == 0 &&
-               d.P == d.H && d.Q == d.W) {
+        direct(conv_is_pointwise_gemm(d)) {
     chunk = std::max<int64_t>(1, std::min<int64_t>(M, kColBudget / std::max<int64_t>(RSC, 1)));
   }
 };
 
-// wei [K, C, R, S] -> wt [K, R, S, C] (and back with `inverse`).
-void permute_weights(const ConvDesc& d, const float* from, float* to, bool inverse) {
-  parallel_for(0, d.K, 1, [&](int64_t k0, int64_t k1) {
-    for (int64_t k = k0; k < k1; ++k)
-      for (int64_t c = 0; c < d.C; ++c)
-        for (int64_t r = 0; r < d.R; ++r)
-          for (int64_t s = 0; s < d.S; ++s) {
-            const int64_t kcrs = ((k * d.C + c) * d.R + r) * d.S + s, krsc = ((k * d.R + r) * d.S + s) * d.C + c;
-            if (inverse) to[kcrs] = from[krsc];
-            else to[krsc] = from[kcrs];
-          }
-  });
-}
 
-// Input pixel read by output pixel m through tap (r, s), or -1 in the padding.
-inline int64_t tap_pixel(const ConvDesc& d, int64_t m, int64_t r, int64_t s) {
-  const int64_t q = m % d.Q, p = (m / d.Q) % d.P, n = m / (d.P * d.Q);
-  const int64_t ih = p * d.stride_h - d.pad_h + r * d.dilation_h, iw = q * d.stride_w - d.pad_w + s * d.dilation_w;
-  if (ih < 0 || ih >= d.H || iw < 0 || iw >= d.W) return -1;
-  return (n * d.H + ih) * d.W + iw;
-}
 
-void im2col(const ConvDesc& d, const NhwcGeom& g, const float* src, int64_t m0, int64_t m1, float* col) {
-  parallel_for(m0, m1, std::max<int64_t>(1, 4096 / std::max<int64_t>(g.RSC, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t m = b; m < e; ++m) {
-      float* row = col + (m - m0) * g.RSC;
-      for (int64_t r = 0; r < d.R; ++r)
-        for (int64_t s = 0; s < d.S; ++s) {
-          float* out = row + (r * d.S + s) * d.C;
-          const int64_t px = tap_pixel(d, m, r, s);
-          if (px < 0) std::memset(out, 0, sizeof(float) * size_t(d.C));
-          else std::memcpy(out, src + px * d.C, sizeof(float) * size_t(d.C));
-        }
-    }
-  });
-}
 
 // diff_src += col2im(col) for rows [m0, m1). Threads own channel ranges, so no two write the
 // same element, and each element's sum runs in row order: bits independent of the thread count.
@@ -137,7 +103,7 @@ void conv2d_fwd_nhwc(const ConvDesc& d, const float* src, const float* wei, cons
   std::vector<float> col(size_t(g.chunk * g.RSC));
   for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
     const int64_t m1 = std::min(g.M, m0 + g.chunk);
-    im2col(d, g, src, m0, m1, col.data());
+    im2col(d, g.RSC, src, m0, m1, col.data());
     sgemm(false, true, m1 - m0, d.K, g.RSC, 1.f, col.data(), g.RSC, wt.data(), g.RSC, beta, dst + m0 * d.K, d.K);
   }
 }
@@ -195,7 +161,7 @@ void conv2d_bwd_weights_nhwc(const ConvDesc& d, const float* src, const float* d
   std::vector<float> col(size_t(g.chunk * g.RSC));
   for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
     const int64_t m1 = std::min(g.M, m0 + g.chunk);
-    im2col(d, g, src, m0, m1, col.data());
+    im2col(d, g.RSC, src, m0, m1, col.data());
     sgemm(true, false, d.K, g.RSC, m1 - m0, 1.f, diff_dst + m0 * d.K, d.K, col.data(), g.RSC, m0 == 0 ? 0.f : 1.f,
           dwt.data(), g.RSC);
   }
