@@ -50,25 +50,6 @@ T* scratch(int64_t n) {
 
 
 
-// acc += col2im(col) for rows [m0, m1), in float32. Threads own channel ranges and each element's
-// sum runs in row order: bits independent of the thread count.
-void col2im(const ConvDesc& d, const Geom& g, const float* col, int64_t m0, int64_t m1, float* acc) {
-  const int64_t cgrain = std::max<int64_t>(16, d.C / std::max(1, num_threads()));
-  parallel_for(0, d.C, cgrain, [&](int64_t c0, int64_t c1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      const float* row = col + (m - m0) * g.RSC;
-      for (int64_t r = 0; r < d.R; ++r)
-        for (int64_t s = 0; s < d.S; ++s) {
-          const int64_t px = tap_pixel(d, m, r, s);
-          if (px < 0) continue;
-          const float* in = row + (r * d.S + s) * d.C;
-          float* out = acc + px * d.C;
-#pragma omp simd
-          for (int64_t c = c0; c < c1; ++c) out[c] += in[c];
-        }
-    }
-  });
-}
 
 void fill_bf16(BFloat16* p, int64_t n) {
   parallel_for(0, n, 65536, [&](int64_t b, int64_t e) {
@@ -125,7 +106,7 @@ void conv2d_bwd_data_bf16(const ConvDesc& d, const void* diff_dst_v, const void*
   for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
     const int64_t m1 = std::min(g.M, m0 + g.chunk);
     bf16gemm(false, false, m1 - m0, g.RSC, d.K, 1.f, diff_dst + m0 * d.K, d.K, wt, g.RSC, 0.f, col, g.RSC);
-    col2im(d, g, col, m0, m1, acc.data());
+    col2im(d, g.RSC, col, m0, m1, acc.data());
   }
   parallel_for(0, src_elems, 65536,
                [&](int64_t b, int64_t e) { round_to_bf16(acc.data() + b, e - b, diff_src + b); });

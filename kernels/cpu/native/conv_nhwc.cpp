@@ -41,25 +41,6 @@ struct NhwcGeom {
 
 
 
-// diff_src += col2im(col) for rows [m0, m1). Threads own channel ranges, so no two write the
-// same element, and each element's sum runs in row order: bits independent of the thread count.
-void col2im(const ConvDesc& d, const NhwcGeom& g, const float* col, int64_t m0, int64_t m1, float* diff_src) {
-  const int64_t cgrain = std::max<int64_t>(16, d.C / std::max(1, num_threads()));
-  parallel_for(0, d.C, cgrain, [&](int64_t c0, int64_t c1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      const float* row = col + (m - m0) * g.RSC;
-      for (int64_t r = 0; r < d.R; ++r)
-        for (int64_t s = 0; s < d.S; ++s) {
-          const int64_t px = tap_pixel(d, m, r, s);
-          if (px < 0) continue;
-          const float* in = row + (r * d.S + s) * d.C;
-          float* out = diff_src + px * d.C;
-#pragma omp simd
-          for (int64_t c = c0; c < c1; ++c) out[c] += in[c];
-        }
-    }
-  });
-}
 
 void fill_rows(float* dst, int64_t rows, int64_t cols, const float* row) {
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t b, int64_t e) {
@@ -125,7 +106,7 @@ void conv2d_bwd_data_nhwc(const ConvDesc& d, const float* diff_dst, const float*
   for (int64_t m0 = 0; m0 < g.M; m0 += g.chunk) {
     const int64_t m1 = std::min(g.M, m0 + g.chunk);
     sgemm(false, false, m1 - m0, g.RSC, d.K, 1.f, diff_dst + m0 * d.K, d.K, wt.data(), g.RSC, 0.f, col.data(), g.RSC);
-    col2im(d, g, col.data(), m0, m1, diff_src);
+    col2im(d, g.RSC, col.data(), m0, m1, diff_src);
   }
 }
 

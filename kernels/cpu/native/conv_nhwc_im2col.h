@@ -64,4 +64,25 @@ void im2col(const ConvDesc& d, int64_t RSC, const T* src, int64_t m0, int64_t m1
   });
 }
 
+// acc [N*H*W, C] += col2im(col) for rows [m0, m1), float32. Threads own channel ranges, so no two
+// write the same element, and each element's sum runs in row order: bits independent of the
+// thread count.
+inline void col2im(const ConvDesc& d, int64_t RSC, const float* col, int64_t m0, int64_t m1, float* acc) {
+  const int64_t cgrain = std::max<int64_t>(16, d.C / std::max(1, num_threads()));
+  parallel_for(0, d.C, cgrain, [&](int64_t c0, int64_t c1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const float* row = col + (m - m0) * RSC;
+      for (int64_t r = 0; r < d.R; ++r)
+        for (int64_t s = 0; s < d.S; ++s) {
+          const int64_t px = tap_pixel(d, m, r, s);
+          if (px < 0) continue;
+          const float* in = row + (r * d.S + s) * d.C;
+          float* out = acc + px * d.C;
+#pragma omp simd
+          for (int64_t c = c0; c < c1; ++c) out[c] += in[c];
+        }
+    }
+  });
+}
+
 }  // namespace kiln::native
