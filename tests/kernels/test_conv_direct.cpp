@@ -200,6 +200,8 @@ TEST_CASE("native direct conv: which shapes take it") {
   CHECK_FALSE(native::conv_direct_bf16_applies(bf));
   CHECK(std::string(native::conv_direct_path()) == "off");
   CHECK_THROWS_KILN(native::set_conv_direct_path("sse9"), "unknown path");
+  CHECK_THROWS_KILN(native::set_conv_direct_tuning({-1, 0, 192}), "set_conv_direct_tuning");
+  CHECK_THROWS_KILN(native::set_conv_direct_tuning({0, 0, 0}), "item_pixels at least 1");
 }
 
 TEST_CASE("native direct conv: packed weights kept under weights_key, and dropped when the weights change") {
