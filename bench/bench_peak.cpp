@@ -5,6 +5,7 @@
 //   build/bench/bench_peak             # full: ~0.1 s per repeat, 4 x L3 arrays
 //   build/bench/bench_peak --quick     # kiln bench's quick configuration
 //   KILN_CPU_ISA=avx2 build/bench/bench_peak
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>

@@ -1,5 +1,6 @@
 #include "engine/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>

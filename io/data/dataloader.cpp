@@ -4,6 +4,7 @@
 // being built for an abandoned epoch are dropped when they arrive.
 #include "io/data/dataloader.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <exception>

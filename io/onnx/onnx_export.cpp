@@ -5,6 +5,7 @@
 // having to describe it.
 //   kiln export --onnx resnet18.onnx --model resnet18
 //   ctest --test-dir build -R onnx
+#include <algorithm>
 #include <cmath>
 #include <unordered_map>
 #include <unordered_set>

@@ -7,6 +7,7 @@
 #include "tests/support/testing.h"
 #include "tests/bench/bench_testing.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include <cstdio>

@@ -7,6 +7,7 @@
 //   ctest --test-dir build -R test_conv_direct
 #include "tests/support/testing.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/common/conv.h"

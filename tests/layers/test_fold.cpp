@@ -9,6 +9,7 @@
 //   ctest --test-dir build -R layers.test_fold
 #include "tests/support/testing.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/autograd.h"

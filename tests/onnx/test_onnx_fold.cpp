@@ -7,6 +7,8 @@
 //   ctest --test-dir build -R onnx.test_onnx_fold
 #include "tests/support/testing.h"
 
+#include <algorithm>
+
 #include "engine/autograd.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"

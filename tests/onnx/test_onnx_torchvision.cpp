@@ -10,6 +10,7 @@
 //   KILN_ONNX_NETS=resnet18,alexnet ...   (those nets only)
 #include "tests/support/testing.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
