@@ -1,5 +1,5 @@
 // This machine's roofline: the FMA peak (GFLOP/s) of each multiply-add loop the CPU has, on one
-// thread and on all, and the STREAM-triad bandwidth (GB/s) on one thread and all; medians of
+// thread and on all, and the STREAM-triad bandwidth (GB/s) on one thread and all; the best of
 // repeats (bench/harness/peak.h, the code `kiln bench` prints its achieved/peak with). Prints
 // figures, asserts nothing.
 //   build/bench/bench_peak             # full: ~0.1 s per repeat, 4 x L3 arrays

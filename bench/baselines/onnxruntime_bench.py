@@ -13,6 +13,11 @@ Prints the same columns as `kiln bench` and, with --out, writes the same JSON as
     build/tools/kiln export --onnx /tmp/alexnet.onnx --model alexnet --batch 16 --static-batch
     .venv/bin/python bench/baselines/onnxruntime_bench.py --run /tmp/alexnet.onnx alexnet 16 --threads 2
     build/tools/kiln bench --model alexnet --batch 16 --mode forward --vs-pytorch   # kiln/onnxruntime per row
+
+--nodes runs the timed iterations again with onnxruntime's profiler and prints, per node of the
+optimised graph, the median time over those iterations (largest first), then the sum per operator
+type: the peer of `kiln bench --layers` (which node is faster where). The profiled pass is separate
+from the timed one, so the profiler's own cost does not reach the images/s above.
 """
 import argparse
 import datetime
@@ -39,22 +44,72 @@ def cpu_model():
     return os.uname().machine
 
 
-def session(path, threads):
+def session_options(threads):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(path, sess_options=so, providers=["CPUExecutionProvider"])
+    return so
+
+
+def session(path, threads):
+    return ort.InferenceSession(path, sess_options=session_options(threads), providers=["CPUExecutionProvider"])
+
+
+def session_feed(sess, batch):
+    inp = sess.get_inputs()[0]
+    shape = [batch if i == 0 or not isinstance(d, int) else d for i, d in enumerate(inp.shape)]
+    x = np.random.default_rng(1234).standard_normal(shape, dtype=np.float32)
+    return {inp.name: x}, [o.name for o in sess.get_outputs()]
+
+
+def node_times(path, batch, iters, warmup, threads, top):
+    """Per-node medians (ms) from onnxruntime's profiler over `iters` runs after `warmup`."""
+    so = session_options(threads)
+    so.enable_profiling = True
+    so.profile_file_prefix = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"ort_nodes_{os.getpid()}")
+    sess = ort.InferenceSession(path, sess_options=so, providers=["CPUExecutionProvider"])
+    feed, outputs = session_feed(sess, batch)
+    for _ in range(warmup):
+        sess.run(outputs, feed)
+    for _ in range(iters):
+        sess.run(outputs, feed)
+    trace = sess.end_profiling()
+    try:
+        with open(trace) as f:
+            events = json.load(f)
+    finally:
+        os.remove(trace)
+    # Each session.run is one "model_run" event; node events fall inside one of them. Keep the
+    # last `iters` runs (the warm-up runs come first).
+    runs = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "model_run")[-iters:]
+    per_node, op_of = {}, {}
+    for e in events:
+        if e.get("cat") != "Node" or not e.get("name", "").endswith("_kernel_time"):
+            continue
+        ts = e["ts"]
+        if not any(a <= ts <= b for a, b in runs):
+            continue
+        name = e["name"][: -len("_kernel_time")]
+        per_node.setdefault(name, []).append(e["dur"] / 1000.0)
+        op_of[name] = e.get("args", {}).get("op_name", "?")
+    rows = sorted(((statistics.median(v) * len(v) / iters, n) for n, v in per_node.items()), reverse=True)
+    total = sum(ms for ms, _ in rows)
+    print(f"  per node (median ms per run over {iters} profiled runs; nodes total {total:.2f} ms)")
+    for ms, n in rows[:top]:
+        print(f"    {n:<48} {op_of[n]:<22} {ms:9.3f}")
+    by_op = {}
+    for ms, n in rows:
+        by_op[op_of[n]] = by_op.get(op_of[n], 0.0) + ms
+    print("  per operator type")
+    for op, ms in sorted(by_op.items(), key=lambda kv: -kv[1]):
+        print(f"    {op:<22} {ms:9.3f} ms {100.0 * ms / total if total else 0.0:5.1f}%")
 
 
 def run(path, batch, iters, warmup, threads):
     sess = session(path, threads)
-    inp = sess.get_inputs()[0]
-    shape = [batch if i == 0 or not isinstance(d, int) else d for i, d in enumerate(inp.shape)]
-    x = np.random.default_rng(1234).standard_normal(shape, dtype=np.float32)
-    feed = {inp.name: x}
-    outputs = [o.name for o in sess.get_outputs()]
+    feed, outputs = session_feed(sess, batch)
     for _ in range(warmup):
         sess.run(outputs, feed)
     ms = []
@@ -80,9 +135,13 @@ def main():
     p.add_argument("--threads", type=int, default=2, help="intra-op threads (always explicit)")
     p.add_argument("--backend-name", default="onnxruntime", help="backend field of the results")
     p.add_argument("--out", default="", help="write the JSON of kiln bench --out")
+    p.add_argument("--nodes", type=int, default=0, metavar="N",
+                   help="also profile each model and print its N slowest nodes and the time per operator type")
     a = p.parse_args()
     if not a.run:
         p.error("give at least one --run FILE MODEL BATCH")
+    if a.iters < 1 or a.warmup < 0 or a.threads < 1 or a.nodes < 0:
+        p.error("--iters and --threads must be at least 1, --warmup and --nodes at least 0")
 
     machine = {
         "framework": "onnxruntime", "version": ort.__version__, "hostname": socket.gethostname(),
@@ -100,6 +159,8 @@ def main():
         results.append({"model": model, "device": "cpu", "backend": a.backend_name, "dtype": "float32",
                         "batch": batch, "mode": "forward", "iters": a.iters, "warmup": a.warmup,
                         "threads": a.threads, "loss": "random_grad", **r})
+        if a.nodes:
+            node_times(path, batch, a.iters, a.warmup, a.threads, a.nodes)
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"format": "kiln-bench-results/1", "machine": machine, "runs": results}, f, indent=2)

@@ -23,7 +23,7 @@ struct PeakConfig {
   int64_t array_bytes = 0;   // per triad array; 0: 4 x the largest cache (sysfs), at least 64 MiB
   int bw_repeats = 10;
 };
-PeakConfig quick_peak_config();  // ~0.3 s for one thread count: 20 ms x 3 per FMA figure, L3-sized arrays
+PeakConfig quick_peak_config();  // ~0.4 s for one thread count: 20 ms x 5 per FMA figure, L3-sized arrays
 PeakConfig full_peak_config();   // the defaults
 
 // The multiply-add loops this build has and this CPU runs (after KILN_CPU_ISA's cap), best
@@ -35,13 +35,13 @@ std::string best_fma_isa();
 // The widest multiply-add of the CPU: "avx512_bf16" where present, else best_fma_isa().
 std::string best_bf16_isa();
 
-// GFLOP/s of `isa`'s loop on `threads` threads (median of cfg.fma_repeats). Throws kiln::Error
+// GFLOP/s of `isa`'s loop on `threads` threads (the best of cfg.fma_repeats). Throws kiln::Error
 // for an ISA not in peak_isas() or threads < 1.
 double measure_fma_gflops(const std::string& isa, int threads, const PeakConfig& cfg);
 
 // STREAM triad a[i] = b[i] + s * c[i] over float64 arrays of cfg.array_bytes (each touched first
 // by the thread that later reads it), counted as STREAM does: 24 bytes per element (two reads, one
-// write; the write-allocate read is not counted). GB/s = 1e9 bytes/s, median of cfg.bw_repeats.
+// write; the write-allocate read is not counted). GB/s = 1e9 bytes/s, the best of cfg.bw_repeats.
 double measure_bandwidth_gbs(int threads, const PeakConfig& cfg);
 
 // What `kiln bench` measures and prints once per process.
