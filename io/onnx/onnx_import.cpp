@@ -223,6 +223,7 @@ class OnnxNet : public Module {
                elem_type_name(graph_.outputs[0].elem_type), "; kiln computes in float32");
     build_steps();
     fold_batch_norms();
+    fuse_conv_relus();
     plan_frees(init_names);
     trial_run();
   }
@@ -232,6 +233,7 @@ class OnnxNet : public Module {
            (folds_ ? ", " + std::to_string(folds_) + " batch norms foldable into their convs (" +
                          std::to_string(relu_folds_) + " with the ReLU after)"
                    : "") +
+           (relu_fusions_ ? ", " + std::to_string(relu_fusions_) + " Conv -> Relu fused" : "") +
            ")";
   }
 
@@ -262,6 +264,7 @@ class OnnxNet : public Module {
     OpFn fn;
     std::vector<bool> tensor_input;  // read from the environment (else absent or fixed at import)
     std::vector<std::string> frees;  // values no later step reads: freed after this one
+    bool folded = false;             // a Conv whose batch norm fold_batch_norms took
   };
 
   static const Version* version_at(const std::string& op, int64_t opset) {
@@ -423,11 +426,42 @@ class OnnxNet : public Module {
       };
       auto pass = [](const std::vector<Tensor>& in) { return in[0]; };
       steps_[j].fn = pass;
+      cs.folded = true;
       if (relu) {
         steps_[read_by.at(bn_out)].fn = pass;
         ++relu_folds_;
       }
       ++folds_;
+    }
+  }
+
+  // Conv -> Relu where the Relu alone reads the conv's output (no batch norm between: those
+  // fold_batch_norms took): the conv step runs the ReLU as its post-op (ops::conv2d_relu, as a
+  // zoo net's Sequential does) and the Relu step passes its input through. Unfused while an op
+  // recorder traces (export), so a re-export sees Conv and Relu as they were.
+  void fuse_conv_relus() {
+    std::unordered_map<std::string, int> readers;
+    std::unordered_map<std::string, size_t> read_by;
+    for (size_t k = 0; k < steps_.size(); ++k)
+      for (const std::string& in : steps_[k].node->inputs) {
+        ++readers[in];
+        read_by[in] = k;
+      }
+    ++readers[graph_.outputs[0].name];
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      Step& cs = steps_[k];
+      if (cs.node->op_type != "Conv" || cs.folded) continue;
+      const std::string& out = cs.node->outputs[0];
+      if (readers[out] != 1 || !read_by.count(out)) continue;
+      Step& rs = steps_[read_by.at(out)];
+      if (rs.node->op_type != "Relu") continue;
+      OpFn fused = conv_op(*cs.ctx, true);
+      cs.fn = [this, conv_fn = cs.fn, relu_fn = rs.fn, fused](const std::vector<Tensor>& in) {
+        if (Sequential::fusion() && !trace::active()) return fused(in);
+        return relu_fn({conv_fn(in)});
+      };
+      rs.fn = [](const std::vector<Tensor>& in) { return in[0]; };
+      ++relu_fusions_;
     }
   }
 
@@ -485,6 +519,7 @@ class OnnxNet : public Module {
   std::map<std::string, Tensor> const_tensors_;
   std::vector<Step> steps_;
   int folds_ = 0;       // Conv -> BatchNormalization pairs run by the conv's step
+  int relu_fusions_ = 0;  // Conv -> Relu pairs run by the conv's step (fuse_conv_relus)
   int relu_folds_ = 0;  // of them, those with the Relu after
 };
 
