@@ -50,7 +50,7 @@ void divide_16(uint16_t* x, int64_t n, int d) {
 
 }  // namespace
 
-bool reducible(DType t) { return t != DType::uint8; }
+bool reducible(DType t) { return t != DType::uint8 && t != DType::boolean; }
 
 void reduce_into(void* acc, const void* in, int64_t n, DType t, ReduceOp op) {
   switch (t) {
@@ -62,7 +62,7 @@ void reduce_into(void* acc, const void* in, int64_t n, DType t, ReduceOp op) {
       return reduce_16<Half>(static_cast<uint16_t*>(acc), static_cast<const uint16_t*>(in), n, op);
     case DType::bfloat16:
       return reduce_16<BFloat16>(static_cast<uint16_t*>(acc), static_cast<const uint16_t*>(in), n, op);
-    case DType::uint8: break;
+    case DType::uint8: case DType::boolean: break;
   }
   KILN_THROW("reduction of ", t, " tensors is not supported (float32, float64, float16, bfloat16, int32, int64)");
 }
@@ -93,7 +93,7 @@ void divide(void* x, int64_t n, DType t, int d) {
     }
     case DType::float16: return divide_16<Half>(static_cast<uint16_t*>(x), n, d);
     case DType::bfloat16: return divide_16<BFloat16>(static_cast<uint16_t*>(x), n, d);
-    case DType::uint8: break;
+    case DType::uint8: case DType::boolean: break;
   }
   KILN_THROW("average of ", t, " tensors is not supported");
 }

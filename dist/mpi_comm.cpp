@@ -80,7 +80,7 @@ MPI_Datatype mpi_type(DType t) {
     case DType::int32: return MPI_INT32_T;
     case DType::int64: return MPI_INT64_T;
     case DType::float16: case DType::bfloat16: return MPI_UINT16_T;
-    case DType::uint8: return MPI_UINT8_T;
+    case DType::uint8: case DType::boolean: return MPI_UINT8_T;
   }
   return MPI_BYTE;
 }

@@ -41,7 +41,7 @@ ncclDataType_t nccl_type(DType t) {
 #endif
     case DType::int32: return ncclInt32;
     case DType::int64: return ncclInt64;
-    case DType::uint8: return ncclUint8;
+    case DType::uint8: case DType::boolean: return ncclUint8;
     default: break;
   }
   KILN_THROW("nccl: ", t, " tensors need a newer NCCL (bfloat16: 2.10)");

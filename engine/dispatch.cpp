@@ -39,6 +39,11 @@ void trace_choice(const std::string& op, DeviceType dev, int backend, const std:
                  desc.c_str());
 }
 
+void throw_no_dtype(const std::string& op, DeviceType dev, const char* dtype, const std::string& desc) {
+  KILN_THROW("dtype ", dtype, " is not supported by op '", op, "' on ", device_type_name(dev), " (", desc,
+             "; with backend preference '", backend_preference(), "')");
+}
+
 void throw_no_kernel(const std::string& op, DeviceType dev, const std::string& desc,
                      const std::vector<std::string>& registered) {
   std::string regs;

@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "engine/backend_preference.h"
@@ -47,6 +48,11 @@ constexpr int preferred = 20;  // faster than native where it applies (measured;
 namespace detail {
 bool trace_dispatch();
 void trace_choice(const std::string& op, DeviceType dev, int backend, const std::string& desc);
+// Descriptors with a `dtype` member (most): the dispatcher can tell a dtype no kernel takes.
+template <class D, class = void> struct has_dtype : std::false_type {};
+template <class D> struct has_dtype<D, std::void_t<decltype(std::declval<D&>().dtype = DType::float32)>> : std::true_type {};
+template <class D> inline constexpr bool has_dtype_v = has_dtype<D>::value;
+[[noreturn]] void throw_no_dtype(const std::string& op, DeviceType dev, const char* dtype, const std::string& desc);
 [[noreturn]] void throw_no_kernel(const std::string& op, DeviceType dev, const std::string& desc,
                                   const std::vector<std::string>& registered);
 // Bumped by every registration: cached choices made before it are stale.
@@ -142,7 +148,17 @@ class OpTable final : public OpTableBase {
 
   const Candidate& select(DeviceType device, const D& d) const {
     const Candidate* c = find(device, d);
-    if (!c) detail::throw_no_kernel(name(), device, d.str(), candidates());
+    if (!c) {
+      // When the same problem in float32 has a kernel, the dtype is what no kernel takes: say so.
+      if constexpr (detail::has_dtype_v<D>) {
+        if (d.dtype != DType::float32) {
+          D f = d;
+          f.dtype = DType::float32;
+          if (find(device, f)) detail::throw_no_dtype(name(), device, dtype_name(d.dtype), d.str());
+        }
+      }
+      detail::throw_no_kernel(name(), device, d.str(), candidates());
+    }
     return *c;
   }
 

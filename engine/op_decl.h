@@ -17,6 +17,7 @@
 #include "kernels/common/conv.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/common/gemm.h"
+#include "kernels/common/index.h"
 #include "kernels/common/linear.h"
 #include "kernels/common/loss.h"
 #include "kernels/common/multi_tensor.h"

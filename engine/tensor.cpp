@@ -212,6 +212,13 @@ void* Tensor::data_ptr() const {
   return static_cast<char*>(i->storage->data) + i->offset * int64_t(kiln::element_size(i->dtype));
 }
 
+void Tensor::throw_undefined(const char* accessor) {
+  throw Error(std::string("Tensor::") + accessor +
+              "(): the Tensor is undefined (default-constructed, moved from, or an absent optional input "
+              "such as a missing bias or grad())",
+              __FILE__, __LINE__);
+}
+
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
   return "Tensor" + shape_str(sizes()) + " " + dtype_name(dtype()) + " " + device().str();
@@ -555,38 +562,6 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
   return t.item();
 }
 
-std::string to_string(const Tensor& t, int max_per_dim) {
-  if (!t.defined()) return "Tensor(undefined)";
-  std::ostringstream os;
-  os << std::setprecision(5);
-  std::vector<double> v = t.to_vector();
-  const Shape& s = t.sizes();
-  const Shape st = contiguous_strides(s);
-  std::function<void(size_t, int64_t)> rec = [&](size_t d, int64_t base) {
-    if (d == s.size()) {
-      os << v[size_t(base)];
-      return;
-    }
-    os << "[";
-    for (int64_t i = 0; i < s[d]; ++i) {
-      if (i == max_per_dim / 2 && s[d] > max_per_dim) {
-        os << "...";
-        i = s[d] - max_per_dim / 2 - 1;
-        if (i + 1 < s[d]) os << ", ";
-        continue;
-      }
-      if (i) os << (d + 1 == s.size() ? ", " : ",\n" + std::string(d + 1, ' '));
-      rec(d + 1, base + i * st[d]);
-    }
-    os << "]";
-  };
-  rec(0, 0);
-  os << "\n" << t.str();
-  if (t.requires_grad()) os << " requires_grad";
-  return os.str();
-}
-
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << to_string(t); }
 
 // ---------------------------------------------------------------- autograd surface
 

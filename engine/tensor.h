@@ -180,15 +180,23 @@ class Tensor {
   void register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook);
 
  private:
-  TensorImpl* checked() const {
-    KILN_CHECK(impl_, "use of an undefined Tensor");
+  // `accessor` is the member the caller is in (GCC and Clang fill it in), so that the error
+  // says which use met the undefined Tensor.
+#if defined(__GNUC__) || defined(__clang__)
+  TensorImpl* checked(const char* accessor = __builtin_FUNCTION()) const {
+#else
+  TensorImpl* checked(const char* accessor = "an accessor") const {
+#endif
+    if (!impl_) throw_undefined(accessor);
     return impl_.get();
   }
+  [[noreturn]] static void throw_undefined(const char* accessor);
   std::shared_ptr<TensorImpl> impl_;
 };
 
+// PyTorch's printing (engine/print.h: the options, summarised and wrapped as PyTorch does).
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
-std::string to_string(const Tensor& t, int max_per_dim = 6);
+std::string to_string(const Tensor& t);
 
 // --- factories
 Tensor empty(const Shape& shape, TensorOptions opts = {});
@@ -196,7 +204,7 @@ Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opt
 Tensor zeros(const Shape& shape, TensorOptions opts = {});
 Tensor ones(const Shape& shape, TensorOptions opts = {});
 Tensor full(const Shape& shape, double value, TensorOptions opts = {});
-Tensor arange(int64_t n, TensorOptions opts = {});
+Tensor arange(int64_t n, TensorOptions opts = TensorOptions(DType::int64));  // 0, 1, ..., n-1; int64 as torch.arange(n)
 Tensor empty(const Shape& shape, TensorOptions opts, MemoryFormat format);
 Tensor empty_like(const Tensor& t);  // contiguous
 Tensor empty_like(const Tensor& t, MemoryFormat format);

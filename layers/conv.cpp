@@ -10,6 +10,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/random.h"
 #include "engine/trace.h"
+#include "layers/init.h"
 #include "layers/norm.h"
 
 namespace kiln {
@@ -26,12 +27,11 @@ void check_layer(const char* layer, int64_t in, int64_t out, ConvHW kernel, int6
 // PyTorch's reset_parameters: kaiming_uniform_(a=sqrt(5)) has bound gain*sqrt(3/fan_in) with
 // gain = sqrt(2/(1+5)), i.e. 1/sqrt(fan_in); the bias uses the same bound. fan_in is
 // weight.size(1) * kernel area for both layers (for the transposed one that is out/groups).
+// (init::kaiming_uniform_(w, sqrt(5)) draws the same, with the bound computed in more steps.)
 void init_params(Tensor& w, Tensor* b) {
-  const double fan_in = double(w.size(1) * w.size(2) * w.size(3));
-  const double bound = 1.0 / std::sqrt(fan_in);
-  NoGradGuard ng;
-  uniform_(w, -bound, bound);
-  if (b) uniform_(*b, -bound, bound);
+  const double bound = 1.0 / std::sqrt(double(init::fans(w).first));
+  init::uniform_(w, -bound, bound);
+  if (b) init::uniform_(*b, -bound, bound);
 }
 
 std::string common_repr(ConvHW kernel, ConvHW stride, ConvHW padding, ConvHW dilation, int64_t groups, bool bias) {
@@ -70,6 +70,7 @@ Tensor cast_like(const Tensor& t, const Tensor& x) {
 }  // namespace
 
 Tensor Conv2d::forward(const Tensor& x) {
+  const CallScope scope(*this);
   return ops::conv2d(x, cast_like(weight(), x), cast_like(bias(), x), stride_, padding_, dilation_, groups_);
 }
 
@@ -207,6 +208,7 @@ ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, ConvHW kernel, ConvHW 
 Tensor ConvTranspose2d::bias() { return has_bias_ ? param("bias") : Tensor(); }
 
 Tensor ConvTranspose2d::forward(const Tensor& x) {
+  const CallScope scope(*this);
   return ops::conv_transpose2d(x, weight(), bias(), stride_, padding_, output_padding_, dilation_, groups_);
 }
 

@@ -7,6 +7,7 @@
 #include "engine/autograd.h"
 #include "engine/ops/linalg.h"
 #include "engine/random.h"
+#include "layers/init.h"
 
 namespace kiln {
 
@@ -20,16 +21,16 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
 }
 
 void Linear::reset_parameters() {
-  NoGradGuard ng;
   // kaiming_uniform_(a = sqrt(5)): gain sqrt(2 / (1 + 5)), bound gain * sqrt(3 / fan_in) = 1 / sqrt(fan_in).
   const double bound = in_ > 0 ? 1.0 / std::sqrt(double(in_)) : 0.0;
-  uniform_(param("weight"), -bound, bound);
-  if (has_bias_) uniform_(param("bias"), -bound, bound);
+  init::uniform_(param("weight"), -bound, bound);
+  if (has_bias_) init::uniform_(param("bias"), -bound, bound);
 }
 
 Tensor Linear::bias() { return has_bias_ ? param("bias") : Tensor(); }
 
 Tensor Linear::forward(const Tensor& x) {
+  const CallScope scope(*this);
   // Mixed precision (a half-type input, float32 master weights): on the CPU the product runs in
   // float32 on the input's float32 copy and comes back in the input's type; on CUDA it takes half
   // copies of the weights (their gradients flow back to the float32 masters), so ops::linear
@@ -46,7 +47,7 @@ Tensor Linear::forward(const Tensor& x) {
 
 std::string Linear::repr() const {
   return "Linear(in_features=" + std::to_string(in_) + ", out_features=" + std::to_string(out_) +
-         ", bias=" + (has_bias_ ? "true" : "false") + ")";
+         ", bias=" + (has_bias_ ? "True" : "False") + ")";
 }
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -20,15 +21,61 @@
 
 namespace kiln {
 
+void throw_empty_holder() { KILN_THROW("ModuleHolder: the holder is empty (default-constructed); assign a module first"); }
+
+namespace {
+thread_local const Module* t_current = nullptr;  // the module whose CallScope is innermost
+}  // namespace
+
+struct Module::CallScope::State {
+  BackendGuard guard;
+  std::optional<profiler::ProfileScope> profile;
+  const Module* prev;
+  explicit State(Module& m) : guard(m.backend_), prev(t_current) {
+    if (profiler::enabled()) profile.emplace(m.path_.empty() ? m.repr() : m.path_, m.repr());
+    t_current = &m;
+  }
+  ~State() { t_current = prev; }
+};
+
+Module::CallScope::CallScope(Module& m) {
+  if (t_current != &m) state_ = new State(m);
+}
+
+Module::CallScope::~CallScope() { delete state_; }
+
 Tensor Module::operator()(const Tensor& x) {
-  return call_as([&] { return forward(x); });
+  const CallScope scope(*this);
+  return forward(x);
 }
 
 Tensor Module::call_as(const std::function<Tensor()>& f) {
-  BackendGuard guard(backend_);
-  std::optional<profiler::ProfileScope> scope;
-  if (profiler::enabled()) scope.emplace(path_.empty() ? repr() : path_, repr());
+  const CallScope scope(*this);
   return f();
+}
+
+Tensor Module::forward(const Tensor&) {
+  KILN_THROW(repr(), ": forward(x) is not defined for one tensor; call the module with the arguments its "
+             "forward takes (through a ModuleHolder)");
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  std::function<void(const std::string&, const std::shared_ptr<Module>&)> walk =
+      [&](const std::string& prefix, const std::shared_ptr<Module>& m) {
+        out.emplace_back(prefix, m);
+        for (auto& [n, c] : m->children_) walk(prefix.empty() ? n : prefix + "." + n, c);
+      };
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  // A module not owned by a shared_ptr (on the stack) still lists itself, without owning it.
+  if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);
+  walk("", self);
+  return out;
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& [n, c] : children_) c->apply(fn);
+  fn(*this);
 }
 
 void Module::assign_paths(const std::string& prefix) {
@@ -106,27 +153,39 @@ NamedTensors Module::state_dict() const {
 
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
   NamedTensors mine = state_dict();
-  std::set<std::string> given;
-  for (auto& [n, t] : state) given.insert(n);
-  std::string missing, unexpected;
+  std::map<std::string, const Tensor*> given;
+  for (auto& [n, t] : state) given.emplace(n, &t);
   std::set<std::string> have;
+  std::vector<std::string> missing, unexpected, misshaped;
   for (auto& [n, t] : mine) {
     have.insert(n);
-    if (!given.count(n)) missing += (missing.empty() ? "" : ", ") + n;
+    auto it = given.find(n);
+    if (it == given.end()) missing.push_back(n);
+    else if (it->second->sizes() != t.sizes())
+      misshaped.push_back(n + ": " + shape_str(it->second->sizes()) + " in the state dict, " + shape_str(t.sizes()) +
+                          " in the module");
   }
   for (auto& [n, t] : state)
-    if (!have.count(n)) unexpected += (unexpected.empty() ? "" : ", ") + n;
-  KILN_CHECK(!strict || (missing.empty() && unexpected.empty()), "load_state_dict: missing keys [", missing,
-             "], unexpected keys [", unexpected, "]");
+    if (!have.count(n)) unexpected.push_back(n);
+  // One key per line with a count per kind, as torch's "Error(s) in loading state_dict" does.
+  std::string report;
+  auto section = [&](const std::vector<std::string>& keys, const char* one, const char* many, const char* where) {
+    if (keys.empty()) return;
+    report += "\n  " + std::to_string(keys.size()) + " " + (keys.size() == 1 ? one : many) + " (" + where + "):";
+    for (const std::string& k : keys) report += "\n    " + k;
+  };
+  if (strict) {
+    section(missing, "missing key", "missing keys", "in the module, not in the state dict");
+    section(unexpected, "unexpected key", "unexpected keys", "in the state dict, not in the module");
+  }
+  section(misshaped, "key of another shape", "keys of another shape", "nothing was loaded");
+  KILN_CHECK(report.empty(), "load_state_dict: the state dict does not fit ", repr(), report);
   NoGradGuard ng;
   for (auto& [n, dst] : mine) {
-    for (auto& [m, src] : state) {
-      if (m != n) continue;
-      KILN_CHECK(src.sizes() == dst.sizes(), "load_state_dict: '", n, "' has shape ", shape_str(src.sizes()),
-                 " in the state dict but ", shape_str(dst.sizes()), " in the module");
-      Tensor d = dst;
-      d.copy_(src);
-    }
+    auto it = given.find(n);
+    if (it == given.end()) continue;
+    Tensor d = dst;
+    d.copy_(*it->second);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -15,18 +16,45 @@
 
 namespace kiln {
 
+[[noreturn]] void throw_empty_holder();  // "ModuleHolder: empty (default-constructed) holder"
+template <class M> class ModuleHolder;
+
 class Module : public std::enable_shared_from_this<Module> {
  public:
   virtual ~Module() = default;
 
-  // Runs forward() under this module's backend preference.
+  // What a call of this module puts in force while its forward runs: its backend preference and
+  // its profiler scope (the per-layer rows of `kiln bench --layers`). Entering the module that is
+  // already being called is a no-op, so kiln's own layers open one at the top of forward() and a
+  // direct `layer->forward(x)` behaves as `(*layer)(x)`.
+  class CallScope {
+   public:
+    explicit CallScope(Module& m);
+    ~CallScope();
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+
+   private:
+    struct State;
+    State* state_ = nullptr;
+  };
+
+  // Runs forward() in a CallScope of this module.
   Tensor operator()(const Tensor& x);
   // Runs f as this module's call would: under its backend preference and profiler scope. For
   // containers that call a fused form of a child (Sequential: Conv2d then ReLU).
   Tensor call_as(const std::function<Tensor()>& f);
-  virtual Tensor forward(const Tensor& x) = 0;
+  // One tensor in, one out. A module whose forward takes other arguments (several tensors, a
+  // mask) declares its own forward and is called through a ModuleHolder; this one then throws.
+  virtual Tensor forward(const Tensor& x);
   // Layer type shown in summaries ("Conv2d(3, 64, kernel=3, stride=1)").
   virtual std::string repr() const = 0;
+
+  // Every module of the tree with its dotted path, this one first as "" (torch's named_modules).
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  // fn on every module of the tree, children before their parent (torch's Module.apply), as the
+  // init functions are used: net->apply([](Module& m) { ... init::kaiming_normal_(...) ... }).
+  void apply(const std::function<void(Module&)>& fn);
 
   NamedTensors named_parameters(bool recurse = true) const;
   std::vector<Tensor> parameters(bool recurse = true) const;
@@ -40,8 +68,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // Parameters then buffers, dotted names, in registration order.
   NamedTensors state_dict() const;
-  // Copies values in (shapes must match). strict: every key present both ways, else kiln::Error
-  // naming the missing and unexpected keys.
+  // Copies values in (shapes must match). strict: every key present both ways. Else kiln::Error
+  // listing the missing, unexpected (strict only) and mis-shaped keys, one per line with a count
+  // per kind; nothing is loaded then.
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
   void to(Device device);
@@ -63,6 +92,12 @@ class Module : public std::enable_shared_from_this<Module> {
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     children_.emplace_back(name, m);
+    return m;
+  }
+  // LibTorch's form: fc1 = register_module("fc1", ModuleHolder<Linear>(in, out));
+  template <class M>
+  ModuleHolder<M> register_module(const std::string& name, ModuleHolder<M> m) {
+    children_.emplace_back(name, m.ptr());
     return m;
   }
   // Parameter/buffer slots by name (for layers that keep typed members pointing at them).
@@ -125,5 +160,43 @@ template <class M, class... Args>
 std::shared_ptr<M> make(Args&&... args) {
   return std::make_shared<M>(std::forward<Args>(args)...);
 }
+
+// LibTorch's module holder: owns a module by shared_ptr; calling it, with any arguments its
+// forward takes, runs forward in the module's CallScope (backend preference, profiler); `->`
+// reaches the module's members (conv->weight(), conv->forward(x)). Register a holder's module as a
+// child with register_module(name, holder.ptr()).
+//   ModuleHolder<Conv2d> conv(3, 64, 3);
+//   Tensor y = conv(x);
+template <class M>
+class ModuleHolder {
+ public:
+  ModuleHolder() = default;  // empty: operator-> and calls throw until assigned
+  ModuleHolder(std::shared_ptr<M> module) : impl_(std::move(module)) {}  // NOLINT: a shared_ptr is a holder
+  template <class A0, class... A,
+            std::enable_if_t<!std::is_same_v<std::decay_t<A0>, ModuleHolder> &&
+                                 !std::is_convertible_v<std::decay_t<A0>, std::shared_ptr<M>>,
+                             int> = 0>
+  explicit ModuleHolder(A0&& a0, A&&... args)
+      : impl_(std::make_shared<M>(std::forward<A0>(a0), std::forward<A>(args)...)) {}
+
+  template <class... T>
+  decltype(auto) operator()(T&&... xs) const {
+    Module::CallScope scope(get());
+    return get().forward(std::forward<T>(xs)...);
+  }
+  M* operator->() const { return &get(); }
+  M& operator*() const { return get(); }
+  const std::shared_ptr<M>& ptr() const { return impl_; }
+  operator std::shared_ptr<Module>() const { return impl_; }  // NOLINT: for Sequential::add
+  bool is_empty() const { return impl_ == nullptr; }
+
+ private:
+  M& get() const {
+    if (!impl_) throw_empty();
+    return *impl_;
+  }
+  [[noreturn]] static void throw_empty() { throw_empty_holder(); }
+  std::shared_ptr<M> impl_;
+};
 
 }  // namespace kiln

@@ -27,7 +27,10 @@ BatchNorm::BatchNorm(int64_t num_features, double eps, std::optional<double> mom
   }
 }
 
-Tensor BatchNorm::forward(const Tensor& x) { return run(x, false); }
+Tensor BatchNorm::forward(const Tensor& x) {
+  const CallScope scope(*this);
+  return run(x, false);
+}
 
 Tensor BatchNorm::forward_relu(const Tensor& x) { return run(x, true); }
 
@@ -110,7 +113,10 @@ Dropout::Dropout(double p, Generator* gen) : p_(p), gen_(gen) {
   KILN_CHECK(p >= 0 && p <= 1, "Dropout: probability has to be between 0 and 1, but got ", p);
 }
 
-Tensor Dropout::forward(const Tensor& x) { return ops::dropout(x, p_, is_training(), gen_); }
+Tensor Dropout::forward(const Tensor& x) {
+  const CallScope scope(*this);
+  return ops::dropout(x, p_, is_training(), gen_);
+}
 
 std::string Dropout::repr() const {
   std::ostringstream os;
@@ -118,7 +124,13 @@ std::string Dropout::repr() const {
   return os.str();
 }
 
-Tensor Softmax::forward(const Tensor& x) { return ops::softmax(x, dim_); }
-Tensor LogSoftmax::forward(const Tensor& x) { return ops::log_softmax(x, dim_); }
+Tensor Softmax::forward(const Tensor& x) {
+  const CallScope scope(*this);
+  return ops::softmax(x, dim_);
+}
+Tensor LogSoftmax::forward(const Tensor& x) {
+  const CallScope scope(*this);
+  return ops::log_softmax(x, dim_);
+}
 
 }  // namespace kiln

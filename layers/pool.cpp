@@ -25,6 +25,7 @@ MaxPool2d::MaxPool2d(std::array<int64_t, 2> kernel, std::array<int64_t, 2> strid
       dilation_(dilation), ceil_mode_(ceil_mode) {}
 
 Tensor MaxPool2d::forward(const Tensor& x) {
+  const CallScope scope(*this);
   return ops::max_pool2d(x, kernel_, stride_, padding_, dilation_, ceil_mode_);
 }
 
@@ -42,6 +43,7 @@ AvgPool2d::AvgPool2d(std::array<int64_t, 2> kernel, std::array<int64_t, 2> strid
       ceil_mode_(ceil_mode), count_include_pad_(count_include_pad), divisor_override_(divisor_override) {}
 
 Tensor AvgPool2d::forward(const Tensor& x) {
+  const CallScope scope(*this);
   return ops::avg_pool2d(x, kernel_, stride_, padding_, ceil_mode_, count_include_pad_, divisor_override_);
 }
 
@@ -56,13 +58,22 @@ std::string AvgPool2d::repr() const {
   return os.str();
 }
 
-Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return ops::adaptive_avg_pool2d(x, size_); }
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
+  const CallScope scope(*this);
+  return ops::adaptive_avg_pool2d(x, size_);
+}
 std::string AdaptiveAvgPool2d::repr() const { return "AdaptiveAvgPool2d(output_size=" + pair_str(size_) + ")"; }
 
-Tensor AdaptiveMaxPool2d::forward(const Tensor& x) { return ops::adaptive_max_pool2d(x, size_); }
+Tensor AdaptiveMaxPool2d::forward(const Tensor& x) {
+  const CallScope scope(*this);
+  return ops::adaptive_max_pool2d(x, size_);
+}
 std::string AdaptiveMaxPool2d::repr() const { return "AdaptiveMaxPool2d(output_size=" + pair_str(size_) + ")"; }
 
-Tensor LocalResponseNorm::forward(const Tensor& x) { return ops::local_response_norm(x, size_, alpha_, beta_, k_); }
+Tensor LocalResponseNorm::forward(const Tensor& x) {
+  const CallScope scope(*this);
+  return ops::local_response_norm(x, size_, alpha_, beta_, k_);
+}
 
 std::string LocalResponseNorm::repr() const {
   std::ostringstream os;

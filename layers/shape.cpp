@@ -32,6 +32,7 @@ Upsample::Upsample(std::array<int64_t, 2> size, UpsampleMode mode, bool align_co
 }
 
 Tensor Upsample::forward(const Tensor& x) {
+  const CallScope scope(*this);
   if (mode_ == UpsampleMode::nearest)
     return scale_ > 0 ? ops::upsample_nearest2d(x, scale_, scale_) : ops::upsample_nearest2d(x, size_);
   return scale_ > 0 ? ops::upsample_bilinear2d(x, scale_, scale_, align_corners_)
@@ -49,7 +50,10 @@ std::string Upsample::repr() const {
   return os.str();
 }
 
-Tensor ConstantPad2d::forward(const Tensor& x) { return ops::pad(x, to_vec(pads_), PadMode::constant, value_); }
+Tensor ConstantPad2d::forward(const Tensor& x) {
+  const CallScope scope(*this);
+  return ops::pad(x, to_vec(pads_), PadMode::constant, value_);
+}
 std::string ConstantPad2d::repr() const {
   std::ostringstream os;
   os << "ConstantPad2d(padding=" << pads_str(pads_) << ", value=" << value_ << ")";
@@ -57,10 +61,16 @@ std::string ConstantPad2d::repr() const {
 }
 std::string ZeroPad2d::repr() const { return "ZeroPad2d(padding=" + pads_str(pads_) + ")"; }
 
-Tensor ReflectionPad2d::forward(const Tensor& x) { return ops::pad(x, to_vec(pads_), PadMode::reflect); }
+Tensor ReflectionPad2d::forward(const Tensor& x) {
+  const CallScope scope(*this);
+  return ops::pad(x, to_vec(pads_), PadMode::reflect);
+}
 std::string ReflectionPad2d::repr() const { return "ReflectionPad2d(" + pads_str(pads_) + ")"; }
 
-Tensor ReplicationPad2d::forward(const Tensor& x) { return ops::pad(x, to_vec(pads_), PadMode::replicate); }
+Tensor ReplicationPad2d::forward(const Tensor& x) {
+  const CallScope scope(*this);
+  return ops::pad(x, to_vec(pads_), PadMode::replicate);
+}
 std::string ReplicationPad2d::repr() const { return "ReplicationPad2d(" + pads_str(pads_) + ")"; }
 
 }  // namespace kiln

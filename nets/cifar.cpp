@@ -19,6 +19,7 @@ PadShortcut::PadShortcut(int64_t stride, int64_t extra_channels) : stride_(strid
 }
 
 Tensor PadShortcut::forward(const Tensor& x) {
+  const CallScope scope(*this);
   KILN_CHECK(x.dim() == 4, "PadShortcut: expected an NCHW input, got ", shape_str(x.sizes()));
   // A strided view: the 1x1 stride-2 subsampling of the paper, ceil(H/2) rows as the 3x3/2 conv
   // of the residual branch gives.

@@ -70,6 +70,7 @@ InceptionModule::InceptionModule(const InceptionConfig& c) : cfg_(c) {
 }
 
 Tensor InceptionModule::forward(const Tensor& x) {
+  const CallScope scope(*this);
   KILN_CHECK(x.dim() == 4 && x.size(1) == cfg_.in, repr(), ": expected input [N, ", cfg_.in, ", H, W], got ",
              shape_str(x.sizes()));
   std::vector<Tensor> outs;
@@ -123,6 +124,7 @@ GoogLeNet::GoogLeNet(int64_t in_channels, int64_t classes, int64_t image_size, b
 }
 
 Tensor GoogLeNet::forward(const Tensor& x) {
+  const CallScope scope(*this);
   aux_outputs_.clear();
   bool keep_aux = aux1_ && is_training();
   Tensor h = (*stem_)(x);

@@ -187,6 +187,7 @@ Inception3::Inception3(int64_t in_channels, int64_t classes, bool aux) {
 }
 
 Tensor Inception3::forward(const Tensor& x) {
+  const CallScope scope(*this);
   aux_outputs_.clear();
   // 75x75 is the smallest input whose map survives the three stride-2 reductions (as torchvision).
   KILN_CHECK(x.dim() == 4 && x.size(2) >= 75 && x.size(3) >= 75,

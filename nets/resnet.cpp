@@ -84,6 +84,7 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, Module
 // folded in, and the last one takes the shortcut add and the ReLU as post-ops; in training the
 // modules run one after another.
 Tensor BasicBlock::forward(const Tensor& x) {
+  const CallScope scope(*this);
   const Tensor out = conv_bn(conv_of(conv1_), bn_of(bn1_), relu_.get(), x);
   const Tensor identity = downsample_ ? (*downsample_)(x) : x;
   // conv2 (3x3, stride 1, pad 1) keeps the size of `out`.
@@ -111,6 +112,7 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, Module
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
+  const CallScope scope(*this);
   Tensor out = conv_bn(conv_of(conv1_), bn_of(bn1_), relu_.get(), x);
   out = conv_bn(conv_of(conv2_), bn_of(bn2_), relu_.get(), out);
   const Tensor identity = downsample_ ? (*downsample_)(x) : x;

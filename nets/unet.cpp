@@ -49,6 +49,7 @@ UNet::UNet(int64_t in_channels, int64_t classes, int64_t width, int64_t depth)
 }
 
 Tensor UNet::forward(const Tensor& x) {
+  const CallScope scope(*this);
   KILN_CHECK(x.dim() == 4 && x.size(1) == in_, "unet: expected input [N, ", in_, ", H, W], got ", shape_str(x.sizes()));
   int64_t f = int64_t(1) << depth_;
   KILN_CHECK(x.size(2) % f == 0 && x.size(3) % f == 0,

@@ -12,6 +12,7 @@
 #include "kernels/cpu/native/multi_tensor.h"
 #include "kernels/cpu/native/norm.h"
 #include "kernels/cpu/native/optim.h"
+#include "kernels/cpu/native/index.h"
 #include "kernels/cpu/native/pool.h"
 #include "kernels/cpu/native/reduce.h"
 #include "kernels/cpu/native/shape.h"
@@ -22,11 +23,17 @@ void register_cpu_native(BackendRegistrar& r) {
   namespace k = native;
   r.add<op::unary>(k::supports_unary, k::unary);
   r.add<op::binary>(k::supports_binary, k::binary);
+  r.add<op::compare>(nullptr, k::compare);
   r.add<op::copy>(nullptr, k::copy);
   r.add<op::fill>(nullptr, k::fill);
   r.add<op::random>(nullptr, k::random);
   r.add<op::reduce>(k::supports_reduce, k::reduce);
   r.add<op::index_scatter>(takes_float<IndexScatterDesc>, k::index_scatter);
+  r.add<op::gather>(nullptr, k::gather);
+  r.add<op::scatter>(nullptr, k::scatter);
+  r.add<op::where>(nullptr, k::where);
+  r.add<op::sort>(k::supports_sort, k::sort);
+  r.add<op::cumsum>(k::supports_cumsum, k::cumsum);
 
   r.add<op::gemm>(k::supports_gemm, k::gemm);
   r.add<op::linear_fwd>(k::supports_linear, k::linear_fwd);

@@ -1,13 +1,16 @@
 // The `ref` backend on the CPU: kiln's naive reference kernels (kernels/cpu/ref), templated on the
-// element type, instantiated here for float and double. They are the oracle of every other
+// element type, instantiated here for float and double (elementwise ops also for the integers). They are the oracle of every other
 // kernel (tests/oracle runs each registered candidate against them in double), so they are
 // registered with the lowest priority: `auto` takes them only where nothing else applies.
 // Which descriptors they take is the native kernels' supports() where the two agree on the
 // problem (the ref kernels compute everything those accept in float and double).
+#include <type_traits>
+
 #include "engine/backends/supports.h"
 #include "engine/dispatch.h"
 #include "kernels/common/dtype.h"
 #include "kernels/cpu/native/concat.h"
+#include "kernels/cpu/native/index.h"
 #include "kernels/cpu/native/loss.h"
 #include "kernels/cpu/native/multi_tensor.h"
 #include "kernels/cpu/native/norm.h"
@@ -19,6 +22,7 @@
 #include "kernels/cpu/ref/conv.h"
 #include "kernels/cpu/ref/elementwise.h"
 #include "kernels/cpu/ref/gemm.h"
+#include "kernels/cpu/ref/index.h"
 #include "kernels/cpu/ref/linear.h"
 #include "kernels/cpu/ref/loss.h"
 #include "kernels/cpu/ref/multi_tensor.h"
@@ -41,11 +45,40 @@ template <class T>
 void ref_binary_t(const BinaryDesc& d, const void* a, const void* b, void* o) {
   ref::binary<T>(d, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(o));
 }
+// Calls f(T{}) for the integer dtypes.
+template <class F>
+void visit_integral(DType t, F&& f) {
+  if (t == DType::int32) f(int32_t{});
+  else if (t == DType::int64) f(int64_t{});
+  else f(uint8_t{});
+}
 void ref_unary(const UnaryDesc& d, const void* s, void* o) {
+  if (is_integral(d.dtype))
+    return visit_integral(d.dtype, [&](auto t) {
+      using T = decltype(t);
+      ref::int_unary<T>(d, static_cast<const T*>(s), static_cast<T*>(o));
+    });
   d.dtype == DType::float64 ? ref_unary_t<double>(d, s, o) : ref_unary_t<float>(d, s, o);
 }
 void ref_binary(const BinaryDesc& d, const void* a, const void* b, void* o) {
+  if (is_integral(d.dtype))
+    return visit_integral(d.dtype, [&](auto t) {
+      using T = decltype(t);
+      ref::int_binary<T>(d, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(o));
+    });
   d.dtype == DType::float64 ? ref_binary_t<double>(d, a, b, o) : ref_binary_t<float>(d, a, b, o);
+}
+bool ref_supports_unary(const UnaryDesc& d) {
+  return takes_float(d) || (is_integral(d.dtype) && integer_unary_op(d.op));
+}
+bool ref_supports_binary(const BinaryDesc& d) {
+  return takes_float(d) || (is_integral(d.dtype) && integer_binary_op(d.op));
+}
+void ref_compare(const CompareDesc& d, const void* a, const void* b, void* o) {
+  visit_dtype(d.dtype, [&](auto t) {
+    using T = decltype(t);
+    ref::compare<T>(d, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<bool*>(o));
+  });
 }
 void ref_copy(const CopyDesc& d, const void* s, void* o) {
   visit_dtype(d.src_dtype, [&](auto st) {
@@ -61,12 +94,46 @@ void ref_random(const RandomDesc& d, void* o) {
   visit_dtype(d.dtype, [&](auto t) { ref::random(d, static_cast<decltype(t)*>(o)); });
 }
 
+// --- indexing
+void ref_gather(const GatherDesc& d, const void* s, const int64_t* idx, void* o) {
+  visit_dtype(d.dtype, [&](auto t) {
+    using T = decltype(t);
+    ref::gather<T>(d, static_cast<const T*>(s), idx, static_cast<T*>(o));
+  });
+}
+void ref_scatter(const ScatterDesc& d, const void* s, const int64_t* idx, void* o) {
+  visit_dtype(d.dtype, [&](auto t) {
+    using T = decltype(t);
+    ref::scatter<T>(d, static_cast<const T*>(s), idx, static_cast<T*>(o));
+  });
+}
+void ref_where(const WhereDesc& d, const void* c, const void* a, const void* b, void* o) {
+  visit_dtype(d.dtype, [&](auto t) {
+    using T = decltype(t);
+    ref::where<T>(d, static_cast<const bool*>(c), static_cast<const T*>(a), static_cast<const T*>(b),
+                  static_cast<T*>(o));
+  });
+}
+void ref_sort(const SortDesc& d, const void* s, void* v, int64_t* idx) {
+  visit_dtype(d.dtype, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (!std::is_same_v<T, bool>) ref::sort<T>(d, static_cast<const T*>(s), static_cast<T*>(v), idx);
+  });
+}
+void ref_cumsum(const ScanDesc& d, const void* s, void* o) {
+  visit_dtype(d.dtype, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (!std::is_same_v<T, bool>) ref::cumsum<T>(d, static_cast<const T*>(s), static_cast<T*>(o));
+  });
+}
+
 // --- reduce
 template <class T>
 void ref_reduce_t(const ReduceDesc& d, const void* s, void* o, int64_t* idx) {
   ref::reduce<T>(d, static_cast<const T*>(s), static_cast<T*>(o), idx);
 }
 void ref_reduce(const ReduceDesc& d, const void* s, void* o, int64_t* idx) {
+  if (d.dtype == DType::int64) return ref_reduce_t<int64_t>(d, s, o, idx);
   d.dtype == DType::float64 ? ref_reduce_t<double>(d, s, o, idx) : ref_reduce_t<float>(d, s, o, idx);
 }
 void ref_index_scatter(const IndexScatterDesc& d, const void* s, const int64_t* idx, void* o) {
@@ -354,13 +421,19 @@ void ref_upsample_bwd(const UpsampleDesc& d, const void* g, void* o) {
 }  // namespace
 
 void register_cpu_ref(BackendRegistrar& r) {
-  r.add<op::unary>(takes_float<UnaryDesc>, ref_unary);
-  r.add<op::binary>(takes_float<BinaryDesc>, ref_binary);
+  r.add<op::unary>(ref_supports_unary, ref_unary);
+  r.add<op::binary>(ref_supports_binary, ref_binary);
+  r.add<op::compare>(nullptr, ref_compare);
   r.add<op::copy>(nullptr, ref_copy);
   r.add<op::fill>(nullptr, ref_fill);
   r.add<op::random>(nullptr, ref_random);
   r.add<op::reduce>(native::supports_reduce, ref_reduce);
   r.add<op::index_scatter>(takes_float<IndexScatterDesc>, ref_index_scatter);
+  r.add<op::gather>(nullptr, ref_gather);
+  r.add<op::scatter>(nullptr, ref_scatter);
+  r.add<op::where>(nullptr, ref_where);
+  r.add<op::sort>(native::supports_sort, ref_sort);
+  r.add<op::cumsum>(native::supports_cumsum, ref_cumsum);
 
   r.add<op::gemm>(takes_float<GemmDesc>, ref_gemm);
   r.add<op::linear_fwd>(ref_supports_linear, ref_linear_fwd);

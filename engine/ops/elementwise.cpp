@@ -38,12 +38,70 @@ MemoryFormat result_format(const Shape& out, std::initializer_list<const Tensor*
   return MemoryFormat::contiguous;
 }
 
+// PyTorch's categories of type promotion: boolean < integer < floating point.
+int category(DType t) { return t == DType::boolean ? 0 : is_floating(t) ? 2 : 1; }
+
+[[noreturn]] void throw_dtype(const char* op, DType t) {
+  if (t == DType::boolean)
+    KILN_THROW(op, ": dtype bool is not supported (logical_and, logical_or, logical_xor, logical_not and the "
+               "comparisons take booleans; or convert with .to(int64))");
+  KILN_THROW(op, ": dtype ", t, " is not supported (integer tensors take add, sub, mul, maximum, minimum, neg, abs, "
+             "sign, square, relu, clamp and the comparisons; convert with .to(float32))");
+}
+
+// The tensor a tensor-scalar op computes on (PyTorch's promotion with a number): integer and
+// boolean tensors become float32 with a floating-point scalar; boolean becomes int64 otherwise.
+Tensor scalar_operand(const Tensor& a, const Scalar& s, const char* op) {
+  KILN_CHECK(a.defined(), op, ": undefined tensor");
+  if (a.is_floating_point()) return a;
+  if (s.is_floating_point()) return a.to(DType::float32);
+  return a.dtype() == DType::boolean ? a.to(DType::int64) : a;
+}
+
+Scalar negated(const Scalar& s) { return s.is_floating_point() ? Scalar(-s.to_double()) : Scalar(-s.to_int64()); }
+
 }  // namespace
 
 namespace ops {
 
+DType result_type(const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.defined() && b.defined(), "result_type: undefined tensor operand");
+  const bool za = a.dim() == 0, zb = b.dim() == 0;
+  if (za == zb) return promote_types(a.dtype(), b.dtype());
+  // A zero-dim operand decides only when of a higher category than the dimensioned one.
+  const Tensor& dimmed = za ? b : a;
+  const Tensor& zero = za ? a : b;
+  return category(zero.dtype()) > category(dimmed.dtype()) ? zero.dtype() : dimmed.dtype();
+}
+
+DType result_type(const Tensor& a, const Scalar& s) {
+  KILN_CHECK(a.defined(), "result_type: undefined tensor operand");
+  return category(s.dtype()) > category(a.dtype()) ? s.dtype() : a.dtype();
+}
+
+namespace {
+// The operands of a public binary op in their common dtype, on one device.
+void promote(const Tensor& a0, const Tensor& b0, const char* op, Tensor& a, Tensor& b) {
+  KILN_CHECK(a0.defined() && b0.defined(), op, ": undefined tensor operand");
+  KILN_CHECK(a0.device() == b0.device(), op, ": device mismatch, ", a0.device(), " vs ", b0.device());
+  const DType t = result_type(a0, b0);
+  a = a0.to(t);
+  b = b0.to(t);
+}
+
+Tensor scalar_tensor_like(const Scalar& s, const Tensor& like) {
+  return full({}, s.to_double(), TensorOptions(s.dtype()).with_device(like.device()));
+}
+}  // namespace
+
 Tensor unary_raw(int op, const Tensor& x, double alpha) {
   KILN_CHECK(x.defined(), unary_op_name(UnaryOp(op)), ": undefined tensor");
+  if (!x.is_floating_point()) {
+    // Integers keep their dtype where the op is exact on them; elsewhere (exp, sigmoid, ...) they
+    // compute in float32, as PyTorch's integer-to-float promotion does.
+    if (!integer_unary_op(UnaryOp(op))) return unary_raw(op, x.to(DType::float32), alpha);
+    if (x.dtype() == DType::boolean) throw_dtype(unary_op_name(UnaryOp(op)), x.dtype());
+  }
   Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()), result_format(x.sizes(), {&x}));
   UnaryDesc d;
   d.op = UnaryOp(op);
@@ -62,6 +120,8 @@ Tensor unary_raw(int op, const Tensor& x, double alpha) {
 Tensor binary_raw(int op, const Tensor& a, const Tensor& b, double alpha) {
   const char* name = binary_op_name(BinaryOp(op));
   check_pair(a, b, name);
+  if (!a.is_floating_point() && (a.dtype() == DType::boolean || !integer_binary_op(BinaryOp(op))))
+    throw_dtype(name, a.dtype());
   const Shape out = broadcast_shapes(a.sizes(), b.sizes(), name);
   Tensor y = empty(out, TensorOptions(a.dtype()).with_device(a.device()), result_format(out, {&a, &b}));
   BinaryDesc d;
@@ -73,6 +133,19 @@ Tensor binary_raw(int op, const Tensor& a, const Tensor& b, double alpha) {
   if (is_half(a.dtype()) && !table.find(a.device().type, d))
     return binary_raw(op, a.to(DType::float32), b.to(DType::float32), alpha).to(a.dtype());
   table(a.device().type, d, a.data_ptr(), b.data_ptr(), y.data_ptr());
+  return y;
+}
+
+Tensor compare_raw(int op, const Tensor& a, const Tensor& b) {
+  const char* name = compare_op_name(CompareOp(op));
+  check_pair(a, b, name);
+  const Shape out = broadcast_shapes(a.sizes(), b.sizes(), name);
+  Tensor y = empty(out, TensorOptions(DType::boolean).with_device(a.device()), result_format(out, {&a, &b}));
+  CompareDesc d;
+  d.op = CompareOp(op);
+  d.dtype = a.dtype();
+  d.loop = make_loop(y, {&a, &b});
+  dispatch<op::compare>(a.device().type, d, a.data_ptr(), b.data_ptr(), y.data_ptr());
   return y;
 }
 
@@ -90,8 +163,11 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
 #define KILN_U(op) int(UnaryOp::op)
 #define KILN_B(op) int(BinaryOp::op)
 
-Tensor add(const Tensor& a, const Tensor& b) {
-  if (trace::top_level()) return trace::traced("add", {a, b}, {}, [&] { return add(a, b); });
+Tensor add(const Tensor& a0, const Tensor& b0) {
+  if (trace::top_level()) return trace::traced("add", {a0, b0}, {}, [&] { return add(a0, b0); });
+  Tensor a, b;
+  promote(a0, b0, "add", a, b);
+  if (a.dtype() == DType::boolean) return logical_or(a, b);  // PyTorch: + and max are "or" on booleans
   Tensor y = binary_raw(KILN_B(add), a, b);
   autograd::record_fn("AddBackward", {a, b}, {&y}, [as = a.sizes(), bs = b.sizes()](std::vector<Tensor>& g) {
     return std::vector<Tensor>{sum_to(g[0], as), sum_to(g[0], bs)};
@@ -99,7 +175,9 @@ Tensor add(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b) {
+Tensor sub(const Tensor& a0, const Tensor& b0) {
+  Tensor a, b;
+  promote(a0, b0, "sub", a, b);
   Tensor y = binary_raw(KILN_B(sub), a, b);
   autograd::record_fn("SubBackward", {a, b}, {&y}, [as = a.sizes(), bs = b.sizes()](std::vector<Tensor>& g) {
     return std::vector<Tensor>{sum_to(g[0], as), sum_to(neg(g[0]), bs)};
@@ -107,7 +185,10 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor mul(const Tensor& a0, const Tensor& b0) {
+  Tensor a, b;
+  promote(a0, b0, "mul", a, b);
+  if (a.dtype() == DType::boolean) return logical_and(a, b);  // PyTorch: * and min are "and" on booleans
   Tensor y = binary_raw(KILN_B(mul), a, b);
   autograd::record_fn("MulBackward", {a, b}, {&y}, [a, b](std::vector<Tensor>& g) {
     Tensor ga = a.requires_grad() ? sum_to(binary_raw(KILN_B(mul), g[0], b), a.sizes()) : Tensor();
@@ -117,7 +198,13 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor div(const Tensor& a, const Tensor& b) {
+Tensor div(const Tensor& a0, const Tensor& b0) {
+  Tensor a, b;
+  promote(a0, b0, "div", a, b);
+  if (!is_floating(a.dtype())) {  // true division, as PyTorch's: integers divide in float32
+    a = a.to(DType::float32);
+    b = b.to(DType::float32);
+  }
   Tensor y = binary_raw(KILN_B(div), a, b);
   autograd::record_fn("DivBackward", {a, b}, {&y}, [a, b, y = y.detach()](std::vector<Tensor>& g) {
     Tensor ga = a.requires_grad() ? sum_to(binary_raw(KILN_B(div), g[0], b), a.sizes()) : Tensor();
@@ -135,7 +222,10 @@ static Tensor select_grad(const Tensor& g, const Tensor& a, const Tensor& b, boo
   return binary_raw(KILN_B(mul), g, mask);
 }
 
-Tensor maximum(const Tensor& a, const Tensor& b) {
+Tensor maximum(const Tensor& a0, const Tensor& b0) {
+  Tensor a, b;
+  promote(a0, b0, "maximum", a, b);
+  if (a.dtype() == DType::boolean) return logical_or(a, b);  // PyTorch: + and max are "or" on booleans
   Tensor y = binary_raw(KILN_B(maximum), a, b);
   autograd::record_fn("MaximumBackward", {a, b}, {&y}, [a, b](std::vector<Tensor>& g) {
     Tensor ga = select_grad(g[0], a, b, true);
@@ -145,7 +235,10 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor minimum(const Tensor& a, const Tensor& b) {
+Tensor minimum(const Tensor& a0, const Tensor& b0) {
+  Tensor a, b;
+  promote(a0, b0, "minimum", a, b);
+  if (a.dtype() == DType::boolean) return logical_and(a, b);  // PyTorch: * and min are "and" on booleans
   Tensor y = binary_raw(KILN_B(minimum), a, b);
   autograd::record_fn("MinimumBackward", {a, b}, {&y}, [a, b](std::vector<Tensor>& g) {
     Tensor ga = select_grad(g[0], a, b, false);
@@ -155,7 +248,9 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor pow(const Tensor& a, const Tensor& b) {
+Tensor pow(const Tensor& a0, const Tensor& b0) {
+  Tensor a, b;
+  promote(a0, b0, "pow", a, b);
   Tensor y = binary_raw(KILN_B(pow), a, b);
   autograd::record_fn("PowBackward", {a, b}, {&y}, [a, b, y = y.detach()](std::vector<Tensor>& g) {
     Tensor ga, gb;
@@ -168,13 +263,16 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   return y;
 }
 
-Tensor add(const Tensor& a, double s) {
-  Tensor y = unary_raw(KILN_U(add_scalar), a, s);
+Tensor add(const Tensor& a0, const Scalar& s) {
+  const Tensor a = scalar_operand(a0, s, "add");
+  Tensor y = unary_raw(KILN_U(add_scalar), a, s.to_double());
   autograd::record_fn("AddScalarBackward", {a}, {&y}, [](std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
   return y;
 }
 
-Tensor mul(const Tensor& a, double s) {
+Tensor mul(const Tensor& a0, const Scalar& s0) {
+  const Tensor a = scalar_operand(a0, s0, "mul");
+  const double s = s0.to_double();
   Tensor y = unary_raw(KILN_U(mul_scalar), a, s);
   autograd::record_fn("MulScalarBackward", {a}, {&y}, [s](std::vector<Tensor>& g) {
     return std::vector<Tensor>{unary_raw(KILN_U(mul_scalar), g[0], s)};
@@ -191,7 +289,11 @@ Tensor pow(const Tensor& a, double p) {
   return y;
 }
 
-Tensor clamp_min(const Tensor& a, double lo) {
+// clamp_min / clamp_max / clamp: the gradient passes where the input is inside the bounds (at a
+// bound too, as PyTorch's).
+Tensor clamp_min(const Tensor& a0, const Scalar& lo0) {
+  const Tensor a = scalar_operand(a0, lo0, "clamp_min");
+  const double lo = lo0.to_double();
   Tensor y = unary_raw(KILN_U(clamp_min), a, lo);
   autograd::record_fn("ClampMinBackward", {a}, {&y}, [a, lo](std::vector<Tensor>& g) {
     Tensor mask = binary_raw(KILN_B(ge), a, full({}, lo, TensorOptions(a.dtype()).with_device(a.device())));
@@ -200,101 +302,56 @@ Tensor clamp_min(const Tensor& a, double lo) {
   return y;
 }
 
-Tensor neg(const Tensor& x) { return mul(x, -1.0); }
-
-Tensor abs(const Tensor& x) {
-  Tensor y = unary_raw(KILN_U(abs), x);
-  autograd::record_fn("AbsBackward", {x}, {&y}, [x](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{binary_raw(KILN_B(mul), g[0], unary_raw(KILN_U(sign), x))};
+Tensor clamp_max(const Tensor& a0, const Scalar& hi0) {
+  const Tensor a = scalar_operand(a0, hi0, "clamp_max");
+  const double hi = hi0.to_double();
+  Tensor y = unary_raw(KILN_U(clamp_max), a, hi);
+  autograd::record_fn("ClampMaxBackward", {a}, {&y}, [a, hi](std::vector<Tensor>& g) {
+    Tensor mask = binary_raw(KILN_B(le), a, full({}, hi, TensorOptions(a.dtype()).with_device(a.device())));
+    return std::vector<Tensor>{binary_raw(KILN_B(mul), g[0], mask)};
   });
   return y;
 }
 
-Tensor exp(const Tensor& x) {
-  Tensor y = unary_raw(KILN_U(exp), x);
-  autograd::record_fn("ExpBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{binary_raw(KILN_B(mul), g[0], y)};
+Tensor clamp(const Tensor& a0, const Scalar& lo, const Scalar& hi) {
+  KILN_CHECK(!(lo.to_double() > hi.to_double()), "clamp: min ", lo.to_double(), " is greater than max ", hi.to_double());
+  const Tensor a = scalar_operand(scalar_operand(a0, lo, "clamp"), hi, "clamp");
+  Tensor y = unary_raw(KILN_U(clamp_max), unary_raw(KILN_U(clamp_min), a, lo.to_double()), hi.to_double());
+  autograd::record_fn("ClampBackward", {a}, {&y}, [a, lo = lo.to_double(), hi = hi.to_double()](std::vector<Tensor>& g) {
+    const TensorOptions o = TensorOptions(a.dtype()).with_device(a.device());
+    Tensor inside = binary_raw(KILN_B(mul), binary_raw(KILN_B(ge), a, full({}, lo, o)), binary_raw(KILN_B(le), a, full({}, hi, o)));
+    return std::vector<Tensor>{binary_raw(KILN_B(mul), g[0], inside)};
   });
   return y;
 }
 
-Tensor log(const Tensor& x) {
-  Tensor y = unary_raw(KILN_U(log), x);
-  autograd::record_fn("LogBackward", {x}, {&y}, [x](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{binary_raw(KILN_B(div), g[0], x)};
-  });
-  return y;
+namespace {
+Tensor compare(CompareOp op, const Tensor& a0, const Tensor& b0) {
+  Tensor a, b;
+  promote(a0, b0, compare_op_name(op), a, b);
+  return compare_raw(int(op), a, b);
 }
+}  // namespace
 
-Tensor sqrt(const Tensor& x) {
-  Tensor y = unary_raw(KILN_U(sqrt), x);
-  autograd::record_fn("SqrtBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{unary_raw(KILN_U(mul_scalar), binary_raw(KILN_B(div), g[0], y), 0.5)};
-  });
-  return y;
+Tensor eq(const Tensor& a, const Tensor& b) { return compare(CompareOp::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare(CompareOp::ne, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare(CompareOp::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare(CompareOp::ge, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare(CompareOp::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare(CompareOp::le, a, b); }
+Tensor eq(const Tensor& a, const Scalar& s) { return compare(CompareOp::eq, a, scalar_tensor_like(s, a)); }
+Tensor ne(const Tensor& a, const Scalar& s) { return compare(CompareOp::ne, a, scalar_tensor_like(s, a)); }
+Tensor gt(const Tensor& a, const Scalar& s) { return compare(CompareOp::gt, a, scalar_tensor_like(s, a)); }
+Tensor ge(const Tensor& a, const Scalar& s) { return compare(CompareOp::ge, a, scalar_tensor_like(s, a)); }
+Tensor lt(const Tensor& a, const Scalar& s) { return compare(CompareOp::lt, a, scalar_tensor_like(s, a)); }
+Tensor le(const Tensor& a, const Scalar& s) { return compare(CompareOp::le, a, scalar_tensor_like(s, a)); }
+Tensor logical_and(const Tensor& a, const Tensor& b) { return compare(CompareOp::logical_and, a, b); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return compare(CompareOp::logical_or, a, b); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return compare(CompareOp::logical_xor, a, b); }
+Tensor logical_not(const Tensor& x) {
+  KILN_CHECK(x.defined(), "logical_not: undefined tensor");
+  return compare_raw(int(CompareOp::eq), x, full({}, 0, TensorOptions(x.dtype()).with_device(x.device())));
 }
-
-Tensor rsqrt(const Tensor& x) { return pow(x, -0.5); }
-Tensor square(const Tensor& x) {
-  Tensor y = unary_raw(KILN_U(square), x);
-  autograd::record_fn("SquareBackward", {x}, {&y}, [x](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{unary_raw(KILN_U(mul_scalar), binary_raw(KILN_B(mul), g[0], x), 2.0)};
-  });
-  return y;
-}
-Tensor reciprocal(const Tensor& x) { return pow(x, -1.0); }
-
-Tensor relu(const Tensor& x) {
-  if (trace::top_level()) return trace::traced("relu", {x}, {}, [&] { return relu(x); });
-  Tensor y = unary_raw(KILN_U(relu), x);
-  autograd::record_fn("ReluBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{binary_raw(KILN_B(relu_bwd), g[0], y)};  // y > 0 iff x > 0
-  });
-  return y;
-}
-
-Tensor leaky_relu(const Tensor& x, double slope) {
-  if (trace::top_level())
-    return trace::traced("leaky_relu", {x}, {trace::real("slope", slope)}, [&] { return leaky_relu(x, slope); });
-  Tensor y = unary_raw(KILN_U(leaky_relu), x, slope);
-  autograd::record_fn("LeakyReluBackward", {x}, {&y}, [x, slope](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{binary_raw(KILN_B(leaky_relu_bwd), g[0], x, slope)};
-  });
-  return y;
-}
-
-Tensor sigmoid(const Tensor& x) {
-  if (trace::top_level()) return trace::traced("sigmoid", {x}, {}, [&] { return sigmoid(x); });
-  Tensor y = unary_raw(KILN_U(sigmoid), x);
-  autograd::record_fn("SigmoidBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{binary_raw(KILN_B(sigmoid_bwd), g[0], y)};
-  });
-  return y;
-}
-
-Tensor tanh(const Tensor& x) {
-  if (trace::top_level()) return trace::traced("tanh", {x}, {}, [&] { return tanh(x); });
-  Tensor y = unary_raw(KILN_U(tanh), x);
-  autograd::record_fn("TanhBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{binary_raw(KILN_B(tanh_bwd), g[0], y)};
-  });
-  return y;
-}
-
-Tensor gelu(const Tensor& x) {
-  Tensor y = unary_raw(KILN_U(gelu), x);
-  autograd::record_fn("GeluBackward", {x}, {&y}, [x](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{binary_raw(KILN_B(gelu_bwd), g[0], x)};
-  });
-  return y;
-}
-
-Tensor eq(const Tensor& a, const Tensor& b) { return binary_raw(KILN_B(eq), a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary_raw(KILN_B(ne), a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary_raw(KILN_B(gt), a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary_raw(KILN_B(ge), a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary_raw(KILN_B(lt), a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary_raw(KILN_B(le), a, b); }
 
 #undef KILN_U
 #undef KILN_B
@@ -345,13 +402,28 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return ops::sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return ops::mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return ops::div(a, b); }
 Tensor operator-(const Tensor& a) { return ops::neg(a); }
-Tensor operator+(const Tensor& a, double s) { return ops::add(a, s); }
-Tensor operator-(const Tensor& a, double s) { return ops::add(a, -s); }
-Tensor operator*(const Tensor& a, double s) { return ops::mul(a, s); }
-Tensor operator/(const Tensor& a, double s) { return ops::mul(a, 1.0 / s); }
-Tensor operator+(double s, const Tensor& a) { return ops::add(a, s); }
-Tensor operator-(double s, const Tensor& a) { return ops::add(ops::neg(a), s); }
-Tensor operator*(double s, const Tensor& a) { return ops::mul(a, s); }
+Tensor operator+(const Tensor& a, const Scalar& s) { return ops::add(a, s); }
+Tensor operator-(const Tensor& a, const Scalar& s) { return ops::add(a, negated(s)); }
+Tensor operator*(const Tensor& a, const Scalar& s) { return ops::mul(a, s); }
+Tensor operator/(const Tensor& a, const Scalar& s) {
+  KILN_CHECK(a.defined(), "div: undefined tensor");
+  return ops::mul(a.is_floating_point() ? a : a.to(DType::float32), 1.0 / s.to_double());  // true division
+}
+Tensor operator+(const Scalar& s, const Tensor& a) { return ops::add(a, s); }
+Tensor operator-(const Scalar& s, const Tensor& a) { return ops::add(ops::neg(a), s); }
+Tensor operator*(const Scalar& s, const Tensor& a) { return ops::mul(a, s); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return ops::eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ops::ne(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return ops::gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ops::ge(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return ops::lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return ops::le(a, b); }
+Tensor operator==(const Tensor& a, const Scalar& s) { return ops::eq(a, s); }
+Tensor operator!=(const Tensor& a, const Scalar& s) { return ops::ne(a, s); }
+Tensor operator>(const Tensor& a, const Scalar& s) { return ops::gt(a, s); }
+Tensor operator>=(const Tensor& a, const Scalar& s) { return ops::ge(a, s); }
+Tensor operator<(const Tensor& a, const Scalar& s) { return ops::lt(a, s); }
+Tensor operator<=(const Tensor& a, const Scalar& s) { return ops::le(a, s); }
 
 
 }  // namespace kiln

@@ -31,7 +31,7 @@ std::vector<int64_t> normalise_dims(const Tensor& x, std::vector<int64_t> dims, 
 
 Plan plan(const Tensor& x, std::vector<int64_t> dims, bool keepdim, ReduceOp op, const char* name) {
   KILN_CHECK(x.defined(), name, ": undefined tensor");
-  KILN_CHECK(is_floating(x.dtype()), name, ": needs a floating-point tensor, got ", x.dtype());
+  KILN_CHECK(is_floating(x.dtype()) || x.dtype() == DType::int64, name, ": dtype ", x.dtype(), " is not supported");
   dims = normalise_dims(x, dims, name);
   Plan p;
   const int64_t nd = x.dim();
@@ -78,7 +78,13 @@ Tensor run_reduce(Plan& p, Tensor* indices) {
   return y;
 }
 
-Tensor half_wrap(const Tensor& x) { return x.dtype() == DType::float16 || x.dtype() == DType::bfloat16 ? x.to(DType::float32) : x; }
+// The dtype a reduction computes in: float32 for the 16-bit floats, int64 for integers and
+// booleans (sums of them are int64, as PyTorch's; maxima convert back).
+Tensor half_wrap(const Tensor& x) {
+  if (!x.defined()) return x;
+  if (is_half(x.dtype())) return x.to(DType::float32);
+  return is_floating(x.dtype()) ? x : x.to(DType::int64);
+}
 
 }  // namespace
 
@@ -88,7 +94,7 @@ Tensor sum(const Tensor& x0, const std::vector<int64_t>& dims, bool keepdim) {
   Tensor x = half_wrap(x0);
   Plan p = plan(x, dims, keepdim, ReduceOp::sum, "sum");
   Tensor y = run_reduce(p, nullptr);
-  if (x.dtype() != x0.dtype()) y = y.to(x0.dtype());
+  if (x.dtype() != x0.dtype() && is_floating(x0.dtype())) y = y.to(x0.dtype());  // integer sums stay int64
   autograd::record_fn("SumBackward", {x0}, {&y}, [keep = p.out_keep, xs = x0.sizes()](std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0].reshape(keep).expand(xs).contiguous()};
   });
@@ -96,6 +102,9 @@ Tensor sum(const Tensor& x0, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x0, const std::vector<int64_t>& dims, bool keepdim) {
+  KILN_CHECK(x0.defined(), "mean: undefined tensor");
+  KILN_CHECK(is_floating(x0.dtype()), "mean: dtype ", x0.dtype(),
+             " is not supported (a floating-point tensor; convert integers with .to(float32))");
   Tensor x = half_wrap(x0);
   Plan p = plan(x, dims, keepdim, ReduceOp::mean, "mean");
   KILN_CHECK(p.desc.reduce > 0, "mean: reduction over an empty dim of ", shape_str(x0.sizes()));

@@ -12,18 +12,25 @@
 //   ctest --test-dir build -L e2e -R consumer
 #pragma once
 
+#include <iostream>  // std::cout << tensor, as a LibTorch program expects
+
 #include "kiln/build_config.h"  // KILN_VERSION_*, KILN_BUILT_WITH_* (generated at configure time)
 
-// engine: tensors, ops, autograd, optimizers, the dispatcher, devices, version.
+// engine: tensors, ops, autograd (custom Functions, gradcheck), optimizers, mixed precision, the
+// dispatcher, devices, printing, the profiler, version.
+#include "engine/amp.h"
 #include "engine/autograd.h"
 #include "engine/cuda_runtime.h"
 #include "engine/device.h"
 #include "engine/dispatch.h"
 #include "engine/dtype.h"
 #include "engine/error.h"
+#include "engine/function.h"
+#include "engine/gradcheck.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/dropout.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/index.h"
 #include "engine/ops/linalg.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/norm.h"
@@ -32,14 +39,19 @@
 #include "engine/ops/shape.h"
 #include "engine/ops/softmax.h"
 #include "engine/optim.h"
+#include "engine/print.h"
+#include "engine/profiler.h"
 #include "engine/random.h"
+#include "engine/scalar.h"
 #include "engine/schedule.h"
 #include "engine/tensor.h"
+#include "engine/threads.h"
 #include "engine/version.h"
 
-// layers: Module, Sequential and the layer zoo.
+// layers: Module, ModuleHolder, Sequential, the layer zoo and the initialisers.
 #include "layers/activation.h"
 #include "layers/conv.h"
+#include "layers/init.h"
 #include "layers/linear.h"
 #include "layers/loss.h"
 #include "layers/module.h"
@@ -47,13 +59,17 @@
 #include "layers/pool.h"
 #include "layers/shape.h"
 
-// io: data sets, the loader, transforms, checkpoints.
+// io: data sets, the loader, transforms, checkpoints, safetensors, NumPy files, ONNX.
 #include "io/data/dataloader.h"
 #include "io/data/dataset.h"
 #include "io/data/datasets.h"
 #include "io/data/synthetic.h"
 #include "io/data/transforms.h"
 #include "io/formats/checkpoint.h"
+#include "io/formats/npy.h"
+#include "io/formats/npz.h"
+#include "io/formats/safetensors.h"
+#include "io/onnx/onnx.h"
 
 // dist: communicators and synchronous data parallelism.
 #include "dist/comm.h"

@@ -164,6 +164,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip_batches) {
     shared_->ready.clear();
   }
   epoch_ = epoch;
+  fresh_ = true;
   shared_->work_cv.notify_all();
 }
 
@@ -230,8 +231,15 @@ void DataLoader::worker_loop() {
   }
 }
 
+DataLoader::Iterator DataLoader::begin() {
+  if (!fresh_) start_epoch(epoch_ + 1);
+  fresh_ = false;
+  return Iterator(this);
+}
+
 bool DataLoader::next(Batch& out) {
-  KILN_CHECK(epoch_ >= 0, "DataLoader::next: call start_epoch(epoch) first");
+  KILN_CHECK(epoch_ >= 0, "DataLoader::next: call start_epoch(epoch) first, or iterate with a range-for");
+  fresh_ = false;
   Shared& s = *shared_;
   if (opts_.workers == 0) {
     int64_t b;

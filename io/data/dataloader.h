@@ -10,7 +10,9 @@
 //   ctest --test-dir build -R test_dataloader
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -75,6 +77,36 @@ class DataLoader {
   int64_t epoch() const { return epoch_; }
   int64_t next_batch_index() const;  // batches consumed so far this epoch, skip included
 
+  // Range-for over one epoch, as over a LibTorch loader:
+  //   for (Batch& batch : loader) { ... }        // epoch 0, then 1, ... one per loop
+  // begin() starts the epoch after the last one (or runs the one start_epoch() has just set up,
+  // its skip_batches included); the batches then come from next().
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Batch*;
+    using reference = Batch&;
+    Iterator() = default;
+    Batch& operator*() { return batch_; }
+    Batch* operator->() { return &batch_; }
+    Iterator& operator++() {
+      if (loader_ && !loader_->next(batch_)) loader_ = nullptr;
+      return *this;
+    }
+    bool operator==(const Iterator& o) const { return loader_ == o.loader_; }
+    bool operator!=(const Iterator& o) const { return loader_ != o.loader_; }
+
+   private:
+    friend class DataLoader;
+    explicit Iterator(DataLoader* loader) : loader_(loader) { ++*this; }
+    DataLoader* loader_ = nullptr;
+    Batch batch_;
+  };
+  Iterator begin();
+  Iterator end() { return Iterator(); }
+
  private:
   struct Shared;
   Batch load_batch(const std::vector<int64_t>& order, int64_t epoch, int64_t b) const;
@@ -86,6 +118,7 @@ class DataLoader {
   std::shared_ptr<const Transform> transform_;
   std::shared_ptr<const Transform> target_transform_;
   int64_t epoch_ = -1;
+  bool fresh_ = false;  // start_epoch() called and no batch taken since: begin() runs that epoch
   std::unique_ptr<Shared> shared_;
 };
 

@@ -112,8 +112,34 @@ void save_checkpoint(const std::string& prefix, const Checkpoint& ckpt) {
   io::write_file_atomic(sidecar_path(prefix), side.dump(2) + "\n");
 }
 
+// Where a checkpoint is not: the directory looked in and the sidecars it does hold.
+[[noreturn]] void no_checkpoint(const std::string& given, const std::string& sidecar) {
+  const fs::path dir = fs::path(sidecar).parent_path().empty() ? fs::path(".") : fs::path(sidecar).parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    KILN_THROW("load_checkpoint('", given, "'): directory '", dir.string(), "' does not exist");
+  std::vector<std::string> held;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    std::error_code entry_ec;
+    if (e.is_regular_file(entry_ec) && e.path().extension() == ".json" && name.find(".tmp.") == std::string::npos)
+      held.push_back(name);
+  }
+  std::sort(held.begin(), held.end());
+  std::string list;
+  for (size_t i = 0; i < held.size() && i < 8; ++i) list += (i ? ", " : "") + held[i];
+  if (held.size() > 8) list += ", ... (" + std::to_string(held.size()) + " in all)";
+  KILN_THROW("load_checkpoint('", given, "'): no sidecar '", fs::path(sidecar).filename().string(), "' in directory '",
+             dir.string(), "' (a checkpoint is <prefix>.json beside its .safetensors files; ",
+             held.empty() ? std::string("the directory holds no .json file") : "it holds " + list, ")");
+}
+
 Checkpoint load_checkpoint(const std::string& prefix_or_json) {
+  KILN_CHECK(!prefix_or_json.empty(), "load_checkpoint: the path is empty (latest_checkpoint(dir) returns \"\" when "
+             "the directory holds no complete checkpoint)");
   const std::string sidecar = sidecar_path(prefix_or_json);
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(sidecar, ec))) no_checkpoint(prefix_or_json, sidecar);
   Json j = read_sidecar(sidecar);
   Checkpoint c;
   c.weights = load_safetensors(verified_file(sidecar, j["weights"]));

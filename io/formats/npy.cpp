@@ -105,7 +105,8 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
   else if (d == "<f8") dt = float64;
   else if (d == "<i4") dt = int32;
   else if (d == "<i8") dt = int64;
-  else if (d == "|u1" || d == "<u1" || d == "|b1" || d == "<b1") dt = uint8;
+  else if (d == "|u1" || d == "<u1") dt = uint8;
+  else if (d == "|b1" || d == "<b1") dt = boolean;
   else if (!d.empty() && d[0] == '>')
     KILN_THROW(name, ": big-endian dtype '", d, "' at offset ", hstart, " is not supported (little-endian only)");
   else
@@ -125,6 +126,10 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
              ": shape gives ", nbytes, " bytes of data, file has ", have);
   Tensor t = empty(h.shape, dt);
   if (nbytes) std::memcpy(t.data_ptr(), b.data() + data_at, nbytes);
+  if (dt == boolean) {  // a file's booleans are bytes: any nonzero one is true (a C++ bool holds 0 or 1)
+    auto* p = static_cast<uint8_t*>(t.data_ptr());
+    for (uint64_t i = 0; i < nbytes; ++i) p[i] = p[i] != 0;
+  }
   return t;
 }
 

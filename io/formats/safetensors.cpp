@@ -40,6 +40,7 @@ const char* dtype_tag(DType t) {
     case DType::int32: return "I32";
     case DType::int64: return "I64";
     case DType::uint8: return "U8";
+    case DType::boolean: return "BOOL";
   }
   KILN_THROW("safetensors: unsupported dtype ", int(t));
 }
@@ -47,7 +48,7 @@ const char* dtype_tag(DType t) {
 bool dtype_from_tag(const std::string& s, DType* out) {
   static const std::pair<const char*, DType> tags[] = {
       {"F32", DType::float32}, {"F64", DType::float64}, {"F16", DType::float16}, {"BF16", DType::bfloat16},
-      {"I32", DType::int32},   {"I64", DType::int64},   {"U8", DType::uint8}};
+      {"I32", DType::int32},   {"I64", DType::int64},   {"U8", DType::uint8}, {"BOOL", DType::boolean}};
   for (auto& [tag, t] : tags)
     if (s == tag) { *out = t; return true; }
   return false;
@@ -256,6 +257,10 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
     Tensor t = empty(e.shape, TensorOptions(e.dtype));
     if (e.end > e.begin) {
       file->read_at(data_start + e.begin, t.data_ptr(), size_t(e.end - e.begin));
+      if (e.dtype == DType::boolean) {  // any nonzero byte is true (a C++ bool holds 0 or 1)
+        auto* p = static_cast<uint8_t*>(t.data_ptr());
+        for (int64_t i = 0; i < e.end - e.begin; ++i) p[i] = p[i] != 0;
+      }
     }
     out.emplace_back(e.name, std::move(t));
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kernels/common/dtype.h"
 #include "kernels/common/loop.h"
@@ -21,6 +22,7 @@ enum class UnaryOp : uint8_t {
   add_scalar,           // x + alpha
   mul_scalar,           // x * alpha
   clamp_min,            // max(x, alpha)
+  clamp_max,            // min(x, alpha)
 };
 
 enum class BinaryOp : uint8_t {
@@ -34,8 +36,20 @@ enum class BinaryOp : uint8_t {
   gelu_bwd,        // b = input x
 };
 
+// Comparisons and logical ops: a and b of one dtype, the result boolean (the `compare` op).
+// logical_*: nonzero is true.
+enum class CompareOp : uint8_t { eq, ne, gt, ge, lt, le, logical_and, logical_or, logical_xor };
+
 const char* unary_op_name(UnaryOp op);
 const char* binary_op_name(BinaryOp op);
+const char* compare_op_name(CompareOp op);
+
+// The ops kernels take on int32, int64 and uint8 (two's-complement wrapping, as PyTorch's):
+// unary identity, neg, abs, sign, square, relu, add_scalar, mul_scalar, clamp_min, clamp_max;
+// binary add, sub, mul, maximum, minimum. Division, powers and the transcendental functions
+// compute in floating point (the ops promote integers first).
+bool integer_unary_op(UnaryOp op);
+bool integer_binary_op(BinaryOp op);
 
 struct UnaryDesc {
   UnaryOp op = UnaryOp::identity;
@@ -50,6 +64,13 @@ struct BinaryDesc {
   DType dtype = DType::float32;
   double alpha = 0;
   StridedLoop loop;  // operands: dst, a, b
+  std::string str() const;
+};
+
+struct CompareDesc {
+  CompareOp op = CompareOp::eq;
+  DType dtype = DType::float32;  // of a and b; dst is boolean
+  StridedLoop loop;              // operands: dst, a, b
   std::string str() const;
 };
 
@@ -108,8 +129,63 @@ KILN_HOST_DEVICE inline T unary(UnaryOp op, T x, T alpha) {
     case UnaryOp::add_scalar: return x + alpha;
     case UnaryOp::mul_scalar: return x * alpha;
     case UnaryOp::clamp_min: return x > alpha ? x : alpha;
+    case UnaryOp::clamp_max: return x < alpha ? x : alpha;
   }
   return x;
+}
+
+// Integer math without undefined behaviour: sums and products wrap modulo 2^bits (computed in
+// the unsigned type), as PyTorch's integer tensors do. Ops outside integer_unary_op return x.
+template <class T>
+KILN_HOST_DEVICE inline T int_unary(UnaryOp op, T x, T alpha) {
+  using U = std::make_unsigned_t<T>;
+  switch (op) {
+    case UnaryOp::neg: return T(U(0) - U(x));
+    case UnaryOp::abs:
+      if constexpr (std::is_signed_v<T>) return x < T(0) ? T(U(0) - U(x)) : x;
+      else return x;
+    case UnaryOp::sign:
+      if constexpr (std::is_signed_v<T>) return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+      else return x > T(0) ? T(1) : T(0);
+    case UnaryOp::square: return T(U(x) * U(x));
+    case UnaryOp::relu:
+      if constexpr (std::is_signed_v<T>) return x > T(0) ? x : T(0);
+      else return x;
+    case UnaryOp::add_scalar: return T(U(x) + U(alpha));
+    case UnaryOp::mul_scalar: return T(U(x) * U(alpha));
+    case UnaryOp::clamp_min: return x > alpha ? x : alpha;
+    case UnaryOp::clamp_max: return x < alpha ? x : alpha;
+    default: return x;
+  }
+}
+
+template <class T>
+KILN_HOST_DEVICE inline T int_binary(BinaryOp op, T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  switch (op) {
+    case BinaryOp::add: return T(U(a) + U(b));
+    case BinaryOp::sub: return T(U(a) - U(b));
+    case BinaryOp::mul: return T(U(a) * U(b));
+    case BinaryOp::maximum: return a > b ? a : b;
+    case BinaryOp::minimum: return a < b ? a : b;
+    default: return a;
+  }
+}
+
+template <class T>
+KILN_HOST_DEVICE inline bool compare(CompareOp op, T a, T b) {
+  switch (op) {
+    case CompareOp::eq: return a == b;
+    case CompareOp::ne: return a != b;
+    case CompareOp::gt: return a > b;
+    case CompareOp::ge: return a >= b;
+    case CompareOp::lt: return a < b;
+    case CompareOp::le: return a <= b;
+    case CompareOp::logical_and: return (a != T(0)) && (b != T(0));
+    case CompareOp::logical_or: return (a != T(0)) || (b != T(0));
+    case CompareOp::logical_xor: return (a != T(0)) != (b != T(0));
+  }
+  return false;
 }
 
 template <class T>

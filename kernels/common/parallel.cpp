@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "kernels/common/env.h"
+#include "kernels/common/error.h"
 
 namespace kiln {
 
@@ -33,6 +34,11 @@ int num_threads() {
   return n;
 }
 
-void set_num_threads(int n) { g_threads.store(n > 0 ? n : default_threads()); }
+void set_num_threads(int n) {
+  KILN_CHECK(n >= 1 && n <= 4096, "set_num_threads: the number of threads must be in [1, 4096], got ", n);
+  g_threads.store(n);
+}
+
+int get_num_threads() { return num_threads(); }
 
 }  // namespace kiln

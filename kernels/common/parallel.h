@@ -14,8 +14,11 @@
 
 namespace kiln {
 
-// Threads used by ops. Default: KILN_NUM_THREADS if set, else OMP_NUM_THREADS, else all cores.
+// Threads used by ops (torch.set_num_threads / get_num_threads). Default: KILN_NUM_THREADS if
+// set, else OMP_NUM_THREADS, else all cores. set_num_threads throws kiln::Error outside [1, 4096];
+// it takes effect at the next op, on every thread of the process.
 int num_threads();
+int get_num_threads();  // the same as num_threads(), under LibTorch's name
 void set_num_threads(int n);
 
 namespace detail {

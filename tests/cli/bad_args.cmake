@@ -78,10 +78,10 @@ set(cases
     "--layout: 'nhwc' or 'nchw', not 'x' :: ${train} --layout x"
     "--task: 'auto', 'classification' or 'segmentation', not 'x' :: ${train} --task x"
     # Files: missing, a FIFO, unwritable folders.
-    "/nonexistent/x.json': cannot open the sidecar: x.json: no such file :: ${train} --resume /nonexistent/x"
+    "load_checkpoint./nonexistent/x.: directory '/nonexistent' does not exist :: ${train} --resume /nonexistent/x"
     "fifo.json': cannot open the sidecar: .*not a regular file :: ${train} --resume ${fifo}"
     "--logdir /proc/kiln-no/x: cannot create the folder :: ${train} --max-steps 1 --logdir /proc/kiln-no/x"
-    "ckpt.json': cannot open the sidecar: ckpt.json: no such file :: eval --checkpoint ${WORK}/ckpt"
+    "no sidecar 'ckpt.json' in directory '.*' .a checkpoint is <prefix>.json beside :: eval --checkpoint ${WORK}/ckpt"
     "fifo.json': cannot open the sidecar: .*not a regular file :: eval --checkpoint ${fifo}"
     "--batch: '0' is not a whole number :: eval --checkpoint ${WORK}/ckpt --batch 0"
     # bench

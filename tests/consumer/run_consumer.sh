@@ -47,6 +47,8 @@ if [[ $mode == cmake ]]; then
   cmake --build "$work/consumer" -j2
   "$work/consumer/consumer" | tail -1 | grep -x "consumer: OK"
   "$work/consumer/consumer_static" | tail -1 | grep -x "consumer: OK"
+  "$work/consumer/libtorch_style" > "$work/libtorch_style.log" || { cat "$work/libtorch_style.log"; fail "libtorch_style"; }
+  tail -1 "$work/libtorch_style.log" | grep "^libtorch_style: OK"
   readelf -d "$work/consumer/consumer" | grep -q "libkiln.so" || fail "consumer is not linked to libkiln.so"
 
   step "a component kiln lacks fails find_package cleanly"

@@ -4,9 +4,12 @@
 
 #include "engine/ops/elementwise.h"
 #include "engine/allocator.h"
+#include "engine/print.h"
 #include "kernels/common/parallel.h"
 
 #include <cmath>
+#include <sstream>
+#include <utility>
 
 using namespace kiln;
 
@@ -144,11 +147,69 @@ TEST_CASE("allocator: aligned, cached, counted") {
   CHECK(CpuAllocator::round_size(4000000) <= 4000000 * 1.125);
 }
 
-TEST_CASE("printing") {
-  Tensor x = from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2});
-  std::string s = to_string(x);
-  CHECK(s.find("[[1, 2],") != std::string::npos);
-  CHECK(s.find("Tensor[2, 2] float32 cpu") != std::string::npos);
+// The expected strings are PyTorch's for the same tensors (torch.arange(20), ...), with kiln's
+// dtype names in the suffix (dtype=int32 for dtype=torch.int32).
+TEST_CASE("printing: PyTorch's format, wrapping and summarisation") {
+  CHECK(to_string(arange(20, DType::int64)) ==
+        "tensor([ 0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15, 16, 17,\n"
+        "        18, 19])");
+  CHECK(to_string(from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2})) == "tensor([[1., 2.],\n        [3., 4.]])");
+  CHECK(to_string(from_vector(std::vector<double>{1.5, 0.25, -3}, {3})) == "tensor([ 1.5000,  0.2500, -3.0000])");
+  CHECK(to_string(scalar_tensor(3.5)) == "tensor(3.5000)");
+  CHECK(to_string(from_vector(std::vector<double>{1, 2}, {2}, DType::int32)) == "tensor([1, 2], dtype=int32)");
+  CHECK(to_string(from_vector(std::vector<double>{0.5, 2}, {2}, DType::float64)) == "tensor([0.5000, 2.0000], dtype=float64)");
+  CHECK(to_string(zeros({0, 3})) == "tensor([], size=(0, 3))");
+  CHECK(to_string(zeros({0})) == "tensor([])");
+  CHECK(to_string(from_vector(std::vector<double>{1.5, std::nan(""), INFINITY}, {3})) == "tensor([1.5000,    nan,    inf])");
+  CHECK(to_string(from_vector(std::vector<double>{1e-5, 1}, {2})) == "tensor([1.0000e-05, 1.0000e+00])");
+  CHECK(to_string(zeros({2}).requires_grad_()) == "tensor([0., 0.], requires_grad=True)");
+  // Summarised (more than 1000 elements): 3 edge items per dimension, rows of "..." between.
+  CHECK(to_string(arange(2000, DType::float32)) ==
+        "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n"
+        "        1.9990e+03])");
+  CHECK(to_string(arange(1100, DType::int64).reshape({100, 11})) ==
+        "tensor([[   0,    1,    2,  ...,    8,    9,   10],\n"
+        "        [  11,   12,   13,  ...,   19,   20,   21],\n"
+        "        [  22,   23,   24,  ...,   30,   31,   32],\n"
+        "        ...,\n"
+        "        [1067, 1068, 1069,  ..., 1075, 1076, 1077],\n"
+        "        [1078, 1079, 1080,  ..., 1086, 1087, 1088],\n"
+        "        [1089, 1090, 1091,  ..., 1097, 1098, 1099]])");
+  CHECK(to_string(arange(8, DType::int64).reshape({2, 2, 2})) ==
+        "tensor([[[0, 1],\n         [2, 3]],\n\n        [[4, 5],\n         [6, 7]]])");
+  // A view prints its own values (strides, offset).
+  CHECK(to_string(arange(6, DType::int64).reshape({2, 3}).t()) == "tensor([[0, 3],\n        [1, 4],\n        [2, 5]])");
+  std::ostringstream os;
+  os << arange(3, DType::uint8);
+  CHECK(os.str() == "tensor([0, 1, 2], dtype=uint8)");
+}
+
+TEST_CASE("printing: options") {
+  const PrintOptions saved = print_options();
+  PrintOptions o;
+  o.precision = 2;
+  set_print_options(o);
+  CHECK(to_string(from_vector(std::vector<double>{1.5, 0.25}, {2})) == "tensor([1.50, 0.25])");
+  o.threshold = 4;
+  o.edgeitems = 1;
+  set_print_options(o);
+  CHECK(to_string(arange(5, DType::int64)) == "tensor([0,  ..., 4])");
+  o.sci_mode = PrintOptions::Sci::on;
+  CHECK(to_string(from_vector(std::vector<double>{1.5, 0.25}, {2}), o) == "tensor([1.50e+00, 2.50e-01])");
+  set_print_options(saved);
+  o.linewidth = 0;
+  CHECK_THROWS_KILN(set_print_options(o), "linewidth must be at least 1");
+  o.linewidth = 80;
+  o.edgeitems = -1;
+  CHECK_THROWS_KILN(set_print_options(o), "edgeitems must be at least 0");
+}
+
+TEST_CASE("an undefined Tensor names the accessor that met it") {
+  Tensor a = ones({2});
+  Tensor b = std::move(a);
+  CHECK_THROWS_KILN(a.sizes(), "Tensor::sizes(): the Tensor is undefined");  // NOLINT(bugprone-use-after-move)
+  CHECK_THROWS_KILN(Tensor().requires_grad_(), "Tensor::requires_grad_()");
+  CHECK(b.numel() == 2);
 }
 
 TEST_CASE("allocator: held bytes (in use + cached) stay within the limit; a miss frees other sizes") {

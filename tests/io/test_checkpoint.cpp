@@ -115,7 +115,12 @@ TEST_CASE("truncated, corrupt, missing and mismatched sets throw naming the file
     std::ofstream(dir / "c.json") << "{\"format\": \"kiln-checkpoint\", \"weights\": 3";
   }
   CHECK_THROWS_KILN(load_checkpoint(dir / "c"), "c.json': the sidecar is not valid JSON");
-  CHECK_THROWS_KILN(load_checkpoint(dir / "nope"), "nope.json': cannot open the sidecar");
+  // A missing checkpoint names the directory and what it holds.
+  CHECK_THROWS_KILN(load_checkpoint(dir / "nope"), "no sidecar 'nope.json' in directory '" + dir.path.string() +
+                                                       "' (a checkpoint is <prefix>.json beside its .safetensors "
+                                                       "files; it holds a.json, b.json, c.json)");
+  CHECK_THROWS_KILN(load_checkpoint(dir.path.string() + "/no/such/x"), "directory '" + dir.path.string() + "/no/such' does not exist");
+  CHECK_THROWS_KILN(load_checkpoint(""), "load_checkpoint: the path is empty");
   CHECK(latest_checkpoint(dir.path.string()) == "");  // a and b are both damaged
 }
 

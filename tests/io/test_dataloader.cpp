@@ -261,6 +261,66 @@ TEST_CASE("SyntheticDataset and TensorDataset") {
   CHECK_THROWS_KILN(TensorDataset(zeros({4, 3}), zeros({5})), "same first dim");
 }
 
+TEST_CASE("Subset and random_split: disjoint, seeded, checked") {
+  auto data = std::make_shared<TensorDataset>(arange(20, float32).reshape({10, 2}), arange(10, int64));
+  Subset sub(data, {7, 2, 7});
+  CHECK(sub.size() == 3);
+  CHECK(sub.get(0).target.item() == 7);
+  CHECK(sub.get(1).input.to_vector() == std::vector<double>{4, 5});
+  CHECK(sub.sample_shape() == Shape{2});
+  CHECK_THROWS_KILN(Subset(data, {3, 10}), "Subset: index 10 (position 1) is out of range for a data set of 10 examples");
+  CHECK_THROWS_KILN(sub.get(3), "Subset::get: index 3 out of range [0, 3)");
+
+  auto parts = random_split(data, {7, 3}, 5);
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[0]->size() == 7);
+  CHECK(parts[1]->size() == 3);
+  std::set<int64_t> seen;
+  for (auto& p : parts)
+    for (int64_t i : p->indices()) CHECK(seen.insert(i).second);
+  CHECK(seen.size() == 10);
+  CHECK(random_split(data, {7, 3}, 5)[1]->indices() == parts[1]->indices());  // the seed fixes it
+  CHECK(random_split(data, {7, 3}, 6)[0]->indices() != parts[0]->indices());
+  // Fractions: floor(0.55 * 10) = 5, floor(0.45 * 10) = 4, the one left over to the first.
+  auto f = random_split(data, {0.55, 0.45}, 1);
+  CHECK(f[0]->size() == 6);
+  CHECK(f[1]->size() == 4);
+  std::vector<int64_t> lengths = {5, 5};
+  CHECK(random_split(data, lengths)[0]->size() == 5);
+  CHECK_THROWS_KILN(random_split(data, {7, 2}), "random_split: the lengths sum to 9 but the data set has 10 examples");
+  CHECK_THROWS_KILN(random_split(data, {2.5, 7.5}), "random_split: length 2.5 is not a whole number");
+}
+
+TEST_CASE("a range-for runs one epoch per loop, as LibTorch's loader") {
+  auto data = std::make_shared<TensorDataset>(arange(10, float32).reshape({10, 1}), arange(10, int64));
+  DataLoaderOptions o;
+  o.batch_size = 4;
+  o.shuffle = true;
+  o.seed = 3;
+  o.workers = 1;
+  DataLoader loader(data, o);
+  std::vector<std::vector<int64_t>> epochs;
+  for (int e = 0; e < 2; ++e) {
+    std::vector<int64_t> order;
+    int batches = 0;
+    for (Batch& b : loader) {
+      ++batches;
+      order.insert(order.end(), b.indices.begin(), b.indices.end());
+    }
+    CHECK(batches == 3);
+    CHECK(loader.epoch() == e);
+    epochs.push_back(order);
+  }
+  CHECK(epochs[0] == epoch_order(10, true, 3, 0, 0, 1));
+  CHECK(epochs[1] == epoch_order(10, true, 3, 1, 0, 1));
+  // start_epoch() then a range-for: that epoch, its skip honoured (a resume).
+  loader.start_epoch(5, 2);
+  int left = 0;
+  for (Batch& b : loader) left += int(b.size);
+  CHECK(left == 2);
+  CHECK(loader.epoch() == 5);
+}
+
 TEST_CASE("open_dataset_dir: synthetic spec, unknown paths") {
   Splits s = open_dataset_dir("synthetic:3x8x8:10:50");
   CHECK(s.name == "synthetic");

@@ -210,7 +210,7 @@ np.save(d + '/fortran.npy', np.asfortranarray(np.arange(6, dtype=np.float32).res
   CHECK(u1.dtype() == DType::uint8);
   CHECK(u1.to_vector() == std::vector<double>{0, 200, 255});
   Tensor b = read_npy(d + "/b1.npy");
-  CHECK(b.dtype() == DType::uint8);
+  CHECK(b.dtype() == DType::boolean);
   CHECK(b.to_vector() == std::vector<double>{1, 0, 1});
   Tensor s = read_npy(d + "/scalar.npy");
   CHECK(s.dim() == 0);

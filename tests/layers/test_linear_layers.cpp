@@ -33,12 +33,12 @@ TEST_CASE("Linear: parameters, init and repr") {
     }
     CHECK(hi > lo);  // drawn, not constant
   }
-  CHECK(l.repr() == "Linear(in_features=3, out_features=4, bias=true)");
+  CHECK(l.repr() == "Linear(in_features=3, out_features=4, bias=True)");
   Linear nb(5, 2, false);
   CHECK(nb.named_parameters().size() == 1);
   CHECK(nb.named_parameters()[0].first == "weight");
   CHECK(!nb.bias().defined());
-  CHECK(nb.repr() == "Linear(in_features=5, out_features=2, bias=false)");
+  CHECK(nb.repr() == "Linear(in_features=5, out_features=2, bias=False)");
   CHECK_THROWS_KILN(Linear(-1, 2), "Linear: negative size");
 }
 

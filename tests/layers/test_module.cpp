@@ -52,10 +52,20 @@ TEST_CASE("parameters, buffers and state dicts use dotted names") {
 
   NamedTensors bad = sd;
   bad.pop_back();
-  CHECK_THROWS_KILN(other->load_state_dict(bad), "missing keys [head.calls]");
+  CHECK_THROWS_KILN(other->load_state_dict(bad), "\n  1 missing key (in the module, not in the state dict):\n    head.calls");
+  other->load_state_dict(bad, /*strict=*/false);
   bad = sd;
   bad[0].second = zeros({4});
-  CHECK_THROWS_KILN(other->load_state_dict(bad), "'0.scale' has shape [4] in the state dict but [3]");
+  bad.emplace_back("extra.a", zeros({1}));
+  bad.emplace_back("extra.b", zeros({1}));
+  bad.erase(bad.begin() + 1);  // 0.shift
+  // Every kind, one key per line, counted; a mis-shaped key loads nothing, strict or not.
+  CHECK_THROWS_KILN(other->load_state_dict(bad),
+                    "  1 missing key (in the module, not in the state dict):\n    0.shift\n"
+                    "  2 unexpected keys (in the state dict, not in the module):\n    extra.a\n    extra.b\n"
+                    "  1 key of another shape (nothing was loaded):\n    0.scale: [4] in the state dict, [3] in the module");
+  CHECK_THROWS_KILN(other->load_state_dict(bad, false), "1 key of another shape");
+  CHECK(other->named_parameters()[0].second.to_vector() == std::vector<double>{2, 2, 2});
 }
 
 TEST_CASE("train/eval propagate; to(dtype) converts parameters; gradients reach parameters") {

@@ -217,6 +217,7 @@ const CaseMap& cases() {
 #endif
     CaseMap c;
     add_elementwise(c);
+    add_index(c);
     add_linalg(c);
     add_conv(c);
     add_pool(c);

@@ -150,6 +150,7 @@ using CaseMap = std::map<std::string, OpCheck>;
 
 // The family files: each adds the cases of its ops.
 void add_elementwise(CaseMap& m);
+void add_index(CaseMap& m);
 void add_linalg(CaseMap& m);
 void add_conv(CaseMap& m);
 void add_pool(CaseMap& m);

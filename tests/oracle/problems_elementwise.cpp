@@ -1,7 +1,8 @@
 // Problems of the elementwise family (engine/ops/elementwise.cpp, tensor.cpp, random.cpp,
-// reduce.cpp): unary, binary, copy, fill, random, reduce, index_scatter. Every UnaryOp,
-// BinaryOp, RandomKind and ReduceOp; contiguous, transposed, broadcast (stride 0) and gapped
-// output loops; one element; float32, float64 and the 16-bit types where a candidate takes them.
+// reduce.cpp): unary, binary, compare, copy, fill, random, reduce, index_scatter. Every UnaryOp,
+// BinaryOp, CompareOp, RandomKind and ReduceOp; contiguous, transposed, broadcast (stride 0) and
+// gapped output loops; one element; float32, float64 and the 16-bit types where a candidate takes
+// them; int32, int64 and uint8 for the integer ops, and every dtype, boolean included, compared.
 #include "tests/oracle/problems.h"
 
 namespace kiln::oracle {
@@ -48,27 +49,49 @@ double unary_alpha(UnaryOp op) {
     case UnaryOp::add_scalar: return 0.25;
     case UnaryOp::mul_scalar: return -1.5;
     case UnaryOp::clamp_min: return 0.1;
+    case UnaryOp::clamp_max: return 0.3;
+    default: return 0;
+  }
+}
+
+const std::vector<DType>& integer_dtypes() {
+  static const std::vector<DType> t = {DType::int32, DType::int64, DType::uint8};
+  return t;
+}
+
+// Integer operands: small signed values (products stay small), uint8 the whole range (sums wrap).
+Gen integer_input(DType t) { return t == DType::uint8 ? integers(0, 255) : integers(-50, 50); }
+
+// Integral alphas of the integer unary ops.
+double integer_alpha(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::add_scalar: return 7;
+    case UnaryOp::mul_scalar: return 3;
+    case UnaryOp::clamp_min: return 2;
+    case UnaryOp::clamp_max: return 9;
     default: return 0;
   }
 }
 
 Case<op::unary> unary_case() {
   Case<op::unary> c;
-  for (UnaryOp o : all_of(UnaryOp::clamp_min)) {
-    for (DType t : storage_dtypes()) {
+  for (UnaryOp o : all_of(UnaryOp::clamp_max)) {
+    std::vector<DType> types = storage_dtypes();
+    if (integer_unary_op(o)) types.insert(types.end(), integer_dtypes().begin(), integer_dtypes().end());
+    for (DType t : types) {
       for (const StridedLoop& L : loops(2)) {
-        if (t != DType::float32 && !L.contiguous()) continue;  // layouts: float32 is enough
+        if (t != DType::float32 && t != DType::int64 && !L.contiguous()) continue;  // layouts: one type each
         UnaryDesc d;
         d.op = o;
         d.dtype = t;
-        d.alpha = unary_alpha(o);
+        d.alpha = is_integral(t) ? integer_alpha(o) : unary_alpha(o);
         d.loop = L;
         c.problems.push_back({d, 0, strides_note(L)});
       }
     }
   }
   c.args = [](const UnaryDesc& d, int) {
-    return std::vector<Arg>{in("src", d.dtype, extent(d.loop, 1), unary_input(d.op)),
+    return std::vector<Arg>{in("src", d.dtype, extent(d.loop, 1), is_integral(d.dtype) ? integer_input(d.dtype) : unary_input(d.op)),
                             out("dst", d.dtype, extent(d.loop, 0))};
   };
   // Kernel order: src, dst.
@@ -80,9 +103,11 @@ bool is_compare(BinaryOp op) { return op >= BinaryOp::eq && op <= BinaryOp::le; 
 Case<op::binary> binary_case() {
   Case<op::binary> c;
   for (BinaryOp o : all_of(BinaryOp::gelu_bwd)) {
-    for (DType t : storage_dtypes()) {
+    std::vector<DType> types = storage_dtypes();
+    if (integer_binary_op(o)) types.insert(types.end(), integer_dtypes().begin(), integer_dtypes().end());
+    for (DType t : types) {
       for (const StridedLoop& L : loops(3)) {
-        if (t != DType::float32 && !L.contiguous()) continue;
+        if (t != DType::float32 && t != DType::int64 && !L.contiguous()) continue;
         BinaryDesc d;
         d.op = o;
         d.dtype = t;
@@ -98,13 +123,39 @@ Case<op::binary> binary_case() {
     Gen gb = is_compare(d.op) ? integers(-2, 2) : d.op == BinaryOp::div ? positive() : uniform(-2, 2);
     if (d.op == BinaryOp::sigmoid_bwd) gb = uniform(0, 1);  // b = sigmoid's output
     if (d.op == BinaryOp::tanh_bwd) gb = uniform(-1, 1);    // b = tanh's output
+    if (is_integral(d.dtype)) ga = gb = integer_input(d.dtype);
     return std::vector<Arg>{in("a", d.dtype, extent(d.loop, 1), ga), in("b", d.dtype, extent(d.loop, 2), gb),
                             out("dst", d.dtype, extent(d.loop, 0))};
   };
   return c;
 }
 
+Case<op::compare> compare_case() {
+  Case<op::compare> c;
+  for (CompareOp o : all_of(CompareOp::logical_xor)) {
+    for (DType t : {DType::float32, DType::float64, DType::bfloat16, DType::float16, DType::int32, DType::int64,
+                    DType::uint8, DType::boolean}) {
+      for (const StridedLoop& L : loops(3)) {
+        if (t != DType::float32 && t != DType::int64 && !L.contiguous()) continue;
+        CompareDesc d;
+        d.op = o;
+        d.dtype = t;
+        d.loop = L;
+        c.problems.push_back({d, 0, strides_note(L)});
+      }
+    }
+  }
+  c.args = [](const CompareDesc& d, int) {
+    // Few distinct values, so that equal operands and zeros (false) are common.
+    const Gen g = d.dtype == DType::boolean ? integers(0, 1) : d.dtype == DType::uint8 ? integers(0, 3) : integers(-2, 2);
+    return std::vector<Arg>{in("a", d.dtype, extent(d.loop, 1), g), in("b", d.dtype, extent(d.loop, 2), g),
+                            out("dst", DType::boolean, extent(d.loop, 0))};
+  };
+  return c;
+}
+
 Gen values_for(DType a, DType b) {
+  if (a == DType::boolean || b == DType::boolean) return integers(0, 2);  // 2 becomes true
   if (a == DType::uint8 || b == DType::uint8) return integers(0, 200);
   if (!is_floating(a) || !is_floating(b)) return integers(-50, 50);
   return uniform(-3, 3);
@@ -112,9 +163,9 @@ Gen values_for(DType a, DType b) {
 
 Case<op::copy> copy_case() {
   Case<op::copy> c;
-  // Every pair of the seven dtypes (the CUDA kernel instantiates each).
+  // Every pair of the eight dtypes (the CUDA kernel instantiates each).
   const DType all[] = {DType::float32, DType::float64, DType::float16, DType::bfloat16,
-                       DType::int32,   DType::int64,   DType::uint8};
+                       DType::int32,   DType::int64,   DType::uint8,   DType::boolean};
   std::vector<std::pair<DType, DType>> pairs;
   for (DType a : all)
     for (DType b : all) pairs.push_back({a, b});
@@ -136,7 +187,7 @@ Case<op::copy> copy_case() {
 Case<op::fill> fill_case() {
   Case<op::fill> c;
   for (DType t : {DType::float32, DType::float64, DType::bfloat16, DType::float16, DType::int32, DType::int64,
-                  DType::uint8})
+                  DType::uint8, DType::boolean})
     for (const StridedLoop& L : loops(1)) {
       FillDesc d;
       d.dtype = t;
@@ -176,7 +227,9 @@ Case<op::reduce> reduce_case() {
   for (ReduceOp o : all_of(ReduceOp::min))
     for (bool idx : {false, true}) {
       if (idx && (o == ReduceOp::sum || o == ReduceOp::mean)) continue;
-      for (DType t : float_dtypes())
+      std::vector<DType> types = float_dtypes();
+      if (o != ReduceOp::mean) types.push_back(DType::int64);  // integer and boolean sums, maxima, minima
+      for (DType t : types)
         for (const auto& s : shapes) {
           ReduceDesc d;
           d.op = o;
@@ -188,7 +241,9 @@ Case<op::reduce> reduce_case() {
     }
   c.args = [](const ReduceDesc& d, int) {
     const int64_t m = d.outer * d.inner;
-    std::vector<Arg> a = {in("src", d.dtype, d.outer * d.reduce * d.inner), out("dst", d.dtype, m)};
+    std::vector<Arg> a = {in("src", d.dtype, d.outer * d.reduce * d.inner,
+                             d.dtype == DType::int64 ? integers(-1000, 1000) : Gen()),
+                          out("dst", d.dtype, m)};
     if (d.want_index) {
       a.push_back(out("index", DType::int64, m));
       a.back().fill = -7;
@@ -223,6 +278,7 @@ Case<op::index_scatter> index_scatter_case() {
 void add_elementwise(CaseMap& m) {
   add(m, unary_case());
   add(m, binary_case());
+  add(m, compare_case());
   add(m, copy_case());
   add(m, fill_case());
   add(m, random_case());

@@ -37,6 +37,11 @@ const std::vector<Row>& rows() {
       {"concat", "bfloat16", "*", 0, 0, "a copy of blocks"},
       {"pad_fwd", "*", "*", 0, 0, "a gather of input elements (constant: the value)"},
       {"index_scatter", "*", "*", 0, 0, "a scatter of distinct elements, nothing added"},
+      {"gather", "*", "*", 0, 0, "a gather: every element copied, never computed"},
+      {"where", "*", "*", 0, 0, "one of two elements copied"},
+      {"sort", "*", "*", 0, 0, "values copied in an order both sides define (stable, NaN last)"},
+      {"scatter", "float32", "*", 2e-6, 2e-6, "copies, or sums of <= 7 values in index order: a float32 rounding per add"},
+      {"cumsum", "float32", "*", 1e-5, 2e-5, "running float32 sums of <= 40 terms in [-1, 1): a rounding per step"},
       {"dropout_fwd", "float32", "*", 2e-7, 0, "x * 1/(1-p): one float32 rounding of the scale and one of the product"},
       // Random fills: the same Philox bits as ref (counter-based: element i uses counter offset + i/4).
       {"random", "float32", "*", 2e-7, 2e-7, "a + (b - a) u and Box-Muller on the same float draws; one float32 rounding of the result"},

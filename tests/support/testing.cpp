@@ -16,6 +16,7 @@
 #include <random>
 #include <sstream>
 
+#include "engine/gradcheck.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
 
@@ -230,46 +231,15 @@ std::string compare(const Tensor& actual, const Tensor& expected, double rtol, d
 
 static Tensor weighted_sum(const Tensor& y, const Tensor& w) { return ops::sum(ops::mul(y, w)); }
 
+// The library's own checker (engine/gradcheck.h), strictly on opt.backend.
 std::string gradcheck(const Fn& f, const std::vector<Tensor>& inputs0, GradcheckOptions opt) {
-  BackendGuard backend(opt.backend, /*strict=*/true);
-  std::vector<Tensor> inputs;
-  for (const Tensor& t : inputs0) {
-    if (!t.defined() || !t.is_floating_point()) { inputs.push_back(t); continue; }
-    Tensor c = t.detach().to(DType::float64).contiguous().clone();
-    c.requires_grad_(t.requires_grad());
-    inputs.push_back(c);
-  }
-  Tensor y = f(inputs);
-  if (!y.requires_grad()) return "gradcheck: output does not require grad";
-  Tensor w = make_input(y.sizes(), opt.seed, DType::float64, 0.5, 1.5);
-  weighted_sum(y, w).backward();
-  std::ostringstream os;
-  os.precision(10);
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    Tensor x = inputs[k];
-    if (!x.defined() || !x.requires_grad()) continue;
-    Tensor analytic = x.grad();
-    if (!analytic.defined()) analytic = zeros(x.sizes(), TensorOptions(DType::float64));
-    std::vector<double> an = analytic.to_vector();
-    double* p = x.data<double>();
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      NoGradGuard ng;
-      const double orig = p[i];
-      p[i] = orig + opt.eps;
-      double lp = weighted_sum(f(inputs), w).item();
-      p[i] = orig - opt.eps;
-      double lm = weighted_sum(f(inputs), w).item();
-      p[i] = orig;
-      double num = (lp - lm) / (2 * opt.eps);
-      // A NaN or infinity on either side fails: finite differences of a smooth op are finite.
-      if (!std::isfinite(num) || !near(an[size_t(i)], num, opt.atol + opt.rtol * std::abs(num))) {
-        os << "gradcheck (" << opt.backend << "): input " << k << " " << shape_str(x.sizes()) << " element " << i << ": analytic "
-           << an[size_t(i)] << ", numeric " << num;
-        return os.str();
-      }
-    }
-  }
-  return "";
+  autograd::GradcheckOptions o;
+  o.eps = opt.eps;
+  o.rtol = opt.rtol;
+  o.atol = opt.atol;
+  o.seed = opt.seed;
+  o.backend = opt.backend;
+  return autograd::gradcheck(f, inputs0, o);
 }
 
 std::string against_ref(const Fn& f, const std::vector<Tensor>& inputs0, RefCompareOptions opt) {

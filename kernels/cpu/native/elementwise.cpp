@@ -131,16 +131,100 @@ void binary_impl(const BinaryDesc& d, const S* a, const S* bb, S* dst) {
   });
 }
 
+// Integer ops (fn::int_unary / fn::int_binary: wrapping), the op a compile-time constant.
+template <class T, UnaryOp OP>
+void int_unary_impl(const UnaryDesc& d, const T* src, T* dst) {
+  const T alpha = T(int64_t(d.alpha));
+  const StridedLoop& L = d.loop;
+  parallel_for(0, L.numel(), kGrain, [&](int64_t b, int64_t e) {
+    if (L.contiguous()) {
+#pragma omp simd
+      for (int64_t i = b; i < e; ++i) dst[i] = fn::int_unary<T>(OP, src[i], alpha);
+      return;
+    }
+    for_each_run(L, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      for (int64_t i = 0; i < n; ++i) dst[off[0] + i * st[0]] = fn::int_unary<T>(OP, src[off[1] + i * st[1]], alpha);
+    });
+  });
+}
+
+template <class T, BinaryOp OP>
+void int_binary_impl(const BinaryDesc& d, const T* a, const T* bb, T* dst) {
+  const StridedLoop& L = d.loop;
+  parallel_for(0, L.numel(), kGrain, [&](int64_t b, int64_t e) {
+    if (L.contiguous()) {
+#pragma omp simd
+      for (int64_t i = b; i < e; ++i) dst[i] = fn::int_binary<T>(OP, a[i], bb[i]);
+      return;
+    }
+    for_each_run(L, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      for (int64_t i = 0; i < n; ++i)
+        dst[off[0] + i * st[0]] = fn::int_binary<T>(OP, a[off[1] + i * st[1]], bb[off[2] + i * st[2]]);
+    });
+  });
+}
+
+// Calls f(T{}) for int32, int64, uint8.
+template <class F>
+void with_integer(DType t, F&& f) {
+  if (t == DType::int32) f(int32_t{});
+  else if (t == DType::int64) f(int64_t{});
+  else f(uint8_t{});
+}
+
+// Comparisons into one byte per element; 16-bit floats compared as float.
+template <class S> struct compare_type { using type = S; };
+template <> struct compare_type<BFloat16> { using type = float; };
+template <> struct compare_type<Half> { using type = float; };
+
+template <class S, CompareOp OP>
+void compare_impl(const CompareDesc& d, const S* a, const S* bb, bool* dst) {
+  using T = typename compare_type<S>::type;
+  const StridedLoop& L = d.loop;
+  parallel_for(0, L.numel(), kGrain, [&](int64_t b, int64_t e) {
+    if (L.contiguous()) {
+#pragma omp simd
+      for (int64_t i = b; i < e; ++i) dst[i] = fn::compare<T>(OP, T(a[i]), T(bb[i]));
+      return;
+    }
+    for_each_run(L, b, e, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      for (int64_t i = 0; i < n; ++i)
+        dst[off[0] + i * st[0]] = fn::compare<T>(OP, T(a[off[1] + i * st[1]]), T(bb[off[2] + i * st[2]]));
+    });
+  });
+}
+
 }  // namespace
 
 namespace {
 bool elementwise_dtype(DType t) { return t == DType::float32 || t == DType::float64 || t == DType::bfloat16; }
 }  // namespace
 
-bool supports_unary(const UnaryDesc& d) { return elementwise_dtype(d.dtype); }
-bool supports_binary(const BinaryDesc& d) { return elementwise_dtype(d.dtype); }
+bool supports_unary(const UnaryDesc& d) {
+  return elementwise_dtype(d.dtype) || (is_integral(d.dtype) && integer_unary_op(d.op));
+}
+bool supports_binary(const BinaryDesc& d) {
+  return elementwise_dtype(d.dtype) || (is_integral(d.dtype) && integer_binary_op(d.op));
+}
+
+void compare(const CompareDesc& d, const void* a, const void* b, void* dst) {
+  with_compare_op(d.op, [&](auto op) {
+    constexpr CompareOp OP = decltype(op)::value;
+    visit_dtype(d.dtype, [&](auto t) {
+      using S = decltype(t);
+      compare_impl<S, OP>(d, static_cast<const S*>(a), static_cast<const S*>(b), static_cast<bool*>(dst));
+    });
+  });
+}
 
 void unary(const UnaryDesc& d, const void* src, void* dst) {
+  if (is_integral(d.dtype))
+    return with_integer(d.dtype, [&](auto t) {
+      using T = decltype(t);
+      with_integer_unary_op(d.op, [&](auto op) {
+        int_unary_impl<T, decltype(op)::value>(d, static_cast<const T*>(src), static_cast<T*>(dst));
+      });
+    });
   with_unary_op(d.op, [&](auto op) {
     constexpr UnaryOp OP = decltype(op)::value;
     if (d.dtype == DType::float32)
@@ -153,6 +237,14 @@ void unary(const UnaryDesc& d, const void* src, void* dst) {
 }
 
 void binary(const BinaryDesc& d, const void* a, const void* b, void* dst) {
+  if (is_integral(d.dtype))
+    return with_integer(d.dtype, [&](auto t) {
+      using T = decltype(t);
+      with_integer_binary_op(d.op, [&](auto op) {
+        int_binary_impl<T, decltype(op)::value>(d, static_cast<const T*>(a), static_cast<const T*>(b),
+                                                static_cast<T*>(dst));
+      });
+    });
   with_binary_op(d.op, [&](auto op) {
     constexpr BinaryOp OP = decltype(op)::value;
     if (d.dtype == DType::float32)

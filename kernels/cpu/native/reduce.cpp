@@ -69,11 +69,16 @@ void reduce_t(const ReduceDesc& d, const T* src, T* dst, int64_t* index) {
 
 }  // namespace
 
-bool supports_reduce(const ReduceDesc& d) { return d.dtype == DType::float32 || d.dtype == DType::float64; }
+// int64: the sums, maxima and minima of integer and boolean tensors (the op widens them first).
+bool supports_reduce(const ReduceDesc& d) {
+  return d.dtype == DType::float32 || d.dtype == DType::float64 || (d.dtype == DType::int64 && d.op != ReduceOp::mean);
+}
 
 void reduce(const ReduceDesc& d, const void* src, void* dst, int64_t* index) {
   if (d.dtype == DType::float32)
     reduce_t(d, static_cast<const float*>(src), static_cast<float*>(dst), index);
+  else if (d.dtype == DType::int64)
+    reduce_t(d, static_cast<const int64_t*>(src), static_cast<int64_t*>(dst), index);
   else
     reduce_t(d, static_cast<const double*>(src), static_cast<double*>(dst), index);
 }

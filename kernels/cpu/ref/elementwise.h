@@ -28,6 +28,32 @@ void binary(const BinaryDesc& d, const T* a, const T* b, T* dst) {
   });
 }
 
+// Integer unary/binary ops (integer_unary_op, integer_binary_op), wrapping.
+template <class T>
+void int_unary(const UnaryDesc& d, const T* src, T* dst) {
+  for_each_run(d.loop, 0, d.loop.numel(), [&](const int64_t* off, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i)
+      dst[off[0] + i * st[0]] = fn::int_unary<T>(d.op, src[off[1] + i * st[1]], T(int64_t(d.alpha)));
+  });
+}
+
+template <class T>
+void int_binary(const BinaryDesc& d, const T* a, const T* b, T* dst) {
+  for_each_run(d.loop, 0, d.loop.numel(), [&](const int64_t* off, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i) dst[off[0] + i * st[0]] = fn::int_binary<T>(d.op, a[off[1] + i * st[1]], b[off[2] + i * st[2]]);
+  });
+}
+
+// Comparisons into booleans, any operand dtype (float16 and bfloat16 compared as float).
+template <class T>
+void compare(const CompareDesc& d, const T* a, const T* b, bool* dst) {
+  for_each_run(d.loop, 0, d.loop.numel(), [&](const int64_t* off, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i)
+      dst[off[0] + i * st[0]] =
+          fn::compare(d.op, float_or_same(a[off[1] + i * st[1]]), float_or_same(b[off[2] + i * st[2]]));
+  });
+}
+
 template <class Src, class Dst>
 void copy(const CopyDesc& d, const Src* src, Dst* dst) {
   for_each_run(d.loop, 0, d.loop.numel(), [&](const int64_t* off, int64_t n, const int64_t* st) {

@@ -99,7 +99,7 @@ KILN_GLOBAL void index_scatter_kernel(int64_t outer, int64_t reduce, int64_t inn
 bool known(DType t) {
   switch (t) {
     case DType::float32: case DType::float64: case DType::float16: case DType::bfloat16:
-    case DType::int32: case DType::int64: case DType::uint8: return true;
+    case DType::int32: case DType::int64: case DType::uint8: case DType::boolean: return true;
   }
   return false;
 }

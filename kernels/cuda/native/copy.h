@@ -14,7 +14,7 @@
 
 KILN_CUDA_NAMESPACE_BEGIN
 
-// Every dtype pair of float32, float64, float16, bfloat16, int32, int64, uint8.
+// Every dtype pair of float32, float64, float16, bfloat16, int32, int64, uint8, boolean.
 bool supports_copy(const CopyDesc& d);
 void copy(const CopyDesc& d, const void* src, void* dst);
 bool supports_fill(const FillDesc& d);

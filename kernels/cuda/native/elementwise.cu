@@ -3,6 +3,8 @@
 //   contiguous float32 with 16-byte aligned pointers: float4 loads and stores, grid-stride;
 //   contiguous otherwise: one element per thread, grid-stride;
 //   strided/broadcast: the linear index split into coordinates of the coalesced loop.
+// Integers (int32, int64, uint8) take the integer ops, compare takes every dtype; one kernel each,
+// dense or strided.
 // Test: ctest --test-dir build -R emu.elementwise
 #include "kernels/cuda/native/elementwise.h"
 
@@ -114,6 +116,40 @@ KILN_GLOBAL void __launch_bounds__(kThreads) binary_strided(const S* a, const S*
         S(fn::binary<C>(OP, C(a[operand_offset(L, 1, i)]), C(b[operand_offset(L, 2, i)]), alpha));
 }
 
+// Integer ops (fn::int_unary / fn::int_binary, wrapping) and comparisons into booleans; Dense:
+// the loop is contiguous, else each operand's offset comes from its strides.
+template <class T, UnaryOp OP, bool Dense>
+KILN_GLOBAL void __launch_bounds__(kThreads) int_unary_kernel(const T* src, T* dst, StridedLoop L, int64_t n, T alpha) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    if constexpr (Dense) dst[i] = fn::int_unary<T>(OP, src[i], alpha);
+    else dst[operand_offset(L, 0, i)] = fn::int_unary<T>(OP, src[operand_offset(L, 1, i)], alpha);
+  }
+}
+
+template <class T, BinaryOp OP, bool Dense>
+KILN_GLOBAL void __launch_bounds__(kThreads) int_binary_kernel(const T* a, const T* b, T* dst, StridedLoop L, int64_t n) {
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    if constexpr (Dense) dst[i] = fn::int_binary<T>(OP, a[i], b[i]);
+    else dst[operand_offset(L, 0, i)] = fn::int_binary<T>(OP, a[operand_offset(L, 1, i)], b[operand_offset(L, 2, i)]);
+  }
+}
+
+template <class S> struct CompareType { using type = S; };
+template <> struct CompareType<BFloat16> { using type = float; };
+template <> struct CompareType<Half> { using type = float; };
+
+template <class S, CompareOp OP, bool Dense>
+KILN_GLOBAL void __launch_bounds__(kThreads) compare_kernel(const S* a, const S* b, bool* dst, StridedLoop L, int64_t n) {
+  using C = typename CompareType<S>::type;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    if constexpr (Dense) dst[i] = fn::compare<C>(OP, C(a[i]), C(b[i]));
+    else dst[operand_offset(L, 0, i)] = fn::compare<C>(OP, C(a[operand_offset(L, 1, i)]), C(b[operand_offset(L, 2, i)]));
+  }
+}
+
 unsigned blocks_for(int64_t work) {
   int64_t b = (work + kThreads - 1) / kThreads;
   if (b < 1) b = 1;
@@ -135,17 +171,81 @@ void with_dtype(DType t, const char* what, F&& f) {
 
 bool supported_dtype(DType t) { return t == DType::float32 || t == DType::float64 || t == DType::bfloat16; }
 
+// Calls f(T{}) for int32, int64 and uint8.
+template <class F>
+void with_integer(DType t, F&& f) {
+  if (t == DType::int32) f(int32_t{});
+  else if (t == DType::int64) f(int64_t{});
+  else f(uint8_t{});
+}
+
+void int_unary(const UnaryDesc& d, const void* src, void* dst, int64_t n, Stream s) {
+  with_integer(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(src);
+    T* y = static_cast<T*>(dst);
+    const T alpha = T(int64_t(d.alpha));
+    with_integer_unary_op(d.op, [&](auto op) {
+      constexpr UnaryOp OP = decltype(op)::value;
+      if (d.loop.contiguous())
+        KILN_LAUNCH((int_unary_kernel<T, OP, true>), dim3(blocks_for(n)), dim3(kThreads), 0, s, x, y, d.loop, n, alpha);
+      else
+        KILN_LAUNCH((int_unary_kernel<T, OP, false>), dim3(blocks_for(n)), dim3(kThreads), 0, s, x, y, d.loop, n, alpha);
+    });
+  });
+}
+
+void int_binary(const BinaryDesc& d, const void* a, const void* b, void* dst, int64_t n, Stream s) {
+  with_integer(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(a);
+    const T* y = static_cast<const T*>(b);
+    T* z = static_cast<T*>(dst);
+    with_integer_binary_op(d.op, [&](auto op) {
+      constexpr BinaryOp OP = decltype(op)::value;
+      if (d.loop.contiguous())
+        KILN_LAUNCH((int_binary_kernel<T, OP, true>), dim3(blocks_for(n)), dim3(kThreads), 0, s, x, y, z, d.loop, n);
+      else
+        KILN_LAUNCH((int_binary_kernel<T, OP, false>), dim3(blocks_for(n)), dim3(kThreads), 0, s, x, y, z, d.loop, n);
+    });
+  });
+}
+
 }  // namespace elementwise_detail
 
 using namespace elementwise_detail;
 
-bool supports_unary(const UnaryDesc& d) { return supported_dtype(d.dtype); }
-bool supports_binary(const BinaryDesc& d) { return supported_dtype(d.dtype); }
+bool supports_unary(const UnaryDesc& d) {
+  return supported_dtype(d.dtype) || (is_integral(d.dtype) && integer_unary_op(d.op));
+}
+bool supports_binary(const BinaryDesc& d) {
+  return supported_dtype(d.dtype) || (is_integral(d.dtype) && integer_binary_op(d.op));
+}
+
+void compare(const CompareDesc& d, const void* a, const void* b, void* dst) {
+  const int64_t n = d.loop.numel();
+  if (n == 0) return;
+  const Stream s = current_stream();
+  visit_dtype(d.dtype, [&](auto tag) {
+    using S = decltype(tag);
+    const S* x = static_cast<const S*>(a);
+    const S* y = static_cast<const S*>(b);
+    bool* z = static_cast<bool*>(dst);
+    with_compare_op(d.op, [&](auto op) {
+      constexpr CompareOp OP = decltype(op)::value;
+      if (d.loop.contiguous())
+        KILN_LAUNCH((compare_kernel<S, OP, true>), dim3(blocks_for(n)), dim3(kThreads), 0, s, x, y, z, d.loop, n);
+      else
+        KILN_LAUNCH((compare_kernel<S, OP, false>), dim3(blocks_for(n)), dim3(kThreads), 0, s, x, y, z, d.loop, n);
+    });
+  });
+}
 
 void unary(const UnaryDesc& d, const void* src, void* dst) {
   const int64_t n = d.loop.numel();
   if (n == 0) return;
   const Stream s = current_stream();
+  if (is_integral(d.dtype)) return int_unary(d, src, dst, n, s);
   with_dtype(d.dtype, "unary", [&](auto tag) {
     using S = decltype(tag);
     using C = typename Compute<S>::type;
@@ -170,6 +270,7 @@ void binary(const BinaryDesc& d, const void* a, const void* b, void* dst) {
   const int64_t n = d.loop.numel();
   if (n == 0) return;
   const Stream s = current_stream();
+  if (is_integral(d.dtype)) return int_binary(d, a, b, dst, n, s);
   with_dtype(d.dtype, "binary", [&](auto tag) {
     using S = decltype(tag);
     using C = typename Compute<S>::type;

@@ -159,9 +159,11 @@ void reduce_t(const ReduceDesc& d, const T* src, T* dst) {
 
 }  // namespace reduce_detail
 
+// int64: the sums, maxima and minima of integer and boolean tensors (the op widens them first).
 bool supports_reduce(const ReduceDesc& d) {
   const bool extreme = d.op == ReduceOp::max || d.op == ReduceOp::min;
-  return (extreme || !d.want_index) && (d.dtype == DType::float32 || d.dtype == DType::float64);
+  return (extreme || !d.want_index) &&
+         (d.dtype == DType::float32 || d.dtype == DType::float64 || (d.dtype == DType::int64 && d.op != ReduceOp::mean));
 }
 
 void reduce(const ReduceDesc& d, const void* src, void* dst, int64_t* index) {
@@ -171,12 +173,16 @@ void reduce(const ReduceDesc& d, const void* src, void* dst, int64_t* index) {
     KILN_CHECK(d.reduce > 0, "cuda reduce: ", d.str(), ": max/min over an empty axis");
     if (d.dtype == DType::float32)
       reduce_detail::reduce_extreme_t(d, static_cast<const float*>(src), static_cast<float*>(dst), index);
+    else if (d.dtype == DType::int64)
+      reduce_detail::reduce_extreme_t(d, static_cast<const int64_t*>(src), static_cast<int64_t*>(dst), index);
     else
       reduce_detail::reduce_extreme_t(d, static_cast<const double*>(src), static_cast<double*>(dst), index);
     return;
   }
   if (d.dtype == DType::float32)
     reduce_detail::reduce_t(d, static_cast<const float*>(src), static_cast<float*>(dst));
+  else if (d.dtype == DType::int64)
+    reduce_detail::reduce_t(d, static_cast<const int64_t*>(src), static_cast<int64_t*>(dst));
   else
     reduce_detail::reduce_t(d, static_cast<const double*>(src), static_cast<double*>(dst));
 }

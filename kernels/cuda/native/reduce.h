@@ -1,5 +1,6 @@
 // kiln's own CUDA reductions over the middle axis of a contiguous [outer, reduce, inner] array
-// (kernels/common/reduce.h): sum and mean, float32 and float64. Deterministic: no atomics; long
+// (kernels/common/reduce.h): sum and mean, float32 and float64; sum, max and min also int64 (the
+// integer and boolean reductions). Deterministic: no atomics; long
 // axes are reduced in two passes (fixed chunks into a scratch buffer, then the chunks), and the
 // split depends only on the shape, so one shape always gives the same bits.
 // Test: ctest --test-dir build -R emu.reduce (emulated); the gpu tests on a real device.
@@ -11,7 +12,7 @@
 KILN_CUDA_NAMESPACE_BEGIN
 
 bool supports_reduce(const ReduceDesc& d);
-// index must be null (max/min with indices are not supported yet: supports_reduce says so).
+// max and min write the index of the chosen element where `index` is given (argmax).
 void reduce(const ReduceDesc& d, const void* src, void* dst, int64_t* index);
 
 KILN_CUDA_NAMESPACE_END

@@ -1,0 +1,80 @@
+#include "layers/init.h"
+
+#include <cmath>
+
+#include "engine/autograd.h"
+#include "engine/error.h"
+
+namespace kiln::init {
+
+double calculate_gain(Nonlinearity nl, double param) {
+  switch (nl) {
+    case Nonlinearity::linear: case Nonlinearity::conv: case Nonlinearity::sigmoid: return 1.0;
+    case Nonlinearity::tanh: return 5.0 / 3.0;
+    case Nonlinearity::relu: return std::sqrt(2.0);
+    case Nonlinearity::leaky_relu: return std::sqrt(2.0 / (1.0 + param * param));
+    case Nonlinearity::selu: return 3.0 / 4.0;
+  }
+  return 1.0;
+}
+
+std::pair<int64_t, int64_t> fans(const Tensor& t) {
+  KILN_CHECK(t.defined() && t.dim() >= 1, "init: fans need a tensor of at least 1 dim, got ",
+             t.defined() ? shape_str(t.sizes()) : std::string("an undefined tensor"));
+  if (t.dim() == 1) return {t.size(0), t.size(0)};
+  int64_t field = 1;
+  for (int64_t d = 2; d < t.dim(); ++d) field *= t.size(d);
+  return {t.size(1) * field, t.size(0) * field};
+}
+
+namespace {
+double fan_of(const Tensor& t, FanMode mode, const char* fn) {
+  const auto [in, out] = fans(t);
+  const int64_t f = mode == FanMode::fan_in ? in : out;
+  KILN_CHECK(f > 0, fn, ": the fan of ", shape_str(t.sizes()), " is 0");
+  return double(f);
+}
+}  // namespace
+
+Tensor uniform_(Tensor t, double a, double b, Generator* gen) {
+  KILN_CHECK(a <= b, "init::uniform_: a = ", a, " is greater than b = ", b);
+  NoGradGuard ng;
+  return kiln::uniform_(t, a, b, gen);
+}
+
+Tensor normal_(Tensor t, double mean, double std, Generator* gen) {
+  KILN_CHECK(std >= 0, "init::normal_: std must be at least 0, got ", std);
+  NoGradGuard ng;
+  return kiln::normal_(t, mean, std, gen);
+}
+
+Tensor constant_(Tensor t, double value) {
+  NoGradGuard ng;
+  return t.fill_(value);
+}
+Tensor zeros_(Tensor t) { return constant_(t, 0.0); }
+Tensor ones_(Tensor t) { return constant_(t, 1.0); }
+
+Tensor kaiming_uniform_(Tensor t, double a, FanMode mode, Nonlinearity nl, Generator* gen) {
+  const double bound = calculate_gain(nl, a) * std::sqrt(3.0 / fan_of(t, mode, "kaiming_uniform_"));
+  return uniform_(t, -bound, bound, gen);
+}
+
+Tensor kaiming_normal_(Tensor t, double a, FanMode mode, Nonlinearity nl, Generator* gen) {
+  return normal_(t, 0.0, calculate_gain(nl, a) / std::sqrt(fan_of(t, mode, "kaiming_normal_")), gen);
+}
+
+Tensor xavier_uniform_(Tensor t, double gain, Generator* gen) {
+  const auto [in, out] = fans(t);
+  KILN_CHECK(in + out > 0, "xavier_uniform_: the fans of ", shape_str(t.sizes()), " are 0");
+  const double bound = gain * std::sqrt(6.0 / double(in + out));
+  return uniform_(t, -bound, bound, gen);
+}
+
+Tensor xavier_normal_(Tensor t, double gain, Generator* gen) {
+  const auto [in, out] = fans(t);
+  KILN_CHECK(in + out > 0, "xavier_normal_: the fans of ", shape_str(t.sizes()), " are 0");
+  return normal_(t, 0.0, gain * std::sqrt(2.0 / double(in + out)), gen);
+}
+
+}  // namespace kiln::init
