@@ -223,7 +223,7 @@ std::string to_string(const Tensor& t, const PrintOptions& o) {
   // PyTorch names no dtype for its defaults: float32, int64, bool.
   if (t.dtype() != DType::float32 && t.dtype() != DType::int64 && t.dtype() != DType::boolean)
     suffixes.push_back(std::string("dtype=") + dtype_name(t.dtype()));
-  if (!t.device().is_cpu()) suffixes.push_back("device=" + t.device().str());
+  if (!t.device().is_cpu()) suffixes.push_back("device='" + t.device().str() + "'");
   if (t.grad_fn()) suffixes.push_back("grad_fn=<" + t.grad_fn()->name() + ">");
   else if (t.requires_grad()) suffixes.push_back("requires_grad=True");
   // PyTorch's _add_suffixes: a suffix that would pass the line width starts a line of its own.
