@@ -85,7 +85,7 @@ const OpTableBase* Registry::find_op(const std::string& name) const {
 
 static Registry* g_registry = nullptr;
 
-void init() {
+void register_builtin_kernels() {
   static std::once_flag once;
   std::call_once(once, [] {
     auto* r = new Registry();  // lives for the process: kernels may run during static teardown
@@ -95,7 +95,7 @@ void init() {
 }
 
 Registry& registry() {
-  init();
+  register_builtin_kernels();
   return *g_registry;
 }
 

@@ -7,7 +7,7 @@
 // bytes, with no lock; registering a kernel or changing the preference invalidates it.
 //
 // Registration is explicit and by backend: engine/backends/backends.cpp lists one registration
-// unit per backend and device, in order, and kiln::init() runs them once (no static
+// unit per backend and device, in order, and kiln::register_builtin_kernels() runs them once (no static
 // initialisers: static archives drop them). A program adds its own candidates or ops with
 // registry().add<Op>(...) before other threads run ops (examples/custom_kernel).
 //
@@ -329,7 +329,7 @@ class BackendRegistrar {
 };
 
 // Registers every built-in kernel (once; thread-safe). Called by registry() on first use.
-void init();
+void register_builtin_kernels();
 Registry& registry();
 
 // The table of Op, looked up once per program (a function-local static).

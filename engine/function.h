@@ -81,10 +81,10 @@ class FunctionNode final : public Node {
 
 inline void collect(std::vector<Tensor>&, std::vector<bool>&) {}
 template <class A, class... R>
-void collect(std::vector<Tensor>& tensors, std::vector<bool>& is_tensor, const A& a, const R&... rest) {
+void collect(std::vector<Tensor>& tensors, std::vector<bool>& flags, const A& a, const R&... rest) {
   if constexpr (is_tensor<A>::value) tensors.push_back(a);
-  is_tensor.push_back(is_tensor<A>::value);
-  collect(tensors, is_tensor, rest...);
+  flags.push_back(is_tensor<A>::value);
+  collect(tensors, flags, rest...);
 }
 
 }  // namespace detail

@@ -57,24 +57,24 @@ Tensor ones_(Tensor t) { return constant_(t, 1.0); }
 
 Tensor kaiming_uniform_(Tensor t, double a, FanMode mode, Nonlinearity nl, Generator* gen) {
   const double bound = calculate_gain(nl, a) * std::sqrt(3.0 / fan_of(t, mode, "kaiming_uniform_"));
-  return uniform_(t, -bound, bound, gen);
+  return init::uniform_(t, -bound, bound, gen);
 }
 
 Tensor kaiming_normal_(Tensor t, double a, FanMode mode, Nonlinearity nl, Generator* gen) {
-  return normal_(t, 0.0, calculate_gain(nl, a) / std::sqrt(fan_of(t, mode, "kaiming_normal_")), gen);
+  return init::normal_(t, 0.0, calculate_gain(nl, a) / std::sqrt(fan_of(t, mode, "kaiming_normal_")), gen);
 }
 
 Tensor xavier_uniform_(Tensor t, double gain, Generator* gen) {
   const auto [in, out] = fans(t);
   KILN_CHECK(in + out > 0, "xavier_uniform_: the fans of ", shape_str(t.sizes()), " are 0");
   const double bound = gain * std::sqrt(6.0 / double(in + out));
-  return uniform_(t, -bound, bound, gen);
+  return init::uniform_(t, -bound, bound, gen);
 }
 
 Tensor xavier_normal_(Tensor t, double gain, Generator* gen) {
   const auto [in, out] = fans(t);
   KILN_CHECK(in + out > 0, "xavier_normal_: the fans of ", shape_str(t.sizes()), " are 0");
-  return normal_(t, 0.0, gain * std::sqrt(2.0 / double(in + out)), gen);
+  return init::normal_(t, 0.0, gain * std::sqrt(2.0 / double(in + out)), gen);
 }
 
 }  // namespace kiln::init

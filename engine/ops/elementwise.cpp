@@ -325,6 +325,99 @@ Tensor clamp(const Tensor& a0, const Scalar& lo, const Scalar& hi) {
   return y;
 }
 
+Tensor neg(const Tensor& x) {
+  KILN_CHECK(x.defined(), "neg: undefined tensor");
+  if (!x.is_floating_point()) return unary_raw(KILN_U(neg), x);  // integers stay integers (wrapping); bool refused
+  return mul(x, -1.0);
+}
+
+Tensor abs(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(abs), x);
+  autograd::record_fn("AbsBackward", {x}, {&y}, [x](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(mul), g[0], unary_raw(KILN_U(sign), x))};
+  });
+  return y;
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(exp), x);
+  autograd::record_fn("ExpBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(mul), g[0], y)};
+  });
+  return y;
+}
+
+Tensor log(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(log), x);
+  autograd::record_fn("LogBackward", {x}, {&y}, [x](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(div), g[0], x)};
+  });
+  return y;
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(sqrt), x);
+  autograd::record_fn("SqrtBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{unary_raw(KILN_U(mul_scalar), binary_raw(KILN_B(div), g[0], y), 0.5)};
+  });
+  return y;
+}
+
+Tensor rsqrt(const Tensor& x) { return pow(x, -0.5); }
+Tensor square(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(square), x);
+  autograd::record_fn("SquareBackward", {x}, {&y}, [x](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{unary_raw(KILN_U(mul_scalar), binary_raw(KILN_B(mul), g[0], x), 2.0)};
+  });
+  return y;
+}
+Tensor reciprocal(const Tensor& x) { return pow(x, -1.0); }
+
+Tensor relu(const Tensor& x) {
+  if (trace::top_level()) return trace::traced("relu", {x}, {}, [&] { return relu(x); });
+  Tensor y = unary_raw(KILN_U(relu), x);
+  autograd::record_fn("ReluBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(relu_bwd), g[0], y)};  // y > 0 iff x > 0
+  });
+  return y;
+}
+
+Tensor leaky_relu(const Tensor& x, double slope) {
+  if (trace::top_level())
+    return trace::traced("leaky_relu", {x}, {trace::real("slope", slope)}, [&] { return leaky_relu(x, slope); });
+  Tensor y = unary_raw(KILN_U(leaky_relu), x, slope);
+  autograd::record_fn("LeakyReluBackward", {x}, {&y}, [x, slope](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(leaky_relu_bwd), g[0], x, slope)};
+  });
+  return y;
+}
+
+Tensor sigmoid(const Tensor& x) {
+  if (trace::top_level()) return trace::traced("sigmoid", {x}, {}, [&] { return sigmoid(x); });
+  Tensor y = unary_raw(KILN_U(sigmoid), x);
+  autograd::record_fn("SigmoidBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(sigmoid_bwd), g[0], y)};
+  });
+  return y;
+}
+
+Tensor tanh(const Tensor& x) {
+  if (trace::top_level()) return trace::traced("tanh", {x}, {}, [&] { return tanh(x); });
+  Tensor y = unary_raw(KILN_U(tanh), x);
+  autograd::record_fn("TanhBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(tanh_bwd), g[0], y)};
+  });
+  return y;
+}
+
+Tensor gelu(const Tensor& x) {
+  Tensor y = unary_raw(KILN_U(gelu), x);
+  autograd::record_fn("GeluBackward", {x}, {&y}, [x](std::vector<Tensor>& g) {
+    return std::vector<Tensor>{binary_raw(KILN_B(gelu_bwd), g[0], x)};
+  });
+  return y;
+}
+
 namespace {
 Tensor compare(CompareOp op, const Tensor& a0, const Tensor& b0) {
   Tensor a, b;

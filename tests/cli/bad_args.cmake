@@ -78,7 +78,7 @@ set(cases
     "--layout: 'nhwc' or 'nchw', not 'x' :: ${train} --layout x"
     "--task: 'auto', 'classification' or 'segmentation', not 'x' :: ${train} --task x"
     # Files: missing, a FIFO, unwritable folders.
-    "load_checkpoint./nonexistent/x.: directory '/nonexistent' does not exist :: ${train} --resume /nonexistent/x"
+    "load_checkpoint../nonexistent/x..: directory '/nonexistent' does not exist :: ${train} --resume /nonexistent/x"
     "fifo.json': cannot open the sidecar: .*not a regular file :: ${train} --resume ${fifo}"
     "--logdir /proc/kiln-no/x: cannot create the folder :: ${train} --max-steps 1 --logdir /proc/kiln-no/x"
     "no sidecar 'ckpt.json' in directory '.*' .a checkpoint is <prefix>.json beside :: eval --checkpoint ${WORK}/ckpt"

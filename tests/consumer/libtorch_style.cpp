@@ -121,7 +121,7 @@ int main() {
 
   // Indexing.
   Tensor x = from_vector(std::vector<double>{3, -1, 2, 0, 5, -4}, {2, 3});
-  ValuesIndices top = ops::topk(x, 2, 1);
+  ops::ValuesIndices top = ops::topk(x, 2, 1);
   expect(top.values.to_vector() == std::vector<double>{3, 2, 5, 0}, "topk values");
   expect(ops::gather(x, 1, top.indices).to_vector() == top.values.to_vector(), "gather");
   expect(ops::masked_fill(x, x < 0, 0).to_vector() == std::vector<double>{3, 0, 2, 0, 5, 0}, "masked_fill");

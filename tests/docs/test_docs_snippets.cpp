@@ -100,10 +100,10 @@ struct Cube : autograd::Function<Cube> {
 TEST_CASE("docs: indexing, a custom Function, ModuleHolder, init") {
   manual_seed(4);
   Tensor x = randn({4, 5}).requires_grad_();
-  ValuesIndices top = ops::topk(x, 2, /*dim=*/1);                     // values [4, 2], indices int64
+  ops::ValuesIndices top = ops::topk(x, 2, /*dim=*/1);                     // values [4, 2], indices int64
   Tensor picked = ops::gather(x, 1, top.indices);                     // == top.values
   Tensor masked = ops::masked_fill(x, x < 0, 0.0);                    // x < 0: a boolean tensor
-  ops::sum(picked + masked).backward();
+  (ops::sum(picked) + ops::sum(masked)).backward();
   Tensor counts = zeros({5}, DType::int64);
   ops::index_put_(counts, {top.indices.flatten()}, ones({8}, DType::int64), /*accumulate=*/true);
   CHECK(picked.to_vector() == top.values.to_vector());

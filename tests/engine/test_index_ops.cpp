@@ -83,12 +83,12 @@ TEST_CASE("where, masked_fill, sort, topk, cumsum") {
     CHECK(ops::masked_fill(x, ops::gt(x, 2.0), 0).to_vector() == std::vector<double>{0, 1, 2, 1, 0, 0});
     // torch.sort(tensor([3, 1, 2, nan, 1]), stable=True): NaN last, ties by position.
     Tensor v = from_vector(std::vector<double>{3, 1, 2, std::nan(""), 1}, {5});
-    ValuesIndices s = ops::sort(v);
+    ops::ValuesIndices s = ops::sort(v);
     CHECK(s.indices.to_vector() == std::vector<double>{1, 4, 2, 0, 3});
     CHECK(std::isnan(s.values.to_vector()[4]));
     CHECK(ops::sort(v, 0, true).indices.to_vector() == std::vector<double>{3, 0, 2, 1, 4});
     // torch.topk(x, 2, dim=1) and largest=False
-    ValuesIndices t = ops::topk(x, 2, 1);
+    ops::ValuesIndices t = ops::topk(x, 2, 1);
     CHECK(t.values.to_vector() == std::vector<double>{3, 2, 5, 4});
     CHECK(t.indices.to_vector() == std::vector<double>{0, 2, 1, 2});
     CHECK(ops::topk(x, 1, 1, false).indices.to_vector() == std::vector<double>{1, 0});
@@ -114,17 +114,17 @@ TEST_CASE("gradients of the indexing ops against finite differences") {
     CAPTURE(backend);
     test::GradcheckOptions o;
     o.backend = backend;
-    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::index_select(in[0], 0, rows); }, {x}, o);
-    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::gather(in[0], 1, gi); }, {x}, o);
-    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::scatter(in[0].slice(0, 0, 2), 1, si, in[1]); }, {x, s}, o);
+    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::index_select(in[0], 0, rows); }, std::vector<Tensor>{x}, o);
+    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::gather(in[0], 1, gi); }, std::vector<Tensor>{x}, o);
+    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::scatter(in[0].slice(0, 0, 2), 1, si, in[1]); }, (std::vector<Tensor>{x, s}), o);
     CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::scatter_add(in[0].slice(0, 0, 2), 1, si, in[1]); },
-               {x, s}, o);
-    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::where(mask, in[0], ops::mul(in[0], 3.0)); }, {x}, o);
-    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::masked_fill(in[0], mask, 2.5); }, {x}, o);
-    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::sort(in[0], 1).values; }, {x}, o);
-    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::topk(in[0], 2, 0).values; }, {x}, o);
-    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::cumsum(in[0], 1); }, {x}, o);
-    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::cumsum(in[0], 0); }, {x}, o);
+               (std::vector<Tensor>{x, s}), o);
+    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::where(mask, in[0], ops::mul(in[0], 3.0)); }, std::vector<Tensor>{x}, o);
+    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::masked_fill(in[0], mask, 2.5); }, std::vector<Tensor>{x}, o);
+    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::sort(in[0], 1).values; }, std::vector<Tensor>{x}, o);
+    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::topk(in[0], 2, 0).values; }, std::vector<Tensor>{x}, o);
+    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::cumsum(in[0], 1); }, std::vector<Tensor>{x}, o);
+    CHECK_GRAD([&](const std::vector<Tensor>& in) { return ops::cumsum(in[0], 0); }, std::vector<Tensor>{x}, o);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/backend_preference.h"
+#include "engine/dispatch.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/linalg.h"
 #include "engine/ops/reduce.h"
@@ -165,8 +166,8 @@ TEST_CASE("clamp with both bounds: integers stay integers, the gradient passes i
   for (const char* backend : kBackends) {
     test::GradcheckOptions o;
     o.backend = backend;
-    CHECK_GRAD([](const std::vector<Tensor>& in) { return ops::clamp(in[0], -0.5, 0.5); }, {x}, o);
-    CHECK_GRAD([](const std::vector<Tensor>& in) { return ops::clamp_max(in[0], 0.2); }, {x}, o);
+    CHECK_GRAD([](const std::vector<Tensor>& in) { return ops::clamp(in[0], -0.5, 0.5); }, std::vector<Tensor>{x}, o);
+    CHECK_GRAD([](const std::vector<Tensor>& in) { return ops::clamp_max(in[0], 0.2); }, std::vector<Tensor>{x}, o);
   }
   Tensor x2 = x.detach().clone().requires_grad_();
   ops::sum(ops::clamp(x2, -0.5, 0.5)).backward();
@@ -179,8 +180,14 @@ TEST_CASE("what integers and booleans cannot do is a clear error") {
   CHECK_THROWS_KILN(ops::neg(ints({1}, DType::boolean)), "neg: dtype bool is not supported");
   CHECK_THROWS_KILN(ops::mean(ints({1, 2})), "mean: dtype int64 is not supported");
   CHECK_THROWS_KILN(ints({1}).requires_grad_(), "only floating-point tensors can require grad");
-  // An op with float32 kernels and none for the dtype says so, by name.
   CHECK_THROWS_KILN(ops::matmul(ones({2, 2}, DType::int64), ones({2, 2}, DType::int64)),
+                    "matmul: needs floating-point operands, got int64");
+  // A kernel table asked for a dtype none of its kernels takes, where float32 has one, says so.
+  GemmDesc g;
+  g.dtype = DType::int64;
+  g.m = g.n = g.k = 2;
+  g.lda = g.ldb = g.ldc = 2;
+  CHECK_THROWS_KILN(op_table<op::gemm>()(DeviceType::cpu, g, nullptr, nullptr, nullptr),
                     "dtype int64 is not supported by op 'gemm' on cpu");
 }
 
