@@ -4,8 +4,10 @@
 //   ctest --test-dir build -R layers.test_module_api
 #include "tests/support/testing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend_preference.h"
