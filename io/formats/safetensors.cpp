@@ -259,7 +259,7 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
       file->read_at(data_start + e.begin, t.data_ptr(), size_t(e.end - e.begin));
       if (e.dtype == DType::boolean) {  // any nonzero byte is true (a C++ bool holds 0 or 1)
         auto* p = static_cast<uint8_t*>(t.data_ptr());
-        for (int64_t i = 0; i < e.end - e.begin; ++i) p[i] = p[i] != 0;
+        for (uint64_t i = 0; i < e.end - e.begin; ++i) p[i] = p[i] != 0;
       }
     }
     out.emplace_back(e.name, std::move(t));
