@@ -5,26 +5,14 @@
 
 #include "kernels/common/error.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/native/grid.h"
 
 KILN_CUDA_NAMESPACE_BEGIN
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = KILN_GRID_STRIDE_CAP(8192);  // grid-stride loops
-
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return unsigned(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
-}
-
-KILN_DEVICE inline int64_t offset_of(const StridedLoop& L, int k, int64_t i) {
-  int64_t off = 0;
-  for (int d = L.ndim - 1; d >= 0; --d) {
-    off += (i % L.sizes[d]) * L.strides[k][d];
-    i /= L.sizes[d];
-  }
-  return off;
-}
+using grid::blocks_for;
+using grid::kThreads;
+using grid::offset_of;
 
 #define KILN_GRID_LOOP(i, n)                                                                      \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, step_ = int64_t(gridDim.x) * blockDim.x; \

@@ -8,19 +8,15 @@
 #include "kernels/cuda/native/shape.h"
 
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/native/grid.h"
 
 #include "kernels/common/error.h"
 
 KILN_CUDA_NAMESPACE_BEGIN
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = KILN_GRID_STRIDE_CAP(8192);  // grid-stride loops
-
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return unsigned(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
-}
+using grid::blocks_for;
+using grid::kThreads;
 
 struct PadArgs {
   PadMode mode;
