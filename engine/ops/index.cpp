@@ -57,7 +57,7 @@ Tensor run_gather(const Tensor& x, int64_t d, const Tensor& index, bool per_row,
   g.outer = a.outer;
   g.src_n = a.n;
   g.inner = a.inner;
-  g.idx_n = per_row ? index.numel() : (a.outer * a.inner == 0 ? 0 : index.numel() / std::max<int64_t>(a.outer * a.inner, 1));
+  g.idx_n = per_row ? index.numel() : (index.dim() ? index.size(d) : 1);  // gather's index has x's rank
   g.per_row = per_row;
   Tensor y = empty(out_shape, TensorOptions(x.dtype()).with_device(x.device()));
   if (y.numel() > 0) dispatch<op::gather>(x.device().type, g, xc.data_ptr(), index.data<int64_t>(), y.data_ptr());
@@ -73,7 +73,7 @@ void run_scatter(Tensor& dst, int64_t d, const Tensor& index, const Tensor& src,
   s.outer = a.outer;
   s.dst_n = a.n;
   s.inner = a.inner;
-  s.idx_n = per_row ? index.numel() : (a.outer * a.inner == 0 ? 0 : sc.numel() / std::max<int64_t>(a.outer * a.inner, 1));
+  s.idx_n = per_row ? index.numel() : (sc.dim() ? sc.size(d) : 1);  // src (and index) have dst's rank
   s.per_row = per_row;
   s.accumulate = accumulate;
   dst.bump_version();
