@@ -1,6 +1,8 @@
 #include "layers/init.h"
 
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "engine/autograd.h"
 #include "engine/error.h"
@@ -46,6 +48,35 @@ Tensor normal_(Tensor t, double mean, double std, Generator* gen) {
   KILN_CHECK(std >= 0, "init::normal_: std must be at least 0, got ", std);
   NoGradGuard ng;
   return kiln::normal_(t, mean, std, gen);
+}
+
+Tensor trunc_normal_(Tensor t, double mean, double std, double a, double b, Generator* gen) {
+  KILN_CHECK(std > 0 && a < b, "init::trunc_normal_: needs std > 0 and a < b, got std = ", std, ", [", a, ", ", b, "]");
+  const auto cdf = [&](double x) { return 0.5 * std::erfc(-(x - mean) / (std * std::sqrt(2.0))); };
+  KILN_CHECK(cdf(b) - cdf(a) >= 1e-6, "init::trunc_normal_: [", a, ", ", b, "] holds less than 1e-6 of N(", mean, ", ",
+             std, ")");
+  NoGradGuard ng;
+  // Draw in double on the host, redraw the misses in rounds (each round keeps the generator's
+  // stream deterministic), then copy into t whatever its device and dtype.
+  Tensor host = empty(t.sizes(), kiln::float64);
+  kiln::normal_(host, mean, std, gen);
+  double* v = host.data<double>();
+  std::vector<int64_t> miss;
+  for (int64_t i = 0; i < host.numel(); ++i)
+    if (!(v[i] >= a && v[i] <= b)) miss.push_back(i);
+  while (!miss.empty()) {
+    Tensor redraw = empty({int64_t(miss.size())}, kiln::float64);
+    kiln::normal_(redraw, mean, std, gen);
+    const double* r = redraw.data<double>();
+    std::vector<int64_t> still;
+    for (size_t j = 0; j < miss.size(); ++j) {
+      if (r[j] >= a && r[j] <= b) v[miss[j]] = r[j];
+      else still.push_back(miss[j]);
+    }
+    miss.swap(still);
+  }
+  t.copy_(host);
+  return t;
 }
 
 Tensor constant_(Tensor t, double value) {

@@ -28,6 +28,10 @@ std::pair<int64_t, int64_t> fans(const Tensor& t);
 
 Tensor uniform_(Tensor t, double a = 0, double b = 1, Generator* gen = nullptr);
 Tensor normal_(Tensor t, double mean = 0, double std = 1, Generator* gen = nullptr);
+// N(mean, std) restricted to [a, b] (torch.nn.init.trunc_normal_): draws outside are redrawn.
+// kiln::Error where [a, b] holds less than 1e-6 of the distribution's mass.
+Tensor trunc_normal_(Tensor t, double mean = 0, double std = 1, double a = -2, double b = 2,
+                     Generator* gen = nullptr);
 Tensor constant_(Tensor t, double value);
 Tensor zeros_(Tensor t);
 Tensor ones_(Tensor t);

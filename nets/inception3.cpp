@@ -5,6 +5,7 @@
 #include "engine/ops/shape.h"
 #include "layers/activation.h"
 #include "layers/conv.h"
+#include "layers/init.h"
 #include "layers/linear.h"
 #include "layers/norm.h"
 #include "layers/pool.h"
@@ -184,6 +185,18 @@ Inception3::Inception3(int64_t in_channels, int64_t classes, bool aux) {
   reg(head_, "dropout", make<Dropout>(0.5));
   reg(head_, "flatten", make<Flatten>());
   reg(head_, "fc", make<Linear>(2048, classes));
+  // torchvision's Inception3 init: convolutions and linear layers trunc_normal_(std 0.1, [-2, 2]),
+  // except the auxiliary head's conv1 (std 0.01) and fc (std 0.001); batch norms weight 1, bias 0.
+  apply([](Module& m) {
+    if (auto* c = dynamic_cast<Conv2d*>(&m)) init::trunc_normal_(c->weight(), 0, 0.1, -2, 2);
+    else if (auto* l = dynamic_cast<Linear*>(&m)) init::trunc_normal_(l->weight(), 0, 0.1, -2, 2);
+  });
+  if (aux_) {
+    for (auto& [name, p] : aux_->named_parameters()) {
+      if (name == "conv1.conv.weight") init::trunc_normal_(p, 0, 0.01, -2, 2);
+      if (name == "fc.weight") init::trunc_normal_(p, 0, 0.001, -2, 2);
+    }
+  }
 }
 
 Tensor Inception3::forward(const Tensor& x) {

@@ -7,6 +7,7 @@
 #include "engine/ops/elementwise.h"
 #include "layers/activation.h"
 #include "layers/conv.h"
+#include "layers/init.h"
 #include "layers/linear.h"
 #include "layers/norm.h"
 #include "layers/pool.h"
@@ -63,6 +64,12 @@ ModulePtr make_resnet(const ConvnetOptions& o, const std::vector<int>& blocks) {
   net->add("avgpool", make<AdaptiveAvgPool2d>(1))
       .add("flatten", make<Flatten>())
       .add("fc", make<Linear>(512 * Block::kExpansion, o.classes));
+  // torchvision's ResNet.__init__: convolutions kaiming_normal_(fan_out, relu); batch norms start
+  // at weight 1, bias 0 (their own default); the fc keeps Linear's default.
+  net->apply([](Module& m) {
+    if (auto* c = dynamic_cast<Conv2d*>(&m))
+      init::kaiming_normal_(c->weight(), 0, init::FanMode::fan_out, init::Nonlinearity::relu);
+  });
   return net;
 }
 

@@ -4,6 +4,7 @@
 
 #include "layers/activation.h"
 #include "layers/conv.h"
+#include "layers/init.h"
 #include "layers/linear.h"
 #include "layers/norm.h"
 #include "layers/pool.h"
@@ -54,6 +55,17 @@ ModulePtr vgg(int depth, const NetOptions& options) {
       .add("avgpool", make<AdaptiveAvgPool2d>(7))
       .add("flatten", make<Flatten>())
       .add("classifier", classifier);
+  // torchvision's VGG._initialize_weights: convolutions kaiming_normal_(fan_out, relu) with zero
+  // bias, linear layers N(0, 0.01) with zero bias.
+  net->apply([](Module& m) {
+    if (auto* c = dynamic_cast<Conv2d*>(&m)) {
+      init::kaiming_normal_(c->weight(), 0, init::FanMode::fan_out, init::Nonlinearity::relu);
+      init::zeros_(c->bias());
+    } else if (auto* l = dynamic_cast<Linear*>(&m)) {
+      init::normal_(l->weight(), 0, 0.01);
+      init::zeros_(l->bias());
+    }
+  });
   return net;
 }
 

@@ -21,6 +21,7 @@
 #include "layers/init.h"
 #include "layers/linear.h"
 #include "layers/module.h"
+#include "nets/convnets.h"
 
 using namespace kiln;
 
@@ -178,6 +179,47 @@ TEST_CASE("init:: initialisers: bounds, spreads and fans as torch.nn.init") {
   CHECK_THROWS_KILN(init::fans(scalar_tensor(1.0)), "init: fans need a tensor of at least 1 dim");
   CHECK_THROWS_KILN(init::kaiming_uniform_(empty({3, 0})), "kaiming_uniform_: the fan of [3, 0] is 0");
   CHECK_THROWS_KILN(init::uniform_(l, 1, 0), "init::uniform_: a = 1 is greater than b = 0");
+  // trunc_normal_: inside [a, b], redrawn (not clamped: no mass piles up at the bounds), and the
+  // spread of N(0, 1) cut at +-1 (0.5377^2 = 0.2911 variance).
+  init::trunc_normal_(l, 0, 1, -1, 1);
+  sq = 0;
+  int at_bound = 0;
+  for (double v : l.to_vector()) {
+    CHECK((v >= -1 && v <= 1));
+    sq += v * v;
+    at_bound += std::abs(v) == 1.0;
+  }
+  CHECK(at_bound == 0);
+  CHECK(sq / 30000.0 == doctest::Approx(0.2911).epsilon(0.03));
+  CHECK_THROWS_KILN(init::trunc_normal_(l, 0, 1, 10, 11), "holds less than 1e-6 of N(0, 1)");
+  CHECK_THROWS_KILN(init::trunc_normal_(l, 0, 1, 1, -1), "needs std > 0 and a < b");
+}
+
+// The parameter called `name`.
+Tensor param_of(const Module& m, const std::string& name) {
+  for (const auto& [n, t] : m.named_parameters())
+    if (n == name) return t;
+  FAIL("no parameter ", name);
+  return {};
+}
+
+// The spread of one tensor's values about 0.
+double rms(const Tensor& t) {
+  double sq = 0;
+  for (double v : t.to_vector()) sq += v * v;
+  return std::sqrt(sq / double(t.numel()));
+}
+
+TEST_CASE("the zoo nets initialise as torchvision's, through init::") {
+  manual_seed(11);
+  ModulePtr r = nets::resnet(18);
+  const Tensor c = param_of(*r, "layer1.0.conv1.weight");  // [64, 64, 3, 3]
+  CHECK(rms(c) == doctest::Approx(std::sqrt(2.0 / (64 * 9))).epsilon(0.03));
+  ModulePtr v = nets::vgg(11);
+  CHECK(rms(param_of(*v, "classifier.3.weight")) == doctest::Approx(0.01).epsilon(0.03));
+  CHECK(rms(param_of(*v, "classifier.3.bias")) == 0);
+  CHECK(rms(param_of(*v, "features.0.bias")) == 0);
+  CHECK(rms(param_of(*v, "features.3.weight")) == doctest::Approx(std::sqrt(2.0 / (128 * 9))).epsilon(0.03));
 }
 
 TEST_CASE("custom autograd Functions: values, gradients, errors") {
