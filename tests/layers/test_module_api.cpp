@@ -21,7 +21,6 @@
 #include "layers/init.h"
 #include "layers/linear.h"
 #include "layers/module.h"
-#include "nets/convnets.h"
 
 using namespace kiln;
 
@@ -195,32 +194,6 @@ TEST_CASE("init:: initialisers: bounds, spreads and fans as torch.nn.init") {
   CHECK_THROWS_KILN(init::trunc_normal_(l, 0, 1, 1, -1), "needs std > 0 and a < b");
 }
 
-// The parameter called `name`.
-Tensor param_of(const Module& m, const std::string& name) {
-  for (const auto& [n, t] : m.named_parameters())
-    if (n == name) return t;
-  FAIL("no parameter ", name);
-  return {};
-}
-
-// The spread of one tensor's values about 0.
-double rms(const Tensor& t) {
-  double sq = 0;
-  for (double v : t.to_vector()) sq += v * v;
-  return std::sqrt(sq / double(t.numel()));
-}
-
-TEST_CASE("the zoo nets initialise as torchvision's, through init::") {
-  manual_seed(11);
-  ModulePtr r = nets::resnet(18);
-  const Tensor c = param_of(*r, "layer1.0.conv1.weight");  // [64, 64, 3, 3]
-  CHECK(rms(c) == doctest::Approx(std::sqrt(2.0 / (64 * 9))).epsilon(0.03));
-  ModulePtr v = nets::vgg(11);
-  CHECK(rms(param_of(*v, "classifier.3.weight")) == doctest::Approx(0.01).epsilon(0.03));
-  CHECK(rms(param_of(*v, "classifier.3.bias")) == 0);
-  CHECK(rms(param_of(*v, "features.0.bias")) == 0);
-  CHECK(rms(param_of(*v, "features.3.weight")) == doctest::Approx(std::sqrt(2.0 / (128 * 9))).epsilon(0.03));
-}
 
 TEST_CASE("custom autograd Functions: values, gradients, errors") {
   Tensor x = from_vector(std::vector<double>{0.5, -1, 2}, {3}, DType::float64).requires_grad_();

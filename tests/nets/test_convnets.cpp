@@ -1,7 +1,7 @@
 // The classic convnets of the zoo (nets/convnets.h): published parameter counts, output shapes
 // (layer by layer for AlexNet and OverFeat against nets.md §1.2/§1.3), torchvision state-dict
-// names, the classes / in_channels / image_size options, one SGD step that lowers the loss, and
-// the option combinations that must throw.
+// names, the classes / in_channels / image_size options, one SGD step that lowers the loss, the
+// option combinations that must throw, and torchvision's initialisation through init::.
 //   ctest --test-dir build -R nets.test_convnets
 // Cost: building the ImageNet nets (60-146 M parameters each, twice) dominates; their training
 // step runs at a reduced image size where the net adapts (alexnet 63, vgg 32, resnet 32-64).
@@ -15,12 +15,29 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/reduce.h"
+#include "layers/module.h"
 #include "nets/convnets.h"
 
 using namespace kiln;
 using nets::NetOptions;
 
 namespace {
+
+// The parameter called `name`.
+Tensor param_of(const Module& m, const std::string& name) {
+  for (const auto& [n, t] : m.named_parameters())
+    if (n == name) return t;
+  FAIL("no parameter ", name);
+  return {};
+}
+
+// The spread of one tensor's values about 0.
+double rms(const Tensor& t) {
+  double sq = 0;
+  for (double v : t.to_vector()) sq += v * v;
+  return std::sqrt(sq / double(t.numel()));
+}
+
 
 bool has_key(const Module& m, const std::string& key) {
   for (const auto& [k, t] : m.state_dict())
@@ -254,4 +271,16 @@ TEST_CASE("options that cannot work throw kiln::Error naming the net and the opt
   // A net built for 32x32 fed a different size fails in the layer that cannot take it.
   ModulePtr cnn = nets::build("cifar10-cnn");
   CHECK_THROWS_AS((*cnn)(randn({1, 3, 40, 40})), kiln::Error);
+}
+
+TEST_CASE("the zoo nets initialise as torchvision's, through init::") {
+  manual_seed(11);
+  ModulePtr r = nets::resnet(18);
+  const Tensor c = param_of(*r, "layer1.0.conv1.weight");  // [64, 64, 3, 3]
+  CHECK(rms(c) == doctest::Approx(std::sqrt(2.0 / (64 * 9))).epsilon(0.03));
+  ModulePtr v = nets::vgg(11);
+  CHECK(rms(param_of(*v, "classifier.3.weight")) == doctest::Approx(0.01).epsilon(0.03));
+  CHECK(rms(param_of(*v, "classifier.3.bias")) == 0);
+  CHECK(rms(param_of(*v, "features.0.bias")) == 0);
+  CHECK(rms(param_of(*v, "features.3.weight")) == doctest::Approx(std::sqrt(2.0 / (128 * 9))).epsilon(0.03));
 }
