@@ -126,8 +126,8 @@ void abort(int code) {
 
 std::unique_ptr<Communicator> make_communicator(const std::string& backend, CommOptions options,
                                                 Device device) {
-  KILN_CHECK(options.algorithm == "library" || options.algorithm == "ring",
-             "communicator algorithm '", options.algorithm, "' is unknown (library, ring)");
+  KILN_CHECK(options.algorithm == "library" || options.algorithm == "ring" || options.algorithm == "hierarchical",
+             "communicator algorithm '", options.algorithm, "' is unknown (library, ring, hierarchical)");
   KILN_CHECK(options.timeout_s > 0 && options.warn_after_s > 0,
              "communicator timeout_s and warn_after_s must be positive");
   std::string b = backend;

@@ -82,6 +82,10 @@ class Communicator {
   // received message must have t's byte size (kiln::Error otherwise).
   virtual void send(const Tensor& t, int dst, int tag) = 0;
   virtual int recv(const Tensor& t, int src, int tag) = 0;
+  // The ranks that the following kAnySource receives wait for (a parameter server: the workers
+  // that have not pushed this round). Used only to say who is late and whom to blame when one
+  // times out, and to answer other ranks that ask whom this one waits for; {} clears it.
+  virtual void expect_from(const std::vector<int>& ranks) { (void)ranks; }
 
   // A communicator over the ranks passing the same color, ordered by key (MPI_Comm_split); all
   // ranks call it. The new one inherits the options.

@@ -28,12 +28,21 @@
 #include <mpi-ext.h>
 #endif
 
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <map>
+#include <sstream>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -68,6 +77,7 @@ std::string mpi_error_string(int rc) {
 constexpr int kSignatureTag = 7001;
 constexpr int kCollective = -1;     // Requests::peers of a collective (no single peer)
 constexpr int kUnnamedSend = -2;    // of a send that names nobody when pending
+constexpr int kAnyPeer = -3;        // of a receive from any rank (expect_from() names the likely ones)
 constexpr int kRingTag = 7002;
 constexpr int kPingTag = 7003;  // liveness probes on their own communicator (probe_)
 constexpr int kPongTag = 7004;
@@ -109,6 +119,65 @@ MPI_Op mpi_op(DType t, ReduceOp op) {
   return slot;
 }
 
+// Who a rank is, exchanged when a communicator is made: so that a rank that stops answering can be
+// looked up in /proc when it runs on the same host (stopped, or dead), which no MPI call says.
+struct Identity {
+  int64_t pid = 0;
+  int64_t start_ticks = 0;  // /proc/<pid>/stat field 22: a reused pid has another
+  char host[64] = {};
+};
+
+// The state letter and start time of /proc/<pid>/stat ('?' when there is no such process).
+std::pair<char, int64_t> proc_state(int64_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!f || !std::getline(f, text)) return {'?', 0};
+  const size_t close = text.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return {'?', 0};
+  std::istringstream rest(text.substr(close + 1));
+  std::string field;
+  char state = '?';
+  int64_t start = 0;
+  for (int i = 3; rest >> field; ++i) {  // field 3 is the state, 22 the start time
+    if (i == 3) state = field.empty() ? '?' : field[0];
+    if (i == 22) {
+      start = std::atoll(field.c_str());
+      break;
+    }
+  }
+  return {state, start};
+}
+
+// When this process last got SIGCONT (steady-clock ns; 0: never): a rank stopped with SIGSTOP and
+// continued, while the others gave up on it, must not blame them for its own stop.
+std::atomic<int64_t> g_sigcont_ns{0};
+extern "C" void on_sigcont(int) {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe; steady_clock's clock on Linux
+  g_sigcont_ns.store(int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec, std::memory_order_relaxed);
+}
+void watch_sigcont() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction old = {};
+    sigaction(SIGCONT, nullptr, &old);
+    if (old.sa_handler != SIG_DFL) return;  // the program's own: leave it
+    struct sigaction sa = {};
+    sa.sa_handler = on_sigcont;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGCONT, &sa, nullptr);
+  });
+}
+
+Identity my_identity() {
+  Identity id;
+  id.pid = int64_t(::getpid());
+  id.start_ticks = proc_state(id.pid).second;
+  ::gethostname(id.host, sizeof(id.host) - 1);
+  return id;
+}
+
 // Why a request exists: its peer rank (-1: a collective, no single peer) and whether timing out
 // may cancel it.
 struct Requests {
@@ -129,6 +198,7 @@ struct OpContext {
   int64_t seq;
   Clock::time_point start = Clock::now();
   bool warned = false;
+  double suspended_s = 0;  // time within the wait this process did not run (SIGSTOP, a frozen host)
 };
 
 class MpiComm final : public Communicator {
@@ -143,6 +213,10 @@ class MpiComm final : public Communicator {
     MPI_Comm_set_errhandler(probe_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(data_, &rank_);
     MPI_Comm_size(data_, &size_);
+    ids_.resize(size_t(size_));
+    watch_sigcont();
+    Identity me = my_identity();
+    MPI_Allgather(&me, sizeof(Identity), MPI_BYTE, ids_.data(), sizeof(Identity), MPI_BYTE, probe_);
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
     cuda_aware_ = MPIX_Query_cuda_support() == 1;
 #endif
@@ -170,6 +244,8 @@ class MpiComm final : public Communicator {
     if (n == 0 || size_ == 1) return;
     if (options_.algorithm == "ring") {
       ring_allreduce(ctx, static_cast<char*>(s.ptr), n, t.dtype(), op);
+    } else if (options_.algorithm == "hierarchical") {
+      hierarchical_allreduce(s.host.defined() ? s.host : t, op == ReduceOp::average ? ReduceOp::sum : op, name);
     } else {
       check_count(ctx, n);
       Requests r;
@@ -273,7 +349,7 @@ class MpiComm final : public Communicator {
     call(ctx, [&] {
       return MPI_Irecv(s.ptr, int(bytes), MPI_BYTE, src == kAnySource ? MPI_ANY_SOURCE : src, tag, data_, &req);
     });
-    r.add(req, src, true);
+    r.add(req, src == kAnySource ? kAnyPeer : src, true);
     MPI_Status st;
     progress(ctx, r, {}, &st);
     int got = 0;
@@ -283,6 +359,8 @@ class MpiComm final : public Communicator {
     s.finish();
     return st.MPI_SOURCE;
   }
+
+  void expect_from(const std::vector<int>& ranks) override { expected_ = ranks; }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
     OpContext ctx{"split", "", seq_};  // colors differ across ranks by design
@@ -360,7 +438,7 @@ class MpiComm final : public Communicator {
     std::vector<MPI_Status> st(n);
     int remaining = n;
     int idle = 0, sleeps = 0;
-    Clock::time_point since_progress = Clock::now();
+    Clock::time_point since_progress = Clock::now(), last_look = Clock::now(), last_dead_check = Clock::now();
     const double yield_limit =
         std::find(r.peers.begin(), r.peers.end(), kCollective) != r.peers.end() ? 5.0 : 0.2;
     while (remaining > 0) {
@@ -401,8 +479,29 @@ class MpiComm final : public Communicator {
         ++sleeps;
         std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000, 20 * sleeps)));
       }
+      // A gap of over a second between two looks means this process did not run (SIGSTOP, a
+      // frozen VM): the wait did not last that long as far as this rank can tell, and the peers
+      // it would blame were not the ones who stalled.
+      const Clock::time_point now = Clock::now();
+      if (now - last_look > std::chrono::seconds(1)) {
+        c.start += now - last_look;
+        c.suspended_s += std::chrono::duration<double>(now - last_look).count();
+      }
+      last_look = now;
+      waiting_on_ = first_pending_peer(r);
       answer_pings();
-      double waited = std::chrono::duration<double>(Clock::now() - c.start).count();
+      double waited = std::chrono::duration<double>(now - c.start).count();
+      if (waited > 0.5 && now - last_dead_check > std::chrono::milliseconds(250)) {
+        last_dead_check = now;
+        const std::string dead = dead_peers(pending_peers(r));
+        if (!dead.empty()) {
+          abandon(r);
+          broken_ = true;
+          broken_why_ = std::string("the communicator is unusable after ") + c.what + " '" + c.name + "'" +
+                        seq_str(c) + " lost a rank";
+          KILN_THROW("rank ", rank_, ": ", c.what, " '", c.name, "'", seq_str(c), ": ", dead, self_suspended(c));
+        }
+      }
       if (waited > options_.warn_after_s && !c.warned) {
         c.warned = true;
         std::string who = pending(r);
@@ -416,7 +515,7 @@ class MpiComm final : public Communicator {
         // Inside a library collective every rank announced itself, so the signatures cannot say
         // who stalled; and a rank waiting on a stalled rank looks silent to the others too. Ask:
         // a rank that waits answers pings; a stopped or dead one does not.
-        const std::string silent = silent_ranks(pending_peers(r));
+        const std::string silent = blame(pending_peers(r));
         if (!silent.empty()) who = silent;
         const char* why = silent.empty() ? " (dead, stopped, or issuing a different collective)" : "";
         abandon(r);
@@ -426,17 +525,43 @@ class MpiComm final : public Communicator {
         char secs[32];
         std::snprintf(secs, sizeof(secs), "%.0f", options_.timeout_s);
         KILN_THROW("rank ", rank_, ": ", c.what, " '", c.name, "'", seq_str(c), " timed out after ", secs,
-                   " s waiting for ", who, why);
+                   " s waiting for ", who, why, self_suspended(c));
       }
     }
   }
 
+  // What a rank that was itself stopped during the wait adds to its error, so that, woken while
+  // the job ends, it does not blame the ranks that gave up on it.
+  std::string self_suspended(const OpContext& c) const {
+    const int64_t cont = g_sigcont_ns.load(std::memory_order_relaxed);
+    const int64_t start = std::chrono::duration_cast<std::chrono::nanoseconds>(c.start.time_since_epoch()).count();
+    const bool continued = cont > 0 && double(start - cont) < options_.timeout_s * 1e9;
+    if (c.suspended_s <= 0 && !continued) return "";
+    char b[200];
+    if (continued)
+      std::snprintf(b, sizeof b, " (this rank itself was stopped and continued (SIGCONT) %.1f s ago: the others may "
+                    "have ended the job because of it)",
+                    double(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count() -
+                           cont) * 1e-9);
+    else
+      std::snprintf(b, sizeof b, " (this rank itself did not run for %.1f s of the wait: stopped or frozen; the others "
+                    "may have ended the job because of it)", c.suspended_s);
+    return b;
+  }
+
   static std::string seq_str(const OpContext& c) { return c.seq >= 0 ? " #" + std::to_string(c.seq) : ""; }
 
-  static std::vector<int> pending_peers(const Requests& r) {
+  // The ranks a wait still needs: the peers of its pending requests, and for a receive from any
+  // rank the ones expect_from() named.
+  std::vector<int> pending_peers(const Requests& r) const {
     std::vector<int> ranks;
-    for (size_t i = 0; i < r.reqs.size(); ++i)
-      if (r.reqs[i] != MPI_REQUEST_NULL && r.peers[i] >= 0) ranks.push_back(r.peers[i]);
+    for (size_t i = 0; i < r.reqs.size(); ++i) {
+      if (r.reqs[i] == MPI_REQUEST_NULL) continue;
+      if (r.peers[i] >= 0) ranks.push_back(r.peers[i]);
+      if (r.peers[i] == kAnyPeer) ranks.insert(ranks.end(), expected_.begin(), expected_.end());
+    }
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
     return ranks;
   }
 
@@ -450,22 +575,63 @@ class MpiComm final : public Communicator {
         if (MPI_Iprobe(MPI_ANY_SOURCE, kPingTag, probe_, &flag, &st) != MPI_SUCCESS || !flag) return;
         int32_t token = 0;
         MPI_Recv(&token, 1, MPI_INT32_T, st.MPI_SOURCE, kPingTag, probe_, MPI_STATUS_IGNORE);
+        // The answer is whom this rank waits for (-1: a collective, or nobody in particular), so a
+        // pinger can follow the chain of waits to the rank that stalled. Static: the buffer must
+        // outlive the freed request.
+        static thread_local int32_t answer[64];
+        static thread_local unsigned next = 0;
+        int32_t* a = &answer[next++ % 64];
+        *a = waiting_on_.load();
         MPI_Request req;  // tiny: eager, completes without the pinger's help
-        MPI_Isend(&token, 1, MPI_INT32_T, st.MPI_SOURCE, kPongTag, probe_, &req);
+        MPI_Isend(a, 1, MPI_INT32_T, st.MPI_SOURCE, kPongTag, probe_, &req);
         MPI_Request_free(&req);
       }
     }
   }
 
-  // Pings `candidates` (every other rank when empty) and returns "rank 1 (no answer to a ping in
-  // 3 s: ...)" for those that stay silent, "" when all answer.
-  std::string silent_ranks(std::vector<int> candidates) {
+  // The first peer a wait still needs (-1: a collective or none), for the answer to a ping.
+  int32_t first_pending_peer(const Requests& r) const {
+    const std::vector<int> ranks = pending_peers(r);
+    return ranks.empty() ? -1 : ranks.front();
+  }
+
+  // "pid 4711 on node3: stopped (state T)", "pid 4711 on node3: gone", or "" when the rank runs
+  // on another host (nothing to look at) or is running.
+  std::string local_state(int r, bool* dead = nullptr) const {
+    const Identity& id = ids_[size_t(r)];
+    if (std::strncmp(id.host, ids_[size_t(rank_)].host, sizeof(id.host)) != 0 || id.pid <= 0) return "";
+    const auto [state, start] = proc_state(id.pid);
+    const std::string who = "pid " + std::to_string(id.pid) + " on " + id.host;
+    const bool gone = state == '?' || state == 'Z' || state == 'X' || (id.start_ticks && start != id.start_ticks);
+    if (dead) *dead = gone;
+    if (gone) return who + ": its process is gone (" + (state == 'Z' ? "a zombie" : "exited or killed") + ")";
+    if (state == 'T' || state == 't') return who + ": stopped (state " + std::string(1, state) + ", SIGSTOP or a debugger)";
+    return "";
+  }
+
+  // "rank 1 (pid 4711 on node3: its process is gone ...) has died" for the candidates (every
+  // other rank when empty) this host can see are dead; "" when none is.
+  std::string dead_peers(std::vector<int> candidates) const {
+    if (candidates.empty())
+      for (int p = 0; p < size_; ++p)
+        if (p != rank_) candidates.push_back(p);
+    std::string out;
+    for (int p : candidates) {
+      bool dead = false;
+      const std::string st = local_state(p, &dead);
+      if (dead) out += std::string(out.empty() ? "" : "; ") + "rank " + std::to_string(p) + " (" + st + ") has died";
+    }
+    return out;
+  }
+
+  // Pings `candidates` (every other rank when empty) for up to `window` seconds. Returns those
+  // that stay silent; the others' answers (whom each waits for) go to *waits.
+  std::vector<int> ping(std::vector<int> candidates, double window, std::map<int, int>* waits) {
     if (candidates.empty())
       for (int p = 0; p < size_; ++p)
         if (p != rank_) candidates.push_back(p);
     std::sort(candidates.begin(), candidates.end());
     candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-    const double window = std::min(3.0, std::max(0.5, options_.timeout_s / 10));
     std::vector<int32_t> out(candidates.size(), rank_), in(candidates.size(), -1);
     std::vector<MPI_Request> sends(candidates.size()), recvs(candidates.size());
     {
@@ -499,25 +665,63 @@ class MpiComm final : public Communicator {
           silent.push_back(candidates[i]);
           MPI_Cancel(&recvs[i]);
           MPI_Request_free(&recvs[i]);
+        } else if (waits) {
+          (*waits)[candidates[i]] = in[i];
         }
         MPI_Request_free(&sends[i]);  // a ping to a dead rank may never complete
       }
     }
-    if (silent.empty()) return "";
-    std::string s = silent.size() == 1 ? "rank " : "ranks ";
-    for (size_t i = 0; i < silent.size(); ++i) s += (i ? ", " : "") + std::to_string(silent[i]);
-    char w[32];
-    std::snprintf(w, sizeof w, "%.1f", window);
-    return s + " (no answer to a ping in " + w + " s: stopped, dead, or blocked outside kiln's communication)";
+    return silent;
   }
 
-  static std::string pending(const Requests& r) {
-    std::vector<int> ranks;
-    for (size_t i = 0; i < r.reqs.size(); ++i)
-      if (r.reqs[i] != MPI_REQUEST_NULL && r.peers[i] >= 0) ranks.push_back(r.peers[i]);
-    std::sort(ranks.begin(), ranks.end());
-    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-    if (ranks.empty()) return "rank(s) unknown (inside the MPI library's collective)";
+  // Whom to blame for a timed-out wait on `candidates` (every other rank when empty): the ranks
+  // that do not answer a ping, found by following the chain of waits from the ranks this one
+  // waits for ("rank 2, which waits for rank 1 (no answer to a ping in 0.8 s: pid 4711 on node3:
+  // stopped ...)"); "" when everyone answers and nobody's wait leads to a silent rank.
+  std::string blame(std::vector<int> candidates) {
+    const double window = std::min(3.0, std::max(0.5, options_.timeout_s / 10));
+    std::vector<char> seen(size_t(size_), 0);
+    seen[size_t(rank_)] = 1;
+    std::string chain;
+    for (int hop = 0; hop < size_; ++hop) {
+      for (int p : candidates) seen[size_t(p)] = 1;
+      std::map<int, int> waits;
+      const std::vector<int> silent = ping(candidates, window, &waits);
+      if (!silent.empty()) {
+        std::string s = chain + (silent.size() == 1 ? "rank " : "ranks ");
+        std::string why;
+        for (size_t i = 0; i < silent.size(); ++i) {
+          s += (i ? ", " : "") + std::to_string(silent[i]);
+          const std::string st = local_state(silent[i]);
+          if (!st.empty()) why += "; rank " + std::to_string(silent[i]) + ", " + st;
+        }
+        char w[32];
+        std::snprintf(w, sizeof w, "%.1f", window);
+        return s + " (no answer to a ping in " + w + " s" +
+               (why.empty() ? std::string(": stopped, dead, or blocked outside kiln's communication") : why) + ")";
+      }
+      // Everyone answered: the stall is further down the chain of waits, if anywhere.
+      std::vector<int> next;
+      std::string via;
+      for (const auto& [p, target] : waits) {
+        if (target < 0 || target >= size_ || seen[size_t(target)]) continue;
+        next.push_back(target);
+        via += (via.empty() ? "" : " and ") + ("rank " + std::to_string(p) + ", which waits for ");
+      }
+      if (next.empty()) return "";
+      chain += via;
+      candidates = next;
+    }
+    return "";
+  }
+
+  std::string pending(const Requests& r) const {
+    const std::vector<int> ranks = pending_peers(r);
+    if (ranks.empty()) {
+      for (size_t i = 0; i < r.reqs.size(); ++i)
+        if (r.reqs[i] != MPI_REQUEST_NULL && r.peers[i] == kAnyPeer) return "any rank";
+      return "rank(s) unknown (inside the MPI library's collective)";
+    }
     std::string s = ranks.size() == 1 ? "rank " : "ranks ";
     for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
     return s;
@@ -573,6 +777,54 @@ class MpiComm final : public Communicator {
 
   void ring_allreduce(OpContext& c, char* buf, int64_t n, DType dt, ReduceOp op);
 
+  // Hierarchical: the node's ranks reduce among themselves (MPI over shared memory), the node
+  // leaders (local rank 0) all-reduce across nodes, and each leader broadcasts the result to its
+  // node. Nodes are the ranks' hosts, or blocks of KILN_RANKS_PER_NODE consecutive ranks (fake
+  // nodes on one machine, for tests and benchmarks). The node and leader communicators are made
+  // at the first call, which every rank makes (a collective).
+  void hierarchical_allreduce(const Tensor& t, ReduceOp op, const std::string& name) {
+    if (!node_) {
+      int per_node = 0;
+      if (const char* e = std::getenv("KILN_RANKS_PER_NODE")) {
+        char* end = nullptr;
+        const long v = std::strtol(e, &end, 10);
+        KILN_CHECK(end != e && *end == 0 && v >= 1 && v <= size_, "KILN_RANKS_PER_NODE='", e,
+                   "': ranks per (fake) node must be a whole number in [1, ", size_, "]");
+        per_node = int(v);
+      }
+      int node = 0;
+      if (per_node > 0) {
+        node = rank_ / per_node;
+      } else {  // the first rank on this rank's host names the node
+        for (int r = 0; r < size_; ++r)
+          if (std::strncmp(ids_[size_t(r)].host, ids_[size_t(rank_)].host, sizeof(Identity::host)) == 0) {
+            node = r;
+            break;
+          }
+      }
+      node_ = sub_communicator(node);
+      leaders_ = sub_communicator(node_->rank() == 0 ? 0 : -1);
+    }
+    node_->allreduce(t, op, name + " (node)");
+    if (leaders_ && leaders_->size() > 1) leaders_->allreduce(t, op, name + " (leaders)");
+    node_->broadcast(t, 0, name + " (node broadcast)");
+  }
+
+  // A communicator of the ranks passing the same color (-1: none), allreduce by the library.
+  std::unique_ptr<MpiComm> sub_communicator(int color) {
+    OpContext ctx{"split", "", seq_};
+    announce(ctx, CollectiveKind::split, DType::uint8, 0, -1, ReduceOp::sum);
+    MPI_Comm nc = MPI_COMM_NULL;
+    call(ctx, [&] { return MPI_Comm_split(data_, color < 0 ? MPI_UNDEFINED : color, rank_, &nc); });
+    if (nc == MPI_COMM_NULL) return nullptr;
+    CommOptions o = options_;
+    o.algorithm = "library";
+    auto c = std::make_unique<MpiComm>(nc, o);
+    MpiLock lock;
+    MPI_Comm_free(&nc);
+    return c;
+  }
+
   MPI_Comm data_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
   MPI_Comm probe_ = MPI_COMM_NULL;  // liveness pings, answered by any rank that waits
   int rank_ = 0, size_ = 1;
@@ -581,6 +833,10 @@ class MpiComm final : public Communicator {
   bool broken_ = false;
   std::string broken_why_;
   std::vector<std::unique_ptr<Signature[]>> graveyard_;
+  std::vector<Identity> ids_;     // every rank's pid and host, for blame
+  std::vector<int> expected_;     // expect_from()
+  std::unique_ptr<MpiComm> node_, leaders_;  // hierarchical allreduce
+  std::atomic<int32_t> waiting_on_{-1};  // the peer the current wait needs (answer to pings)
 };
 
 // kiln's ring: reduce-scatter then allgather, n-1 steps each; chunk c of the buffer is

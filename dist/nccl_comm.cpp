@@ -76,7 +76,10 @@ class NcclComm final : public Communicator {
   int size() const override { return size_; }
   std::string backend() const override { return "nccl"; }
 
+  // CPU tensors (the ranks' control exchanges: structure and settings checks, evaluation sums,
+  // clock alignment) go over the host communicator; NCCL moves device memory only.
   void allreduce(const Tensor& t, ReduceOp op, const std::string& name) override {
+    if (t.device().is_cpu()) return host_->allreduce(t, op, name);
     check_tensor(t, "allreduce", name);
     announce(CollectiveKind::allreduce, t.dtype(), t.numel(), -1, op, name);
     if (t.numel() == 0) return;
@@ -89,6 +92,7 @@ class NcclComm final : public Communicator {
   }
 
   void broadcast(const Tensor& t, int root, const std::string& name) override {
+    if (t.device().is_cpu()) return host_->broadcast(t, root, name);
     check_tensor(t, "broadcast", name);
     KILN_CHECK(root >= 0 && root < size_, "nccl broadcast '", name, "': root ", root, " is not a rank");
     announce(CollectiveKind::broadcast, t.dtype(), t.numel(), root, ReduceOp::sum, name);
@@ -99,6 +103,7 @@ class NcclComm final : public Communicator {
   }
 
   void allgather(const Tensor& in, const Tensor& out, const std::string& name) override {
+    if (in.device().is_cpu() && out.device().is_cpu()) return host_->allgather(in, out, name);
     check_tensor(in, "allgather", name);
     check_tensor(out, "allgather", name);
     KILN_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * size_, "nccl allgather '", name,
@@ -111,6 +116,7 @@ class NcclComm final : public Communicator {
   }
 
   void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op, const std::string& name) override {
+    if (in.device().is_cpu() && out.device().is_cpu()) return host_->reduce_scatter(in, out, op, name);
     check_tensor(in, "reduce_scatter", name);
     check_tensor(out, "reduce_scatter", name);
     KILN_CHECK(in.dtype() == out.dtype() && in.numel() == out.numel() * size_, "nccl reduce_scatter '", name,
@@ -135,6 +141,7 @@ class NcclComm final : public Communicator {
   }
 
   void send(const Tensor& t, int dst, int tag) override {
+    if (t.device().is_cpu()) return host_->send(t, dst, tag);
     check_tensor(t, "send", "");
     KILN_CHECK(dst >= 0 && dst < size_, "nccl send: rank ", dst, " is not a rank (size ", size_, ")");
     run("send", "to rank " + std::to_string(dst), [&](cudaStream_t s) {
@@ -146,6 +153,7 @@ class NcclComm final : public Communicator {
   }
 
   int recv(const Tensor& t, int src, int tag) override {
+    if (t.device().is_cpu()) return host_->recv(t, src, tag);
     check_tensor(t, "recv", "");
     KILN_CHECK(src >= 0 && src < size_, "nccl recv: source ", src,
                " must be a rank (NCCL cannot receive from any source; use the mpi backend)");
@@ -182,7 +190,7 @@ class NcclComm final : public Communicator {
     KILN_CHECK(!broken_, "nccl ", what, " '", name, "' (rank ", rank_, "): the communicator was aborted after a timeout");
     KILN_CHECK(t.is_contiguous(), "nccl ", what, " '", name, "': the tensor must be contiguous (", t.str(), ")");
     KILN_CHECK(t.device().is_cuda() && t.device().index == device_, "nccl ", what, " '", name, "': the tensor is on ",
-               t.device(), "; this communicator serves cuda:", device_, " (CPU tensors: the mpi backend)");
+               t.device(), "; this communicator serves cuda:", device_, " (and CPU tensors, over MPI)");
   }
 
   ncclRedOp_t red_op(ReduceOp op, DType t, bool* scale) {

@@ -8,14 +8,20 @@
 #include <numeric>
 #include <sstream>
 
+#include <cstring>
+#include <nlohmann/json.hpp>
+
 #include "engine/autograd.h"
 #include "engine/ops/elementwise.h"
 
 namespace kiln::dist {
 namespace {
 
-enum Kind : int { kPush = 1, kPull = 2, kDone = 3, kFinal = 4 };  // kFinal: done + wants the result
-constexpr int kHeaderLen = 4;  // kind, worker clock, lr, payload numel
+// kFinal: done + wants the result; kReply: a server's header before the parameters it sends.
+enum Kind : int { kPush = 1, kPull = 2, kDone = 3, kFinal = 4, kReply = 5, kStats = 6, kState = 7 };
+// kind, clock (worker: its pushes; server: its optimizer steps), lr, payload numel, stop (a worker:
+// it asks the job to stop; a server: the job stops after this step)
+constexpr int kHeaderLen = 5;
 
 const char* kind_name(int k) {
   switch (k) {
@@ -23,6 +29,9 @@ const char* kind_name(int k) {
     case kPull: return "PULL";
     case kDone: return "DONE";
     case kFinal: return "FINAL";
+    case kReply: return "REPLY";
+    case kStats: return "STATS";
+    case kState: return "STATE";
   }
   return "?";
 }
@@ -31,12 +40,117 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-Tensor make_header(int kind, int64_t clock, double lr, int64_t numel) {
-  return from_vector(std::vector<double>{double(kind), double(clock), lr, double(numel)}, {kHeaderLen},
-                     TensorOptions(DType::float64));
+Tensor make_header(int kind, int64_t clock, double lr, int64_t numel, bool stop = false) {
+  return from_vector(std::vector<double>{double(kind), double(clock), lr, double(numel), stop ? 1.0 : 0.0},
+                     {kHeaderLen}, TensorOptions(DType::float64));
 }
 
 int64_t bytes_of(const Tensor& t) { return t.numel() * int64_t(t.element_size()); }
+
+// An optimizer state as one uint8 tensor: [header bytes as 8 decimal digits][header JSON]
+// [tensor bytes], the header {"json": state_json, "tensors": [[name, dtype, [shape], offset], ...]}.
+Tensor pack_state(const optim::Optimizer* opt) {
+  nlohmann::json header = {{"json", opt ? opt->state_json() : std::string()}, {"tensors", nlohmann::json::array()}};
+  NamedTensors ts = opt ? opt->state_tensors() : NamedTensors{};
+  int64_t offset = 0;
+  std::vector<Tensor> host;
+  for (const auto& [name, t] : ts) {
+    Tensor c = t.to(Device()).contiguous();
+    header["tensors"].push_back({name, int(c.dtype()), c.sizes(), offset});
+    offset += c.numel() * int64_t(c.element_size());
+    host.push_back(c);
+  }
+  const std::string h = header.dump();
+  char len[16];
+  std::snprintf(len, sizeof len, "%08zu", h.size());
+  Tensor out = empty({8 + int64_t(h.size()) + offset}, DType::uint8);
+  char* p = static_cast<char*>(out.data_ptr());
+  std::memcpy(p, len, 8);
+  std::memcpy(p + 8, h.data(), h.size());
+  char* data = p + 8 + h.size();
+  for (const Tensor& c : host) {
+    std::memcpy(data, c.data_ptr(), size_t(c.numel()) * c.element_size());
+    data += c.numel() * int64_t(c.element_size());
+  }
+  return out;
+}
+
+PsOptimizerState unpack_state(const Tensor& bytes, int server) {
+  const char* p = static_cast<const char*>(bytes.data_ptr());
+  const int64_t n = bytes.numel();
+  auto bad = [&](const std::string& why) {
+    KILN_THROW("parameter server ", server, ": its optimizer state is malformed (", why, ")");
+  };
+  if (n < 8) bad("shorter than its header");
+  const int64_t hlen = std::atoll(std::string(p, 8).c_str());
+  if (hlen <= 0 || 8 + hlen > n) bad("header length " + std::to_string(hlen));
+  nlohmann::json header = nlohmann::json::parse(std::string(p + 8, size_t(hlen)), nullptr, false);
+  if (header.is_discarded() || !header.is_object() || !header.contains("json") || !header.contains("tensors")) bad("header");
+  PsOptimizerState st;
+  st.json = header["json"].get<std::string>();
+  const char* data = p + 8 + hlen;
+  const int64_t room = n - 8 - hlen;
+  try {
+    for (const auto& e : header["tensors"]) {
+      const std::string name = e.at(0).get<std::string>();
+      const int code = e.at(1).get<int>();
+      if (code < 0 || code > int(DType::boolean)) bad("tensor '" + name + "' of dtype code " + std::to_string(code));
+      const DType dt = DType(code);
+      const Shape shape = e.at(2).get<std::vector<int64_t>>();
+      for (int64_t d : shape)
+        if (d < 0 || d > room) bad("tensor '" + name + "' of size " + std::to_string(d));
+      const int64_t off = e.at(3).get<int64_t>();
+      Tensor t = empty(shape, dt);
+      const int64_t nb = t.numel() * int64_t(t.element_size());
+      if (off < 0 || off + nb > room) bad("tensor '" + name + "' outside the message");
+      std::memcpy(t.data_ptr(), data + off, size_t(nb));
+      st.tensors.emplace_back(name, t);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    bad(e.what());
+  }
+  return st;
+}
+
+// The part of the whole job's optimizer state that concerns `shard` (parameters by name).
+PsOptimizerState shard_state(const std::string& json_text, const NamedTensors& tensors, const NamedTensors& shard) {
+  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
+  KILN_CHECK(!j.is_discarded() && j.is_object() && j.contains("params") && j["params"].is_object(),
+             "parameter server: the optimizer state to resume from is not an optimizer's state JSON");
+  nlohmann::json params = nlohmann::json::object();
+  PsOptimizerState st;
+  for (const auto& [name, p] : shard) {
+    KILN_CHECK(j["params"].contains(name), "parameter server: the optimizer state to resume from has no parameter '",
+               name, "'");
+    params[name] = j["params"][name];
+    for (const auto& [tn, t] : tensors)
+      if (tn.size() > name.size() && tn.compare(0, name.size(), name) == 0 && tn[name.size()] == '.' &&
+          tn.find('.', name.size() + 1) == std::string::npos)
+        st.tensors.emplace_back(tn, t);
+  }
+  j["params"] = params;
+  st.json = j.dump();
+  return st;
+}
+
+// PsStats as float64 for a STATS reply, and back.
+constexpr int kStatsLen = 12;
+Tensor stats_tensor(const PsStats& s) {
+  return from_vector(std::vector<double>{double(s.pushes), double(s.pulls), double(s.steps), double(s.bytes_sent),
+                                         double(s.bytes_received), double(s.max_staleness), s.mean_staleness,
+                                         double(s.max_update_lag), s.mean_update_lag, double(s.deferred_pulls),
+                                         s.wait_s, 0.0},
+                     {kStatsLen}, TensorOptions(DType::float64));
+}
+PsStats stats_of(const std::vector<double>& v) {
+  PsStats s;
+  s.pushes = int64_t(v[0]), s.pulls = int64_t(v[1]), s.steps = int64_t(v[2]);
+  s.bytes_sent = int64_t(v[3]), s.bytes_received = int64_t(v[4]);
+  s.max_staleness = int64_t(v[5]), s.mean_staleness = v[6];
+  s.max_update_lag = int64_t(v[7]), s.mean_update_lag = v[8];
+  s.deferred_pulls = int64_t(v[9]), s.wait_s = v[10];
+  return s;
+}
 
 // The flat buffer of one shard: dtype and device of its parameters (all alike, else an Error).
 Tensor shard_buffer(const NamedTensors& params, const std::vector<int>& idx, int64_t numel, int server) {
@@ -54,12 +168,18 @@ Tensor shard_buffer(const NamedTensors& params, const std::vector<int>& idx, int
 // View of buf's elements [off, off + numel(shape)) shaped like p.
 Tensor slot(const Tensor& buf, int64_t off, const Tensor& p) { return buf.narrow(0, off, p.numel()).view(p.sizes()); }
 
-void broadcast_from_chief(Communicator& comm, const NamedTensors& params) {
+// keep_own: take part in the broadcast but keep this rank's values (a server of a resumed job
+// holds the checkpoint's parameters, loaded after the workers broadcast their initial ones).
+void broadcast_from_chief(Communicator& comm, const NamedTensors& params, bool keep_own = false) {
   KILN_CHECK(comm.backend() != "nccl", "parameter servers receive from any rank, which NCCL cannot: give "
              "ParameterServer and PsWorker an 'mpi' communicator (parameters may still live on a GPU)");
   NoGradGuard ng;
   for (const auto& [name, p] : params) {
     KILN_CHECK(p.is_contiguous(), "parameter server: parameter '", name, "' is not contiguous");
+    if (keep_own) {
+      comm.broadcast(empty_like(p), 0, "ps init " + name);
+      continue;
+    }
     comm.broadcast(p.detach(), 0, "ps init " + name);
     p.bump_version();  // written by the communicator (caches of its values, folded batch norm)
   }
@@ -134,6 +254,10 @@ struct ParameterServer::Impl {
   double lr = 0;
   int final_waiter = -1;          // the chief after FINAL
   double sum_staleness = 0, sum_lag = 0;
+  // Stops: a worker's push asks (stop_asked); the job stops once stopping is latched, and every
+  // reply says so. Synchronous servers latch at a round's close only, so all replies of one round
+  // agree and every worker stops after the same step.
+  bool stop_asked = false, stopping = false;
 };
 
 ParameterServer::ParameterServer(Communicator& comm, const NamedTensors& params, PsOptions o)
@@ -141,7 +265,9 @@ ParameterServer::ParameterServer(Communicator& comm, const NamedTensors& params,
   KILN_CHECK(is_server(comm_, o_), "ParameterServer on rank ", comm_.rank(), ": with ", o_.servers,
              " server(s) of ", comm_.size(), " ranks, servers are ranks ", comm_.size() - o_.servers, "..",
              comm_.size() - 1);
-  broadcast_from_chief(comm_, params);
+  // Resumed (an initial optimizer state): this rank's model holds the checkpoint's parameters; the
+  // chief broadcast its initial ones before it loaded the checkpoint.
+  broadcast_from_chief(comm_, params, !o_.initial_state_json.empty());
   map_ = shard_parameters(params, o_.servers);
   index_ = comm_.rank() - (comm_.size() - o_.servers);
   Impl& m = *impl_;
@@ -152,6 +278,10 @@ ParameterServer::ParameterServer(Communicator& comm, const NamedTensors& params,
     m.reply_buf = empty_like(m.recv_buf);
     if (o_.synchronous) m.acc_buf = zeros_like(m.recv_buf);
     m.opt = optim::make_optimizer(o_.optimizer, m.shard);
+    if (!o_.initial_state_json.empty()) {
+      const PsOptimizerState st = shard_state(o_.initial_state_json, o_.initial_state_tensors, m.shard);
+      m.opt->load_state(st.json, st.tensors);
+    }
   }
   m.workers = ps_num_workers(comm_.size(), o_);
   m.clock.assign(size_t(m.workers), 0);
@@ -196,14 +326,20 @@ const PsStats& ParameterServer::run() {
     if (o_.staleness < 0) return true;
     return m.clock[size_t(w)] - min_active_clock() <= o_.staleness;
   };
+  auto latch_stop = [&]() {
+    if (m.stop_asked || (o_.stop_requested && o_.stop_requested())) m.stopping = true;
+  };
   auto send_params = [&](int w) {
+    if (!o_.synchronous) latch_stop();
     int64_t off = 0;
     for (auto& [name, p] : m.shard) {
       slot(m.reply_buf, off, p).copy_(p.detach());
       off += p.numel();
     }
+    Tensor h = make_header(kReply, stats_.steps, m.lr, numel, m.stopping);
+    comm_.send(h, w, o_.tag + 2);
     comm_.send(m.reply_buf, w, o_.tag + 2);
-    stats_.bytes_sent += bytes_of(m.reply_buf);
+    stats_.bytes_sent += bytes_of(h) + bytes_of(m.reply_buf);
   };
   auto serve_pending = [&]() {
     for (int w = 0; w < W; ++w) {
@@ -227,6 +363,7 @@ const PsStats& ParameterServer::run() {
     m.acc_buf.zero_();
     std::fill(m.pushed.begin(), m.pushed.end(), 0);
     m.n_pushed = 0;
+    latch_stop();
   };
   auto waiting_for = [&]() {
     std::ostringstream os;
@@ -240,6 +377,16 @@ const PsStats& ParameterServer::run() {
   int w = -1;
   try {
     while (done < W) {
+      // Whom this wait is for, should it time out or another rank ask: synchronous, the workers
+      // the round still needs; else (and once the round has them all) those not already waiting
+      // for a reply.
+      std::vector<int> expect;
+      for (int v = 0; v < W; ++v)
+        if (m.active[size_t(v)] && o_.synchronous && !m.pushed[size_t(v)]) expect.push_back(v);
+      if (expect.empty())
+        for (int v = 0; v < W; ++v)
+          if (m.active[size_t(v)] && !m.pending[size_t(v)]) expect.push_back(v);
+      comm_.expect_from(expect);
       double t0 = now_s();
       w = comm_.recv(header, kAnySource, o_.tag);
       stats_.wait_s += now_s() - t0;
@@ -261,6 +408,7 @@ const PsStats& ParameterServer::run() {
         comm_.recv(m.recv_buf, w, o_.tag + 1);
         stats_.bytes_received += bytes_of(m.recv_buf);
         stats_.pushes++;
+        if (h[4] != 0) m.stop_asked = true;
         m.clock[size_t(w)]++;
         m.lr = h[2];
         int64_t lag = stats_.steps - m.version_at_pull[size_t(w)];
@@ -280,6 +428,16 @@ const PsStats& ParameterServer::run() {
         m.pending[size_t(w)] = 1;
         if (!answerable(w)) stats_.deferred_pulls++;
         serve_pending();
+      } else if (kind == kStats) {  // the chief asks at an epoch's end; answered at once
+        PsStats now = stats_;
+        if (now.pulls > 0) now.mean_staleness = m.sum_staleness / double(now.pulls);
+        if (now.pushes > 0) now.mean_update_lag = m.sum_lag / double(now.pushes);
+        comm_.send(make_header(kReply, stats_.steps, m.lr, kStatsLen, m.stopping), w, o_.tag + 2);
+        comm_.send(stats_tensor(now), w, o_.tag + 2);
+      } else if (kind == kState) {  // the chief, for a checkpoint: this shard's optimizer state now
+        Tensor bytes = pack_state(m.opt.get());
+        comm_.send(make_header(kReply, stats_.steps, m.lr, bytes.numel(), m.stopping), w, o_.tag + 2);
+        comm_.send(bytes, w, o_.tag + 2);
       } else if (kind == kDone || kind == kFinal) {
         m.active[size_t(w)] = 0;
         done++;
@@ -290,8 +448,15 @@ const PsStats& ParameterServer::run() {
         KILN_THROW("parameter server ", index_, ": unknown message kind ", h[0], " from worker ", w);
       }
     }
-    if (m.final_waiter >= 0 && numel > 0) send_params(m.final_waiter);
+    comm_.expect_from({});
+    if (m.final_waiter >= 0 && numel > 0) {
+      send_params(m.final_waiter);
+      Tensor bytes = pack_state(m.opt.get());  // with the final parameters, for the chief's checkpoint
+      comm_.send(make_header(kReply, stats_.steps, m.lr, bytes.numel(), m.stopping), m.final_waiter, o_.tag + 2);
+      comm_.send(bytes, m.final_waiter, o_.tag + 2);
+    }
   } catch (const Error& e) {
+    comm_.expect_from({});
     throw Error("parameter server " + std::to_string(index_) + " (rank " + std::to_string(comm_.rank()) +
                 "), serving workers still running [" + waiting_for() + "]: " + e.what());
   }
@@ -316,10 +481,25 @@ PsWorker::PsWorker(Communicator& comm, const NamedTensors& params, PsOptions o)
 
 PsWorker::~PsWorker() = default;
 
+std::vector<double> PsWorker::receive_reply(int s) {
+  const int rank = ps_server_rank(comm_.size(), o_, s);
+  Tensor header = empty({kHeaderLen}, TensorOptions(DType::float64));
+  comm_.recv(header, rank, o_.tag + 2);
+  std::vector<double> h = header.to_vector();
+  KILN_CHECK(int(h[0]) == kReply, "PS worker ", comm_.rank(), ": parameter server ", s, " (rank ", rank,
+             ") answered with ", kind_name(int(h[0])), ", not a REPLY");
+  return h;
+}
+
 void PsWorker::pull_from(int s) {
   const int rank = ps_server_rank(comm_.size(), o_, s);
+  const std::vector<double> h = receive_reply(s);
+  KILN_CHECK(int64_t(h[3]) == buf_[size_t(s)].numel(), "PS worker ", comm_.rank(),
+             ": parameter server ", s, " (rank ", rank, ") answered with ", kind_name(int(h[0])), " of ",
+             int64_t(h[3]), " elements; expected a REPLY of ", buf_[size_t(s)].numel());
+  if (h[4] != 0) stop_agreed_ = true;
   comm_.recv(buf_[size_t(s)], rank, o_.tag + 2);
-  stats_.bytes_received += bytes_of(buf_[size_t(s)]);
+  stats_.bytes_received += kHeaderLen * int64_t(sizeof(double)) + bytes_of(buf_[size_t(s)]);
   stats_.pulls++;
   NoGradGuard ng;
   int64_t off = 0;
@@ -350,7 +530,7 @@ void PsWorker::push_pull() {
         else dst.zero_();
         off += p.numel();
       }
-      Tensor h = make_header(kPush, clock_ + 1, lr_, buf.numel());
+      Tensor h = make_header(kPush, clock_ + 1, lr_, buf.numel(), stop_requested_);
       const int rank = ps_server_rank(size, o_, s);
       comm_.send(h, rank, o_.tag);
       comm_.send(buf, rank, o_.tag + 1);
@@ -374,6 +554,45 @@ void PsWorker::push_pull() {
   stats_.wait_s += now_s() - t0;
 }
 
+PsOptimizerState PsWorker::receive_state(int s) {
+  const int rank = ps_server_rank(comm_.size(), o_, s);
+  const std::vector<double> v = receive_reply(s);
+  KILN_CHECK(v[3] >= 8 && v[3] < 9e15, "PS worker ", comm_.rank(), ": parameter server ", s,
+             " answered a STATE request with ", kind_name(int(v[0])), " of ", v[3], " bytes");
+  Tensor bytes = empty({int64_t(v[3])}, DType::uint8);
+  comm_.recv(bytes, rank, o_.tag + 2);
+  return unpack_state(bytes, s);
+}
+
+PsOptimizerState PsWorker::server_state() {
+  KILN_CHECK(is_chief(), "PsWorker::server_state: only the chief (rank 0) asks the servers");
+  if (finished_) return merge_optimizer_states(final_state_);
+  std::vector<PsOptimizerState> shards;
+  const int size = comm_.size();
+  for (int s = 0; s < o_.servers; ++s) {
+    if (!buf_[size_t(s)].defined()) continue;  // an empty shard has no optimizer
+    comm_.send(make_header(kState, clock_, lr_, 0), ps_server_rank(size, o_, s), o_.tag);
+    shards.push_back(receive_state(s));
+  }
+  return merge_optimizer_states(shards);
+}
+
+std::vector<PsStats> PsWorker::server_stats() {
+  std::vector<PsStats> out;
+  const int size = comm_.size();
+  for (int s = 0; s < o_.servers; ++s) {
+    const int rank = ps_server_rank(size, o_, s);
+    comm_.send(make_header(kStats, clock_, lr_, 0), rank, o_.tag);
+    const std::vector<double> h = receive_reply(s);
+    KILN_CHECK(int64_t(h[3]) == kStatsLen, "PS worker ", comm_.rank(), ": parameter server ", s, " answered a STATS ",
+               "request with ", h[3], " numbers, not ", kStatsLen);
+    Tensor v = empty({kStatsLen}, TensorOptions(DType::float64));
+    comm_.recv(v, rank, o_.tag + 2);
+    out.push_back(stats_of(v.to_vector()));
+  }
+  return out;
+}
+
 void PsWorker::finish() {
   KILN_CHECK(!finished_, "PsWorker::finish on rank ", comm_.rank(), " called twice");
   finished_ = true;
@@ -387,11 +606,33 @@ void PsWorker::finish() {
     }
     if (is_chief())
       for (s = 0; s < o_.servers; ++s)
-        if (buf_[size_t(s)].defined()) pull_from(s);
+        if (buf_[size_t(s)].defined()) {
+          pull_from(s);
+          final_state_.push_back(receive_state(s));
+        }
   } catch (const Error& e) {
     throw Error("PS worker " + std::to_string(comm_.rank()) + " finishing with parameter server " +
                 std::to_string(s) + " (rank " + std::to_string(ps_server_rank(size, o_, s)) + "): " + e.what());
   }
+}
+
+PsOptimizerState merge_optimizer_states(const std::vector<PsOptimizerState>& shards) {
+  PsOptimizerState out;
+  nlohmann::json merged;
+  for (const PsOptimizerState& st : shards) {
+    nlohmann::json j = nlohmann::json::parse(st.json, nullptr, false);
+    KILN_CHECK(!j.is_discarded() && j.is_object() && j.contains("params") && j.contains("steps"),
+               "parameter servers: a shard's optimizer state is not an optimizer's state JSON");
+    if (merged.is_null()) {
+      merged = j;
+    } else {
+      for (const auto& [k, v] : j["params"].items()) merged["params"][k] = v;
+      merged["steps"] = std::max(merged["steps"].get<int64_t>(), j["steps"].get<int64_t>());
+    }
+    out.tensors.insert(out.tensors.end(), st.tensors.begin(), st.tensors.end());
+  }
+  out.json = merged.is_null() ? std::string() : merged.dump();
+  return out;
 }
 
 }  // namespace kiln::dist

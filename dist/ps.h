@@ -14,9 +14,10 @@
 //
 // Protocol, over an 'mpi' Communicator's send/recv (so its timeouts name a silent peer; NCCL has no
 // any-source receive, so it is refused; parameters may live on a GPU all the same): a worker sends each
-// server a header (float64[4]: kind, worker clock, lr, payload numel) on tag options.tag, the
-// shard's gradients packed in one flat buffer on tag+1 (PUSH), then for each server in turn a PULL
-// header and the reply (the shard's parameters, one flat buffer) on tag+2. All pushes go out
+// server a header (float64[5]: kind, worker clock, lr, payload numel, stop request) on tag
+// options.tag, the shard's gradients packed in one flat buffer on tag+1 (PUSH), then for each
+// server in turn a PULL header and the reply on tag+2 (a REPLY header: server steps, numel, stop;
+// then the shard's parameters, one flat buffer). All pushes go out
 // before any reply is awaited, so the servers update their shards concurrently; a server never
 // sends a reply that its worker is not already waiting for, so blocking sends cannot deadlock.
 // Synchronous: a server answers the PULLs of round t once every worker still running has pushed
@@ -27,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,7 +45,25 @@ struct PsOptions {
   int staleness = -1;        // asynchronous only: SSP bound S >= 0, -1 unbounded
   optim::OptimizerConfig optimizer;  // the servers' optimizer; lr comes from the workers (set_lr)
   int tag = 7100;            // point-to-point tags tag, tag+1, tag+2 are the PS's own
+  // Servers: polled for a stop request of the server's own process (a signal to it). Synchronous
+  // servers poll when a round closes, asynchronous ones before each reply.
+  std::function<bool()> stop_requested;
+  // Servers: the whole job's optimizer state to start from (a resumed checkpoint's, as
+  // Optimizer::state_json / state_tensors); each server takes its shard's part, whatever the
+  // number of servers that wrote it, and keeps its own parameters (the checkpoint's, which every
+  // rank loads) rather than the chief's broadcast. Empty: a fresh optimizer, the chief's values.
+  std::string initial_state_json;
+  NamedTensors initial_state_tensors;
 };
+
+// One optimizer state (Optimizer::state_json and state_tensors), as the servers hold it per shard.
+struct PsOptimizerState {
+  std::string json;
+  NamedTensors tensors;
+};
+// The servers' shards' states as one state of the whole model (every parameter's counts and
+// tensors; steps: the most any shard took), for Optimizer::load_state.
+PsOptimizerState merge_optimizer_states(const std::vector<PsOptimizerState>& shards);
 
 // kiln::Error naming the field unless 1 <= servers < size, staleness >= -1, and staleness is -1
 // when synchronous. size <= 0: the job's size is not known yet (servers < size is not checked).
@@ -118,6 +138,18 @@ class PsWorker {
   void finish();
   bool is_chief() const { return comm_.rank() == 0; }
   int64_t clock() const { return clock_; }  // push_pull calls so far
+  // Stops agreed through the servers: request_stop() marks this worker's next pushes; a server
+  // that has seen such a push (or was signalled itself) says so in every reply from the end of
+  // that round on (synchronous: all workers learn it at the same step), and stop_agreed() turns
+  // true after the push_pull that received it.
+  void request_stop() { stop_requested_ = true; }
+  // Each server's statistics so far (a STATS request answered at once, between rounds), in
+  // server order. Not counted in the stats themselves.
+  std::vector<PsStats> server_stats();
+  // The chief: every server's optimizer state now (a STATE request, answered at once), merged;
+  // after finish(), the servers' final state (sent with the final parameters).
+  PsOptimizerState server_state();
+  bool stop_agreed() const { return stop_agreed_; }
   const PsStats& stats() const { return stats_; }
   const PsShardMap& shard_map() const { return map_; }
 
@@ -131,6 +163,11 @@ class PsWorker {
   double lr_ = 0;
   int64_t clock_ = 0;
   bool finished_ = false;
+  bool stop_requested_ = false, stop_agreed_ = false;
+  std::vector<PsOptimizerState> final_state_;  // the chief, after finish()
+  PsOptimizerState receive_state(int server);
+  // A server's REPLY header (kind, its steps, lr, payload numel, stop), checked to be one.
+  std::vector<double> receive_reply(int server);
   PsStats stats_;
 };
 

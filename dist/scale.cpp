@@ -388,6 +388,7 @@ StepPrediction simulate_step(const DeviceProfile& profile, int gpus, int nodes, 
 
 std::vector<ReferenceRow> reference_from_csv(const std::string& text, const std::string& origin) {
   std::vector<ReferenceRow> rows;
+  std::vector<std::pair<std::string, std::string>> publications;  // "#@ source | publication"
   std::istringstream in(text);
   std::string line;
   int lineno = 0;
@@ -395,6 +396,17 @@ std::vector<ReferenceRow> reference_from_csv(const std::string& text, const std:
   while (std::getline(in, line)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.rfind("#@", 0) == 0) {
+      const size_t bar = line.find('|');
+      KILN_CHECK(bar != std::string::npos, origin, " line ", lineno, ": a publication line is '#@ source | publication'");
+      auto trim = [](std::string x) {
+        x.erase(0, x.find_first_not_of(' '));
+        x.erase(x.find_last_not_of(' ') + 1);
+        return x;
+      };
+      publications.push_back({trim(line.substr(2, bar - 2)), trim(line.substr(bar + 1))});
+      continue;
+    }
     if (line.empty() || line[0] == '#') continue;
     if (header) {  // table,source,model,gpu,batch,nodes,gpus,images_per_s,intra,inter,algorithm,notes
       header = false;
@@ -431,6 +443,9 @@ std::vector<ReferenceRow> reference_from_csv(const std::string& text, const std:
     r.notes = notes;
     rows.push_back(r);
   }
+  for (ReferenceRow& r : rows)
+    for (const auto& [id, text] : publications)
+      if (r.source == id) r.publication = text;
   return rows;
 }
 

@@ -133,6 +133,7 @@ StepPrediction simulate_step(const DeviceProfile& p, int gpus, int nodes, const 
 struct ReferenceRow {
   std::string table;       // "horovod-p100", "kit-980ti", ... : the rows compared together
   std::string source;      // where it is published (seed file or reference source id)
+  std::string publication; // who published it, what and when (the CSV's "#@ source | publication" lines)
   std::string model;       // kiln zoo name ("resnet50")
   std::string gpu;
   int64_t batch = 0;       // per GPU
@@ -142,7 +143,8 @@ struct ReferenceRow {
   std::string algorithm;     // ring | hierarchical | tree | ps
   std::string notes;
 };
-// CSV with a header line; '#' lines are comments; notes (last column) may hold commas.
+// CSV with a header line; '#' lines are comments, except "#@ <source> | <publication>", which names
+// the publication behind a source id; notes (last column) may hold commas.
 std::vector<ReferenceRow> reference_from_csv(const std::string& text, const std::string& origin = "reference");
 std::vector<ReferenceRow> load_reference(const std::string& path);
 

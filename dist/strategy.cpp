@@ -36,8 +36,8 @@ void check_dist_config(const DistConfig& c, int ranks) {
   if (c.strategy != StrategyKind::none) {  // none uses no communicator
     const CommOptions& co = c.comm_options;
     KILN_CHECK(co.timeout_s > 0 && co.warn_after_s > 0, "--comm-timeout and --comm-warn must be positive");
-    KILN_CHECK(co.algorithm == "library" || co.algorithm == "ring", "--allreduce: 'library' or 'ring', not '",
-               co.algorithm, "'");
+    KILN_CHECK(co.algorithm == "library" || co.algorithm == "ring" || co.algorithm == "hierarchical",
+               "--allreduce: 'library', 'ring' or 'hierarchical', not '", co.algorithm, "'");
   }
   switch (c.strategy) {
     case StrategyKind::none:
@@ -72,7 +72,7 @@ PsOptions ps_options(const DistConfig& c, const optim::OptimizerConfig& optimize
 
 Strategy::~Strategy() = default;
 
-void Strategy::serve() {
+void Strategy::serve(const std::function<bool()>&) {
   KILN_THROW("Strategy::serve: this rank is a worker (", strategy_name(kind()), "), not a parameter server");
 }
 
@@ -139,13 +139,38 @@ class PsStrategy final : public Strategy {
     report_.workers = ps_num_workers(comm.size(), options_);
     report_.worker_index = report_.server ? -1 : comm.rank();
     chief_ = comm.rank() == 0;
+    // The workers' own communicator, for the job's figures: collective over every rank, so before
+    // the workers' PsWorker (servers make their ParameterServer only in serve()).
+    workers_comm_ = comm.split(report_.server ? 1 : 0, comm.rank());
     if (!report_.server) worker_ = std::make_unique<PsWorker>(comm, model.named_parameters(), options_);
   }
+  bool workers_in_step() const override { return options_.synchronous; }
+  void sum_over_workers(const Tensor& t, const std::string& what) override {
+    if (worker_ && workers_comm_->size() > 1) workers_comm_->allreduce(t, ReduceOp::sum, what);
+  }
+  bool server_optimizer_state(PsOptimizerState* state) override {
+    if (!worker_ || !worker_->is_chief()) return false;
+    *state = worker_->server_state();
+    return !state->json.empty();
+  }
+  void set_server_optimizer_state(PsOptimizerState state) override { initial_ = std::move(state); }
+  std::vector<PsStats> server_stats() override {
+    return worker_ && worker_->is_chief() ? worker_->server_stats() : std::vector<PsStats>{};
+  }
 
-  void serve() override {
+  void serve(const std::function<bool()>& stop_requested) override {
     if (!report_.server) Strategy::serve();
-    ParameterServer server(comm_, model_.named_parameters(), options_);
+    PsOptions o = options_;
+    o.stop_requested = stop_requested;
+    o.initial_state_json = initial_.json;
+    o.initial_state_tensors = initial_.tensors;
+    ParameterServer server(comm_, model_.named_parameters(), o);
     served_ = server.run();
+  }
+  int begin_step(bool have_batch, bool stop_requested, bool* stop_any) override {
+    if (worker_ && stop_requested) worker_->request_stop();
+    if (stop_any) *stop_any = worker_ && worker_->stop_agreed();
+    return have_batch ? 1 : 0;
   }
   void step(optim::Optimizer*, double lr) override {
     KILN_CHECK(worker_ != nullptr, "Strategy::step: rank ", comm_.rank(), " is a parameter server; call serve()");
@@ -167,6 +192,8 @@ class PsStrategy final : public Strategy {
   Module& model_;
   PsOptions options_;
   std::unique_ptr<PsWorker> worker_;  // workers only
+  std::unique_ptr<Communicator> workers_comm_;  // the workers (servers: the servers)
+  PsOptimizerState initial_;                    // servers: set_server_optimizer_state
   PsStats served_;                    // servers, after serve()
 };
 

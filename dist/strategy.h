@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,13 +108,32 @@ class Strategy {
   // with sum_over_ranks() (a collective every rank must call). Others: each rank on its own.
   virtual bool sums_over_ranks() const { return false; }
   virtual void sum_over_ranks(const Tensor& t, const std::string& what) {}
+  // Whether every worker runs the same steps at the same time (sync; ps with synchronous servers),
+  // so a collective among workers at an epoch's end is safe; asynchronous workers: false.
+  virtual bool workers_in_step() const { return true; }
+  // The job's figures: sums `t` (float64, on the CPU) over every worker, servers not included; a
+  // collective every worker calls at the same point (epoch ends). One worker: nothing.
+  virtual void sum_over_workers(const Tensor& t, const std::string& what) { sum_over_ranks(t, what); }
+  // The chief of a ps/async job: every server's statistics so far (asked of them now); others: {}.
+  virtual std::vector<PsStats> server_stats() { return {}; }
+  // The chief of a ps/async job: the servers' optimizer state, whole (asked of them now; after
+  // finish(), the final one), for a checkpoint; false elsewhere (the rank's own optimizer holds it).
+  virtual bool server_optimizer_state(PsOptimizerState* state) { (void)state; return false; }
+  // A ps/async server before serve(): the whole job's optimizer state to start from (a resumed
+  // checkpoint's); each server takes its shard's part.
+  virtual void set_server_optimizer_state(PsOptimizerState state) { (void)state; }
 
   // A server: serves its shard until every worker has called finish(). A worker: kiln::Error.
-  virtual void serve();
+  // `stop_requested` is polled for a stop request of this process (a signal to a server), which
+  // the servers pass on to every worker.
+  virtual void serve(const std::function<bool()>& stop_requested = {});
   // Before each step's forward: how many workers have a batch (0: all are done). A sync rank
-  // with `have_batch` false while others go on must still run the step with zero gradients. The
-  // same exchange carries stop requests (SIGTERM on some ranks): *stop_any says whether any rank
-  // made one, so all stop at the same step.
+  // with `have_batch` false while others go on must still run the step with zero gradients.
+  // Stops: `stop_requested` says this rank was asked to stop (a signal); *stop_any says the job
+  // stops here, before this step, on every rank at once. sync: the same allreduce carries the
+  // requests, so all stop at the step after the request. ps: the request rides on this rank's
+  // next push and the servers' replies carry the decision, so with synchronous servers every
+  // worker stops at the same step, one step later; asynchronous workers stop each at its next step.
   virtual int begin_step(bool have_batch, bool stop_requested = false, bool* stop_any = nullptr);
   // After backward: sync waits for the buckets and writes the averaged gradients into .grad.
   virtual void finish_gradients() {}

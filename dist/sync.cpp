@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "dist/timeline.h"
+#include "dist/wire.h"
 #include "engine/autograd.h"
 #include "engine/cuda_runtime.h"
 #include "engine/error.h"
@@ -17,12 +18,6 @@
 
 namespace kiln::dist {
 namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 std::string describe(const std::string& kind, const std::string& name, const Tensor& t) {
   std::ostringstream os;
@@ -42,17 +37,6 @@ std::string join_lines(const std::vector<std::string>& lines) {
   std::string s;
   for (const auto& l : lines) s += l + "\n";
   return s;
-}
-
-Tensor bytes_tensor(const std::string& s, size_t n) {
-  Tensor t = zeros({int64_t(n)}, DType::uint8);
-  std::memcpy(t.data_ptr(), s.data(), std::min(n, s.size()));
-  return t;
-}
-
-std::string tensor_string(const Tensor& t, int64_t offset, int64_t n) {
-  const char* p = static_cast<const char*>(t.data_ptr()) + offset;
-  return std::string(p, strnlen(p, size_t(n)));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "dist/settings.h"
 #include "dist/timeline.h"
 #include "engine/autograd.h"
 #include "engine/error.h"
@@ -49,25 +50,34 @@ void make_dir(const std::string& dir, const char* flag) {
 // The signal that asked for a checkpoint-and-exit (0: none). Set by the handler, read between steps.
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+bool g_process_wide = false;  // install_stop_signal_handlers() was called
 
-// Installs the SIGTERM/SIGUSR1 handlers for the lifetime of a fit() and restores the old ones.
+void set_stop_handlers(struct sigaction* old_term, struct sigaction* old_usr1) {
+  struct sigaction sa = {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, old_term);
+  sigaction(SIGUSR1, &sa, old_usr1);
+}
+
+// Installs the SIGTERM/SIGUSR1 handlers for the lifetime of a fit() and restores the old ones;
+// nothing where they are installed for the whole process (then a signal from before fit() counts).
 class StopSignals {
  public:
-  StopSignals() {
+  StopSignals() : own_(!g_process_wide) {
+    if (!own_) return;
     g_stop_signal = 0;
-    struct sigaction sa = {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, &old_term_);
-    sigaction(SIGUSR1, &sa, &old_usr1_);
+    set_stop_handlers(&old_term_, &old_usr1_);
   }
   ~StopSignals() {
+    if (!own_) return;
     sigaction(SIGTERM, &old_term_, nullptr);
     sigaction(SIGUSR1, &old_usr1_, nullptr);
   }
   static int pending() { return g_stop_signal; }
 
  private:
+  bool own_;
   struct sigaction old_term_ = {}, old_usr1_ = {};
 };
 
@@ -100,7 +110,79 @@ std::string fmt_double(double v) {
   return buf;
 }
 
+// The shortest text that reads back as `v` ("0.05", not "0.050000000000000003").
+std::string short_double(double v) {
+  char buf[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
 }  // namespace
+
+void install_stop_signal_handlers() {
+  if (g_process_wide) return;
+  set_stop_handlers(nullptr, nullptr);
+  g_process_wide = true;
+}
+
+dist::Settings job_settings(const TrainConfig& c, const std::string& data, int64_t train_samples, int64_t val_samples) {
+  const auto num = [](double v) { return short_double(v); };
+  const auto yes = [](bool b) { return std::string(b ? "yes" : "no"); };
+  const optim::OptimizerConfig& o = c.optimizer;
+  dist::Settings s = {
+      {"model", c.model_name},
+      {"batch size per rank", std::to_string(c.batch_size)},
+      {"epochs", std::to_string(c.epochs)},
+      {"max steps", std::to_string(c.max_steps)},
+      {"optimizer", o.name},
+      {"learning rate", num(o.lr)},
+      {"weight decay", num(o.weight_decay)},
+  };
+  if (o.name == "sgd" || o.name == "nesterov" || o.name == "lars") s.push_back({"momentum", num(o.momentum)});
+  if (o.name == "sgd") s.push_back({"nesterov", yes(o.nesterov)});
+  if (o.name == "lars") s.push_back({"trust coefficient", num(o.trust_coefficient)});
+  if (o.name == "adam" || o.name == "adamw") {
+    s.push_back({"betas", num(o.beta1) + ", " + num(o.beta2)});
+    s.push_back({"eps", num(o.eps)});
+  }
+  const dist::DistConfig& d = c.dist;
+  s.insert(s.end(), {
+      {"schedule", c.schedule},
+      {"warm-up epochs", num(c.warmup_epochs)},
+      {"gradient clipping norm", num(c.clip_norm)},
+      {"compute dtype", dtype_name(c.compute_dtype)},
+      {"loss scaling", c.compute_dtype == DType::float16 ? "dynamic" : "none"},
+      {"device type", c.device.is_cuda() ? "cuda" : "cpu"},
+      {"task", c.task == Task::segmentation ? "segmentation" : "classification"},
+      {"strategy", dist::strategy_name(d.strategy)},
+      {"scale lr by workers", yes(d.scale_lr)},
+      {"allreduce algorithm", d.comm_options.algorithm},
+      {"collective checks", yes(d.comm_options.check)},
+  });
+  if (d.strategy == dist::StrategyKind::sync)
+    s.insert(s.end(), {{"log every", std::to_string(c.log_every)},
+                       {"bucket MB", num(d.sync.bucket_mb)},
+                       {"overlap", yes(d.sync.overlap)},
+                       {"fp16 allreduce", yes(d.sync.fp16_compression)},
+                       {"sync batch norm", yes(d.sync_bn)}});
+  if (d.strategy == dist::StrategyKind::ps || d.strategy == dist::StrategyKind::async)
+    s.insert(s.end(), {{"parameter servers", std::to_string(d.ps_servers)},
+                       {"ps synchronous", yes(d.ps_synchronous)},
+                       {"staleness bound", std::to_string(d.staleness)}});
+  s.insert(s.end(), {
+      {"data set", data},
+      {"training samples", std::to_string(train_samples)},
+      {"validation samples", std::to_string(val_samples)},
+      {"validation fraction", num(c.val_fraction)},
+      {"augmentation", yes(c.augment)},
+      {"seed", std::to_string(c.seed)},
+      {"checkpoint every", std::to_string(c.checkpoint_every)},
+  });
+  return s;
+}
 
 Tensor task_loss(Task task, const Tensor& output0, const Tensor& target) {
   // Losses in float32 whatever the compute type (as autocast does).
@@ -113,7 +195,14 @@ Tensor task_loss(Task task, const Tensor& output0, const Tensor& target) {
 struct Trainer::State {
   std::unique_ptr<DataLoader> loader;
   std::unique_ptr<EventWriter> events;
-  std::unique_ptr<CsvLog> steps_csv, epochs_csv;
+  std::unique_ptr<CsvLog> steps_csv, epochs_csv, ranks_csv;
+  // Since the last log point: the last step's loss x samples, correct and samples; all images.
+  struct Window {
+    double loss = 0, correct = 0, samples = 0, images = 0;
+  } window;
+  Clock::time_point window_t0;
+  int64_t per_epoch = 1;
+  int64_t pushes_at_epoch_start = 0;  // async: server 0's pushes at the chief's last epoch end
 };
 
 Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config, std::shared_ptr<dist::Communicator> comm)
@@ -150,6 +239,11 @@ Trainer::Trainer(ModulePtr model, Splits data, TrainConfig config, std::shared_p
     model_->to(cfg_.device);  // before the optimizer takes the parameters
   }
   if (cfg_.checkpoint_dir.empty()) cfg_.checkpoint_dir = cfg_.logdir;
+  // Before the strategy's own checks (the model's structure): a rank with another batch size,
+  // optimizer or data set is named here, on every rank, with both values.
+  if (comm_ && comm_->size() > 1)
+    dist::check_settings(*comm_, job_settings(cfg_, data_.name,
+                                              train_set_->size(), val_set_ ? val_set_->size() : 0));
   setup_dist();
   optimizer_ = optim::make_optimizer(cfg_.optimizer, model_->named_parameters());
   const int64_t workers = strategy_->workers();
@@ -266,6 +360,7 @@ EvalResult Trainer::reduce_eval(EvalResult local, double loss_sum) const {
 void Trainer::fit() {
   StopSignals signals;
   interrupted_ = false;
+  stop_signal_ = 0;
   if (!cfg_.resume.empty()) {
     std::string path = cfg_.resume;
     if (path == "latest") {
@@ -281,9 +376,13 @@ void Trainer::fit() {
     bool append = step_ > 0;
     st_->steps_csv = std::make_unique<CsvLog>(cfg_.logdir + "/train.csv", append);
     st_->epochs_csv = std::make_unique<CsvLog>(cfg_.logdir + "/epochs.csv", append);
+    if (strategy_->workers() > 1)
+      st_->ranks_csv = std::make_unique<CsvLog>(cfg_.logdir + "/ranks.csv", append && std::filesystem::exists(cfg_.logdir + "/ranks.csv"));
   }
   if (strategy_->is_server()) {
-    strategy_->serve();
+    if (!last_checkpoint_.empty())  // resumed: the servers continue the checkpoint's optimizer state
+      strategy_->set_server_optimizer_state({optimizer_->state_json(), optimizer_->state_tensors()});
+    strategy_->serve([] { return StopSignals::pending() != 0; });
     return;
   }
   st_->loader = std::make_unique<DataLoader>(train_set_, loader_options(true), data_.default_transform(cfg_.augment));
@@ -293,6 +392,14 @@ void Trainer::fit() {
     if (interrupted_) break;
   }
   strategy_->finish();
+  if (interrupted_) {
+    const std::string p = cfg_.checkpoint_dir.empty() ? std::string() : save_checkpoint();
+    if (stop_signal_ && strategy_->is_chief())
+      std::cerr << "kiln train: "
+                << (stop_signal_ > 0 ? "signal " + std::to_string(stop_signal_) : std::string("a signal to another rank"))
+                << " at step " << step_
+                << (p.empty() ? std::string(", no checkpoint directory") : ", checkpoint " + p) << "\n";
+  }
   if (st_->events) st_->events->flush();
   st_->loader.reset();
 }
@@ -310,15 +417,20 @@ void Trainer::train_epoch() {
                                         per_epoch, std::cerr, isatty(2) != 0);
   auto t0 = Clock::now();
   double images = 0;
-  auto window_t0 = t0;
-  double window_images = 0;
+  st_->window = {};
+  st_->window_t0 = t0;
+  st_->per_epoch = per_epoch;
   Batch b, last;
   for (;;) {
     bool have = loader.next(b);
     bool replay = false;  // sync: this rank is out of batches but others are not (join)
     bool stop = false;
-    if (strategy_->begin_step(have, StopSignals::pending() != 0, &stop) == 0) break;
-    if (stop && !StopSignals::pending()) g_stop_signal = SIGTERM;  // another rank was signalled
+    const int active = strategy_->begin_step(have, StopSignals::pending() != 0, &stop);
+    if (stop) {  // this rank or another was signalled: the ranks agreed to stop here, all at this step
+      stop_now(bar.get(), StopSignals::pending() ? StopSignals::pending() : -1);
+      return;
+    }
+    if (active == 0) break;
     if (!have) {
       KILN_CHECK(last.input.defined(), "kiln train: rank ", comm_->rank(), " has no batch in epoch ", epoch_ + 1,
                  " to stand in while the other ranks finish theirs");
@@ -356,8 +468,9 @@ void Trainer::train_epoch() {
       if (cfg_.clip_norm > 0) optim::clip_grad_norm(optimizer_->params(), cfg_.clip_norm);
       strategy_->step(optimizer_.get(), lr);
     }
-    if (replay) {  // no metrics; the same step count and stopping points as the other ranks
+    if (replay) {  // no metrics; the same step count, log points and stopping points as the other ranks
       ++step_;
+      log_step(0, 0, 0, 0, lr);
       if (stop_after_step(bar.get())) return;
       continue;
     }
@@ -378,7 +491,6 @@ void Trainer::train_epoch() {
     ++step_;
     ++batch_in_epoch_;
     images += double(b.size);
-    window_images += double(b.size);
 
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     double ips = secs > 0 ? images / secs : 0;
@@ -388,22 +500,7 @@ void Trainer::train_epoch() {
       v.push_back({"img/s", ips});
       bar->update(batch_in_epoch_, v);
     }
-    if (st_->events && cfg_.log_every > 0 && step_ % cfg_.log_every == 0) {
-      double wsecs = std::chrono::duration<double>(Clock::now() - window_t0).count();
-      double wips = wsecs > 0 ? window_images / wsecs : 0;
-      window_t0 = Clock::now();
-      window_images = 0;
-      st_->events->add_scalar("train/loss", l, step_);
-      if (cfg_.task == Task::classification)
-        st_->events->add_scalar("train/accuracy", correct / double(b.size), step_);
-      st_->events->add_scalar("train/learning_rate", lr, step_);
-      st_->events->add_scalar("train/images_per_second", wips, step_);
-      st_->steps_csv->write(step_, {{"epoch", double(epoch_) + double(batch_in_epoch_) / double(per_epoch)},
-                                    {"loss", l},
-                                    {"accuracy", correct / double(b.size)},
-                                    {"learning_rate", lr},
-                                    {"images_per_second", wips}});
-    }
+    log_step(double(l) * double(b.size), correct, double(b.size), double(b.size), lr);
     if (stop_after_step(bar.get())) return;
     if (cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0 && !cfg_.checkpoint_dir.empty() &&
         batch_in_epoch_ < per_epoch)
@@ -419,10 +516,47 @@ void Trainer::train_epoch() {
   s.images_per_s = secs > 0 ? images / secs : 0;
   s.seconds = secs;
   s.lr = optimizer_->lr();
-  if (strategy_->sums_over_ranks()) {  // the job's throughput: every rank's images over this rank's time
-    Tensor n = from_vector(std::vector<double>{images}, {1}, DType::float64);
-    strategy_->sum_over_ranks(n, "epoch images");
-    s.images_per_s = secs > 0 ? n.data<double>()[0] / secs : 0;
+  s.rank_images_per_s = {s.images_per_s};
+  const int workers = strategy_->workers();
+  if (workers > 1 && !strategy_->workers_in_step()) {
+    // Asynchronous workers reach their epoch ends at different times (and a stop may come to
+    // each at a different step), so no collective here: the job's images/s is what the servers
+    // took since the chief's last epoch end (pushes to server 0 x batch) over the chief's epoch
+    // time; loss and accuracy stay the chief's (epoch line and logs say so).
+    s.ps = strategy_->server_stats();
+    s.rank_images_per_s = {s.images_per_s};
+    if (!s.ps.empty()) {
+      const int64_t pushes = s.ps.front().pushes - st_->pushes_at_epoch_start;
+      st_->pushes_at_epoch_start = s.ps.front().pushes;
+      s.images_per_s = secs > 0 ? double(pushes) * double(cfg_.batch_size) / secs : 0;
+      s.chief_only_metrics = true;
+    }
+  } else if (workers > 1) {
+    // The job's epoch: every worker's sums and its own images and seconds (a slot each), summed
+    // over the workers (sync, and ps with synchronous servers: every worker ends the epoch at the
+    // same round). Loss and accuracy are weighted by samples; images/s is all images over the
+    // slowest worker's time.
+    const int me = std::max(0, strategy_->worker_index());
+    std::vector<double> v(size_t(3 + 2 * workers), 0.0);
+    v[0] = loss_sum_, v[1] = correct_sum_, v[2] = seen_sum_;
+    v[size_t(3 + me)] = images;
+    v[size_t(3 + workers + me)] = secs;
+    Tensor t = from_vector(v, {int64_t(v.size())}, DType::float64);
+    strategy_->sum_over_workers(t, "epoch figures");
+    const double* a = t.data<double>();
+    double all_images = 0, slowest = 0;
+    s.rank_images_per_s.clear();
+    for (int k = 0; k < workers; ++k) {
+      const double im = a[3 + k], sec = a[3 + workers + k];
+      all_images += im;
+      slowest = std::max(slowest, sec);
+      s.rank_images_per_s.push_back(sec > 0 ? im / sec : 0);
+    }
+    s.train_loss = a[2] > 0 ? a[0] / a[2] : 0;
+    s.train_top1 = a[2] > 0 ? a[1] / a[2] : 0;
+    s.images_per_s = slowest > 0 ? all_images / slowest : 0;
+    s.seconds = slowest;
+    s.ps = strategy_->server_stats();
   }
   if (val_set_ && (strategy_->is_chief() || strategy_->sums_over_ranks())) s.val = evaluate(*val_set_);
   history_.push_back(s);
@@ -432,18 +566,73 @@ void Trainer::train_epoch() {
   if (!cfg_.checkpoint_dir.empty()) save_checkpoint();
 }
 
-// A stop signal (SIGTERM/SIGUSR1, on any rank in sync mode) or max_steps ends training after this
-// step with a checkpoint; returns whether it did.
+// Adds one step to the logged window and, at a log point (every log_every steps), writes it: the
+// step's loss and accuracy and the window's images/s. Sync jobs write the job's
+// figures (the window summed over every rank: a collective at the same steps everywhere, replayed
+// steps included, which is why log_every is a setting the ranks compare); ps/async workers run at
+// their own pace, so their per-step rows are the chief's own, in columns named so ("chief_loss").
+void Trainer::log_step(double loss_sum, double correct, double samples, double images, double lr) {
+  // Loss and accuracy are the logged step's (as before: a point per log step, the job's under
+  // sync); images/s covers every step since the last log point.
+  State::Window& w = st_->window;
+  w.loss = loss_sum, w.correct = correct, w.samples = samples, w.images += images;
+  if (cfg_.log_every <= 0 || step_ % cfg_.log_every != 0) return;
+  const auto now = Clock::now();
+  const double secs = std::chrono::duration<double>(now - st_->window_t0).count();
+  st_->window_t0 = now;
+  State::Window sum = w;
+  w = {};
+  const int workers = strategy_->workers();
+  const bool job = workers > 1 && strategy_->sums_over_ranks();
+  std::vector<double> rank_ips;
+  double ips = secs > 0 ? sum.images / secs : 0;
+  if (job) {
+    const int me = std::max(0, strategy_->worker_index());
+    std::vector<double> v(size_t(3 + workers), 0.0);
+    v[0] = sum.loss, v[1] = sum.correct, v[2] = sum.samples;
+    v[size_t(3 + me)] = ips;
+    Tensor t = from_vector(v, {int64_t(v.size())}, DType::float64);
+    strategy_->sum_over_ranks(t, "logged figures");
+    const double* a = t.data<double>();
+    sum.loss = a[0], sum.correct = a[1], sum.samples = a[2];
+    ips = 0;
+    for (int k = 0; k < workers; ++k) rank_ips.push_back(a[3 + k]), ips += a[3 + k];
+  }
+  if (!st_->events || sum.samples <= 0) return;
+  const std::string who = workers > 1 && !job ? "chief_" : "";
+  const double loss = sum.loss / sum.samples, acc = sum.correct / sum.samples;
+  st_->events->add_scalar("train/" + who + "loss", loss, step_);
+  if (cfg_.task == Task::classification) st_->events->add_scalar("train/" + who + "accuracy", acc, step_);
+  st_->events->add_scalar("train/learning_rate", lr, step_);
+  st_->events->add_scalar("train/" + who + "images_per_second", ips, step_);
+  st_->steps_csv->write(step_, {{"epoch", double(epoch_) + double(batch_in_epoch_) / double(st_->per_epoch)},
+                                {who + "loss", loss},
+                                {who + "accuracy", acc},
+                                {"learning_rate", lr},
+                                {who + "images_per_second", ips}});
+  if (st_->ranks_csv)
+    for (size_t k = 0; k < rank_ips.size(); ++k)
+      st_->ranks_csv->write(step_, {{"epoch", double(epoch_) + double(batch_in_epoch_) / double(st_->per_epoch)},
+                                    {"rank", double(k)},
+                                    {"images_per_second", rank_ips[k]}});
+}
+
+// max_steps ends training after this step with a checkpoint; returns whether it did. (A signal
+// stops at the next begin_step, where the ranks agree on it.)
 bool Trainer::stop_after_step(ProgressBar* bar) {
-  const int sig = StopSignals::pending();
-  if (!sig && !(cfg_.max_steps > 0 && step_ >= cfg_.max_steps)) return false;
-  interrupted_ = true;
-  if (bar) bar->finish({});
-  const std::string p = cfg_.checkpoint_dir.empty() ? std::string() : save_checkpoint();
-  if (sig && strategy_->is_chief())
-    std::cerr << "kiln train: signal " << sig << " at step " << step_
-              << (p.empty() ? std::string(", no checkpoint directory") : ", checkpoint " + p) << "\n";
+  if (!(cfg_.max_steps > 0 && step_ >= cfg_.max_steps)) return false;
+  stop_now(bar, 0);
   return true;
+}
+
+// Ends training at this step boundary (every rank of a sync or synchronous-ps job at the same
+// one); fit() then writes the checkpoint once the strategy has finished (a ps chief holds the
+// servers' final parameters only then). `sig`: the signal this rank got, -1 for one another rank
+// got, 0 for max_steps.
+void Trainer::stop_now(ProgressBar* bar, int sig) {
+  interrupted_ = true;
+  stop_signal_ = sig;
+  if (bar) bar->finish({});
 }
 
 void Trainer::log_epoch(const EpochSummary& s) {
@@ -456,7 +645,19 @@ void Trainer::log_epoch(const EpochSummary& s) {
     else
       std::snprintf(line, sizeof line, "epoch %lld: train loss %.4f acc %.4f | val loss %.4f acc %.4f | %.0f img/s\n",
                     (long long)s.epoch, s.train_loss, s.train_top1, s.val.loss, s.val.top1, s.images_per_s);
-    std::cerr << line;
+    std::string text = line;
+    if (s.chief_only_metrics)
+      text.insert(text.find(':'), " (loss and accuracy: the chief's; img/s: the job's, from the servers' pushes)");
+    if (s.rank_images_per_s.size() > 1) {
+      // The job's figures: say so, with each worker's images/s.
+      text.insert(text.find(':'), " (job, " + std::to_string(s.rank_images_per_s.size()) + " workers)");
+      std::string per = " (per worker";
+      for (double v : s.rank_images_per_s) per += " " + std::to_string(int64_t(std::llround(v)));
+      text.insert(text.size() - 1, per + ")");
+    }
+    for (size_t k = 0; k < s.ps.size(); ++k)
+      text += "  ps server " + std::to_string(k) + ": " + s.ps[k].str() + "\n";
+    std::cerr << text;
   }
   if (!st_->events) return;
   EventWriter& ev = *st_->events;
@@ -470,6 +671,21 @@ void Trainer::log_epoch(const EpochSummary& s) {
     ev.add_scalar("epoch/val_accuracy", s.val.top1, step_);
   }
   ev.add_scalar("epoch/images_per_second", s.images_per_s, step_);
+  if (s.rank_images_per_s.size() > 1)
+    for (size_t k = 0; k < s.rank_images_per_s.size(); ++k) {
+      ev.add_scalar("epoch/images_per_second_rank" + std::to_string(k), s.rank_images_per_s[k], step_);
+      if (st_->ranks_csv)
+        st_->ranks_csv->write(step_, {{"epoch", double(s.epoch)}, {"rank", double(k)},
+                                      {"images_per_second", s.rank_images_per_s[k]}});
+    }
+  for (size_t k = 0; k < s.ps.size(); ++k) {
+    const std::string tag = "ps/server" + std::to_string(k) + "/";
+    ev.add_scalar(tag + "pushes", double(s.ps[k].pushes), step_);
+    ev.add_scalar(tag + "pulls", double(s.ps[k].pulls), step_);
+    ev.add_scalar(tag + "mean_staleness", s.ps[k].mean_staleness, step_);
+    ev.add_scalar(tag + "max_staleness", double(s.ps[k].max_staleness), step_);
+    ev.add_scalar(tag + "deferred_pulls", double(s.ps[k].deferred_pulls), step_);
+  }
   if (cfg_.histograms)
     for (const auto& [name, p] : model_->named_parameters()) ev.add_histogram("weights/" + name, p, step_);
   ev.flush();
@@ -486,6 +702,10 @@ std::string Trainer::save_checkpoint() {
   if (!strategy_->is_chief()) return "";  // one writer: the other ranks hold the same weights
   KILN_CHECK(!cfg_.checkpoint_dir.empty(), "Trainer::save_checkpoint: no checkpoint directory configured");
   make_dir(cfg_.checkpoint_dir, "--checkpoint-dir");
+  // ps/async: the servers hold the optimizer state; this rank's optimizer takes it, whole, so the
+  // checkpoint has it as a sync one does (and a resume on any number of servers can share it out).
+  dist::PsOptimizerState servers;
+  if (strategy_->server_optimizer_state(&servers)) optimizer_->load_state(servers.json, servers.tensors);
   Checkpoint c;
   c.weights = model_->state_dict();
   c.optimizer = optimizer_->state_tensors();
@@ -499,6 +719,7 @@ std::string Trainer::save_checkpoint() {
   j["batch_in_epoch"] = batch_in_epoch_;
   j["epochs"] = cfg_.epochs;
   j["batch_size"] = cfg_.batch_size;
+  j["workers"] = strategy_->workers();  // with batch_size: the global batch an elastic resume keeps
   j["seed"] = cfg_.seed;
   j["schedule"] = cfg_.schedule;
   j["base_lr"] = cfg_.optimizer.lr;
@@ -513,18 +734,22 @@ std::string Trainer::save_checkpoint() {
   std::string prefix = cfg_.checkpoint_dir + "/" + name;
   kiln::save_checkpoint(prefix, c);
   last_checkpoint_ = prefix;
-  if (written_.empty() || written_.back() != prefix) written_.push_back(prefix);
   prune_checkpoints();
   return prefix;
 }
 
+// The newest keep_checkpoints sets in the directory stay, whichever run wrote them (an earlier
+// run's sets count too, or a directory reused across runs would fill the disk); never the one
+// just written.
 void Trainer::prune_checkpoints() {
   if (cfg_.keep_checkpoints <= 0) return;
-  while (int64_t(written_.size()) > cfg_.keep_checkpoints) {
-    const std::string& old = written_.front();
-    for (const char* ext : {".json", ".safetensors", ".optim.safetensors"}) std::remove((old + ext).c_str());
-    written_.erase(written_.begin());
-  }
+  std::vector<std::string> sets = list_checkpoints(cfg_.checkpoint_dir);
+  const auto newest = std::filesystem::path(last_checkpoint_ + ".json").filename();
+  sets.erase(std::remove_if(sets.begin(), sets.end(),
+                            [&](const std::string& p) { return std::filesystem::path(p).filename() == newest; }),
+             sets.end());
+  const size_t keep_others = size_t(cfg_.keep_checkpoints - 1);
+  for (size_t i = 0; i + keep_others < sets.size(); ++i) remove_checkpoint(sets[i]);
 }
 
 namespace {
@@ -612,9 +837,10 @@ void Trainer::load_checkpoint(const std::string& path) {
   const int64_t epoch = r.integer("epoch", 0, kMaxCount);
   const int64_t batch_in_epoch = r.integer("batch_in_epoch", 0, kMaxCount);
   if (j.contains("epochs")) r.integer("epochs", 1, kMaxCount);
-  if (j.contains("batch_size")) r.integer("batch_size", 1, kMaxCount);
+  const int64_t saved_batch = j.contains("batch_size") ? r.integer("batch_size", 1, kMaxCount) : cfg_.batch_size;
+  const int64_t saved_workers = j.contains("workers") ? r.integer("workers", 1, 1 << 24) : strategy_->workers();
   if (j.contains("seed")) r.integer("seed", 0, INT64_MAX);
-  if (j.contains("base_lr")) r.number(j, "base_lr", "base_lr", 0, 1e6);
+  const double base_lr = j.contains("base_lr") ? r.number(j, "base_lr", "base_lr", 0, 1e6) : cfg_.optimizer.lr;
   // The optimizer's own state: its learning rate and step count are checked here (the optimizer
   // checks its hyper-parameters and tensors).
   const json& opt = r.at(j, "optimizer");
@@ -647,6 +873,31 @@ void Trainer::load_checkpoint(const std::string& path) {
   const uint64_t rng_seed = r.u64_text(r.at(rng, "seed"), "rng.seed");
   const uint64_t rng_offset = r.u64_text(r.at(rng, "offset"), "rng.offset");
 
+  // Elastic resume: another number of workers continues the same global batch schedule. Each
+  // epoch's order is one permutation whatever the workers; worker r of W takes every W-th sample
+  // of it, so the k-th global batch is the same block of W x batch samples on any W (the
+  // DataLoader's sharding). The position in the epoch (batch_in_epoch global batches) carries
+  // over when the global batch does.
+  const int64_t workers = strategy_->workers();
+  if (saved_workers != workers || saved_batch != cfg_.batch_size) {
+    const int64_t global = saved_workers * saved_batch, now = workers * cfg_.batch_size;
+    KILN_CHECK(global == now || batch_in_epoch == 0, "checkpoint ", path, " was written by ", saved_workers,
+               " worker(s) of batch ", saved_batch, " (global batch ", global, ") at batch ", batch_in_epoch,
+               " of epoch ", epoch + 1, "; resuming on ", workers, " worker(s) of batch ", cfg_.batch_size,
+               " (global batch ", now, ") would not continue its schedule: ",
+               global % workers == 0 ? "use --batch " + std::to_string(global / workers)
+                                     : "no per-rank batch gives a global batch of " + std::to_string(global) +
+                                           " on " + std::to_string(workers) + " workers; resume on a divisor of it",
+               ", or resume from a checkpoint at an epoch's end");
+    if (strategy_->is_chief())
+      std::cerr << "kiln train: resuming a checkpoint of " << saved_workers << " worker(s) x batch " << saved_batch
+                << " on " << workers << " worker(s) x batch " << cfg_.batch_size << " (global batch " << now
+                << (global == now ? ", as before" : ", from the epoch's start") << "); the data is re-sharded\n";
+    // --scale-lr multiplied the learning rate by the workers; the global batch it stands for is
+    // the same, so is the rate.
+    if (cfg_.dist.scale_lr && global == now) cfg_.optimizer.lr = base_lr;
+  }
+
   model_->load_state_dict(c.weights, true);
   try {
     optimizer_->load_state(opt.dump(), c.optimizer);
@@ -657,9 +908,12 @@ void Trainer::load_checkpoint(const std::string& path) {
   step_ = step;
   epoch_ = epoch;
   batch_in_epoch_ = batch_in_epoch;
-  loss_sum_ = loss_sum;
-  correct_sum_ = correct_sum;
-  seen_sum_ = seen_sum;
+  // The sums are the chief's (it alone writes checkpoints): the others start the epoch's rest from
+  // zero, so the job's figures at its end count every sample once.
+  const bool chief = strategy_->is_chief();
+  loss_sum_ = chief ? loss_sum : 0;
+  correct_sum_ = chief ? correct_sum : 0;
+  seen_sum_ = chief ? seen_sum : 0;
   default_generator().set_state(rng_seed, rng_offset);
   last_checkpoint_ = path;
 }

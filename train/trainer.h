@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "dist/comm.h"
+#include "dist/settings.h"
 #include "dist/strategy.h"
 #include "engine/amp.h"
 #include "engine/device.h"
@@ -69,7 +70,7 @@ struct TrainConfig {
   bool histograms = true;            // weight histograms at the end of each epoch
   std::string checkpoint_dir;        // "": logdir; both "": no checkpoints
   int64_t checkpoint_every = 0;      // steps; 0: only at the end of each epoch
-  int keep_checkpoints = 2;          // newest N kept (0 = all)
+  int keep_checkpoints = 2;          // newest N in checkpoint_dir kept, whatever run wrote them (0 = all)
   std::string resume;                // "": fresh run; "latest": newest in checkpoint_dir; else a path
   bool progress = true;              // console progress bar
   bool epoch_lines = true;           // one summary line per epoch on stderr (also without the bar)
@@ -84,6 +85,21 @@ struct TrainConfig {
   DistConfig dist;                   // with a communicator of more than one rank
 };
 
+// SIGTERM and SIGUSR1 set the stop flag fit() reads from now on, for the life of the process, not
+// only during fit(): a signal during setup then stops the run at its first step, and one that
+// comes late (a scheduler signals a job's tasks at different moments; the others may already have
+// stopped) no longer kills a rank on its way out. For programs like `kiln train`; without it,
+// fit() installs its handlers for its own duration and restores the old ones.
+void install_stop_signal_handlers();
+
+// What the ranks of a job compare at start (dist::check_settings): everything that must agree for
+// the job to mean what one process of batch ranks x batch_size means. `data`: the data set's name
+// (not its path: nodes may hold copies at different places); sample counts after the limits and
+// the validation split. Settings that may differ per rank (loader threads, log and progress
+// output, the device index, timeouts, the timeline path) are not in it.
+dist::Settings job_settings(const TrainConfig& c, const std::string& data, int64_t train_samples,
+                            int64_t val_samples);
+
 struct EvalResult {
   double loss = 0;
   double top1 = 0;   // classification: top-1 accuracy in [0, 1]
@@ -93,10 +109,18 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
+// One epoch. With several workers in step (sync, ps), train_loss and train_top1 are the job's
+// (every worker's samples weighted alike), images_per_s is the job's (all images over the slowest
+// worker's seconds) and rank_images_per_s each worker's own; asynchronous workers do not wait for
+// each other, so there images_per_s is the servers' intake over the chief's epoch and the loss
+// and accuracy are the chief's (chief_only_metrics). ps lists the servers' statistics (the chief).
 struct EpochSummary {
   int64_t epoch = 0;
   double train_loss = 0, train_top1 = 0, images_per_s = 0, seconds = 0, lr = 0;
   EvalResult val;
+  std::vector<double> rank_images_per_s;
+  std::vector<dist::PsStats> ps;
+  bool chief_only_metrics = false;  // async: loss and accuracy are the chief's (no collective)
 };
 
 class Trainer {
@@ -138,6 +162,8 @@ class Trainer {
   struct State;
   void train_epoch();
   bool stop_after_step(ProgressBar* bar);
+  void log_step(double loss_sum, double correct, double samples, double images, double lr);
+  void stop_now(ProgressBar* bar, int sig);
   void setup_dist();
   EvalResult reduce_eval(EvalResult local, double loss_sum) const;
   void log_epoch(const EpochSummary& s);
@@ -164,7 +190,7 @@ class Trainer {
   std::vector<EpochSummary> history_;
   std::vector<float> step_losses_;
   std::string last_checkpoint_;
-  std::vector<std::string> written_;  // checkpoints this run wrote, oldest first
+  int stop_signal_ = 0;  // see stop_now
 };
 
 // The loss the trainer uses for `task` on a batch (mean over the batch).

@@ -148,12 +148,16 @@ Checkpoint load_checkpoint(const std::string& prefix_or_json) {
   return c;
 }
 
-std::string latest_checkpoint(const std::string& dir) {
-  struct Candidate {
-    int64_t step;
-    fs::file_time_type mtime;
-    std::string path;
-  };
+namespace {
+
+struct Candidate {
+  int64_t step;
+  fs::file_time_type mtime;
+  std::string path;
+};
+
+// Every parseable checkpoint sidecar in `dir` (not verified), in directory order.
+std::vector<Candidate> scan_sidecars(const std::string& dir) {
   std::vector<Candidate> found;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
@@ -169,6 +173,33 @@ std::string latest_checkpoint(const std::string& dir) {
       // Not a checkpoint sidecar (another JSON file), or a damaged one: not a candidate.
     }
   }
+  return found;
+}
+
+}  // namespace
+
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<Candidate> found = scan_sidecars(dir);
+  std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
+    return a.mtime != b.mtime ? a.mtime < b.mtime : a.step < b.step;
+  });
+  std::vector<std::string> paths;
+  for (const Candidate& c : found) paths.push_back(c.path);
+  return paths;
+}
+
+void remove_checkpoint(const std::string& prefix_or_json) {
+  const std::string sidecar = sidecar_path(prefix_or_json);
+  const std::string prefix = sidecar.substr(0, sidecar.size() - 5);
+  // The sidecar first: without it the set is no longer a checkpoint, whatever is left.
+  for (const std::string& f : {sidecar, prefix + ".safetensors", prefix + ".optim.safetensors"}) {
+    std::error_code ec;
+    fs::remove(f, ec);
+  }
+}
+
+std::string latest_checkpoint(const std::string& dir) {
+  std::vector<Candidate> found = scan_sidecars(dir);
   std::sort(found.begin(), found.end(), [](const Candidate& a, const Candidate& b) {
     return a.step != b.step ? a.step > b.step : a.mtime > b.mtime;
   });

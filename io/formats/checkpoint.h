@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "layers/module.h"
 
@@ -38,5 +39,14 @@ Checkpoint load_checkpoint(const std::string& prefix_or_json);
 // The sidecar path (P.json) of the newest complete, verified checkpoint in `dir` by the step its
 // sidecar records (ties: the newer sidecar), or "" if there is none. Temporary files are ignored.
 std::string latest_checkpoint(const std::string& dir);
+
+// The sidecar paths (P.json) of every checkpoint set in `dir`, whatever run wrote it, oldest
+// written first (ties: the lower step). Sidecars are parsed, not verified: a set whose tensor
+// files are damaged is still listed, so pruning removes it too. Temporary files are ignored.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+// Deletes the files of checkpoint `prefix_or_json` (P.json, P.safetensors, P.optim.safetensors);
+// files already gone are no error.
+void remove_checkpoint(const std::string& prefix_or_json);
 
 }  // namespace kiln

@@ -49,7 +49,7 @@ TEST_CASE("strategy: check_dist_config names the flag that is wrong") {
   CHECK_THROWS_KILN(dist::check_dist_config(c), "--comm-timeout and --comm-warn must be positive");
   c.comm_options.timeout_s = 10;
   c.comm_options.algorithm = "tree";
-  CHECK_THROWS_KILN(dist::check_dist_config(c), "--allreduce: 'library' or 'ring', not 'tree'");
+  CHECK_THROWS_KILN(dist::check_dist_config(c), "--allreduce: 'library', 'ring' or 'hierarchical', not 'tree'");
   c.comm_options.algorithm = "ring";
   c.sync.bucket_mb = 0;
   CHECK_THROWS_KILN(dist::check_dist_config(c), "--bucket-mb must be positive");

@@ -204,6 +204,36 @@ TEST_CASE("a run stopped at max_steps and resumed equals the uninterrupted run b
   CHECK(last == 20);
 }
 
+TEST_CASE("--keep N counts every checkpoint in the directory, whatever run wrote it") {
+  Splits data = open_dataset_dir(kData);
+  test::TempDir tmp("e2e_keep");
+  const std::string dir = tmp.path.string();
+  train::TrainConfig c1 = test::small_train_config(tmp.path);
+  c1.checkpoint_every = 2;
+  c1.keep_checkpoints = 0;  // all
+  c1.max_steps = 7;         // steps 2, 4, 6 and the stop at 7
+  train::Trainer first(test::fresh_mnist_cnn(3), data, c1);
+  first.fit();
+  CHECK(list_checkpoints(dir).size() == 4);
+
+  // A new run (not a resume) in the same directory keeps the newest two of all of them: its own.
+  train::TrainConfig c2 = test::small_train_config(tmp.path);
+  c2.checkpoint_every = 3;
+  c2.keep_checkpoints = 2;
+  c2.max_steps = 5;  // step 3 and the stop at 5
+  train::Trainer second(test::fresh_mnist_cnn(4), data, c2);
+  second.fit();
+  const std::vector<std::string> left = list_checkpoints(dir);
+  REQUIRE(left.size() == 2);
+  CHECK(fs::path(left[0]).filename() == "ckpt-00000003.json");
+  CHECK(fs::path(left[1]).filename() == "ckpt-00000005.json");
+  int tensor_files = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path))
+    tensor_files += e.path().extension() == ".safetensors";
+  CHECK(tensor_files == 4);  // two sets of weights + optimizer state; the pruned sets left nothing
+  CHECK(latest_checkpoint(dir) == left[1]);
+}
+
 TEST_CASE("SIGUSR1 (SLURM's warning) ends the step, writes a checkpoint and restores the old handler") {
   Splits data = open_dataset_dir(kData);
   test::TempDir dir_tmp("e2e_signal");

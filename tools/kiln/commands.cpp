@@ -8,7 +8,7 @@ namespace kiln::cli {
 
 std::vector<Command> add_all_commands(CLI::App& app) {
   return {add_bench(app), add_plot(app),  add_compare(app), add_info(app),  add_data(app),
-          add_train(app), add_eval(app),  add_scale(app),   add_export(app)};
+          add_train(app), add_eval(app),  add_scale(app),   add_timeline(app), add_export(app)};
 }
 
 std::vector<std::string> split_list(const std::string& s) {

@@ -25,6 +25,7 @@ Command add_data(CLI::App& app);
 Command add_train(CLI::App& app);
 Command add_eval(CLI::App& app);
 Command add_scale(CLI::App& app);
+Command add_timeline(CLI::App& app);
 
 // --- ONNX export (export.cpp)
 Command add_export(CLI::App& app);

@@ -33,7 +33,7 @@ void add_dist_flags(CLI::App* sub, DistFlags* f, bool training) {
   sub->add_option("--comm", c.comm, "communicator: auto, mpi, nccl")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
-  sub->add_option("--allreduce", c.comm_options.algorithm, "library (MPI/NCCL's own) or ring (kiln's)")
+  sub->add_option("--allreduce", c.comm_options.algorithm, "library (MPI/NCCL's own), ring (kiln's) or hierarchical (within nodes, then across their leaders)")
       ->capture_default_str()
       ->check(CLI::IsMember({"library", "ring"}));
   sub->add_option("--comm-timeout", c.comm_options.timeout_s,
@@ -70,6 +70,9 @@ DistSession::DistSession(const DistFlags& flags, Device device)
   }
   dist::init();
   comm_ = dist::make_communicator(dist::communicator_backend(config_), config_.comm_options, device);
+  // Every rank, timeline or not (--timeline may be given to some ranks only): each rank's trace is
+  // then written on rank 0's clock.
+  if (comm_->size() > 1) dist::timeline::align_clocks(*comm_);
   if (!config_.timeline.empty()) dist::timeline::start(config_.timeline, comm_->rank(), comm_->size());
   if (comm_->rank() == 0)
     std::fprintf(stderr, "kiln: %d ranks (%s, %s communicator), strategy %s\n", comm_->size(),

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -36,7 +37,7 @@ struct ScaleCliOptions {
   double device_ips = 0, bucket_mb = 25, jitter = 0;
   double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0;  // overrides when given (see the *_opt)
   int gpus_per_node = 8, ps_servers = 0, iters = 3, warmup = 1, threads = 0;
-  bool no_overlap = false, list = false, details = false;
+  bool no_overlap = false, list = false, details = false, measure_here = false;
   CLI::Option* algorithm_opt = nullptr;
   CLI::Option *intra_bw_opt = nullptr, *intra_lat_opt = nullptr, *inter_bw_opt = nullptr, *inter_lat_opt = nullptr;
 };
@@ -122,11 +123,32 @@ dist::DeviceProfile measure(const ScaleCliOptions& o, int64_t batch) {
   return p;
 }
 
+std::string reference_root() {
+  const char* env = std::getenv("KILN_SOURCE_DIR");
+  return (env && *env ? env : KILN_SOURCE_DIR) + std::string("/dist/reference");
+}
+
 std::string reference_path(const ScaleCliOptions& o) {
   if (!o.reference.empty()) return o.reference;
-  const char* env = std::getenv("KILN_SOURCE_DIR");
-  const std::string root = env && *env ? env : KILN_SOURCE_DIR;
-  return root + "/dist/reference/scaling.csv";
+  return reference_root() + "/scaling.csv";
+}
+
+// The profile to use: --profile, else one measured here with --measure, else the one shipped for
+// the model (dist/reference/profiles/<model>-cpu-b32.json): measuring ResNet-50 takes most of a
+// minute and GBs of memory, and after calibration only the profile's shape matters.
+dist::DeviceProfile pick_profile(const ScaleCliOptions& o, const std::string& model, int64_t measure_batch) {
+  if (!o.profile.empty()) return dist::load_profile(o.profile);
+  if (o.measure_here) {
+    ScaleCliOptions mo = o;
+    mo.model = model;
+    return measure(mo, measure_batch);
+  }
+  const std::string shipped = reference_root() + "/profiles/" + model + "-cpu-b32.json";
+  std::error_code ec;
+  KILN_CHECK(std::filesystem::exists(shipped, ec), "kiln scale: no shipped profile for '", model, "' (", shipped,
+             "); pass --measure to measure one on this CPU, or --profile FILE");
+  std::printf("profile: shipped %s (--measure measures one here)\n", shipped.c_str());
+  return dist::load_profile(shipped);
 }
 
 dist::ScaleOptions scale_options(const ScaleCliOptions& o) {
@@ -192,13 +214,15 @@ int run_compare(const ScaleCliOptions& o) {
   // Only the profile's shape matters after calibration: measure at no more than 32 per step to
   // keep the CPU run under a minute for ResNet-50.
   const int64_t measure_batch = o.measure_batch > 0 ? o.measure_batch : std::min<int64_t>(base_batch, 32);
-  dist::DeviceProfile p = o.profile.empty() ? measure(mo, measure_batch) : dist::load_profile(o.profile);
+  dist::DeviceProfile p = pick_profile(o, mo.model, measure_batch);
   if (!o.save_profile.empty()) dist::save_profile(p, o.save_profile);
   print_profile_summary(p);
   const dist::ComparisonResult c = dist::compare_table(p, table, scale_options(o));
-  std::printf("table %s (%s, %s): calibrated one %s = %.1f images/s at batch %lld; bucket %.0f MB, overlap %s, "
-              "jitter %.3g\n",
-              name.c_str(), table.front().source.c_str(), ref.c_str(), table.front().gpu.c_str(),
+  std::printf("table %s: %s [%s, %s]\n", name.c_str(),
+              table.front().publication.empty() ? "(no publication named)" : table.front().publication.c_str(),
+              table.front().source.c_str(), ref.c_str());
+  std::printf("calibrated one %s = %.1f images/s at batch %lld; bucket %.0f MB, overlap %s, jitter %.3g\n",
+              table.front().gpu.c_str(),
               c.device_images_per_s, static_cast<long long>(table.front().batch), o.bucket_mb,
               o.no_overlap ? "off" : "on", o.jitter);
   std::printf("%5s %5s %5s %-12s %-7s %-7s %9s %9s %8s | %10s %8s | %10s %8s %7s\n", "gpus", "nodes", "batch",
@@ -219,6 +243,7 @@ int run_compare(const ScaleCliOptions& o) {
     j["published_images_per_s"] = x.row.images_per_s;
     j["published_efficiency"] = x.published_efficiency;
     j["source"] = x.row.source;
+    j["publication"] = x.row.publication;
     rows.push_back(j);
   }
   std::printf("efficiency: images/s per GPU relative to the table's fewest-GPU row (predicted and published alike)\n");
@@ -248,12 +273,11 @@ int run_scale(const ScaleCliOptions& o) {
   KILN_CHECK(o.gpus_per_node >= 1 && o.gpus_per_node <= dist::kMaxGpusPerNode, "--gpus-per-node: ", o.gpus_per_node,
              " is not in [1, ", dist::kMaxGpusPerNode, "]");
   dist::DeviceProfile p;
-  if (o.profile.empty()) {
+  if (o.profile.empty() && o.measure_here) {
     const int64_t batch = o.batch > 0 ? o.batch : bench::default_batch(o.model);
-    p = measure(o, o.measure_batch > 0 ? o.measure_batch : batch);
-    p = dist::at_batch(p, batch);
+    p = dist::at_batch(pick_profile(o, o.model, o.measure_batch > 0 ? o.measure_batch : batch), batch);
   } else {
-    p = dist::load_profile(o.profile);
+    p = pick_profile(o, o.model, 0);
     if (o.batch > 0) p = dist::at_batch(p, o.batch);
   }
   if (!o.save_profile.empty()) dist::save_profile(p, o.save_profile);
@@ -300,7 +324,8 @@ Command add_scale(CLI::App& app) {
   sub->add_option("--batch", o->batch, "batch per GPU (default: the net's benchmark batch)")->check(whole(0, kMaxBatch));
   sub->add_option("--measure-batch", o->measure_batch, "batch to measure at; times are scaled linearly to --batch (--compare: min(table batch, 32))")
       ->check(whole(0, kMaxBatch));
-  sub->add_option("--profile", o->profile, "read the one-device profile from this JSON instead of measuring");
+  sub->add_option("--profile", o->profile, "read the one-device profile from this JSON (default: the one shipped for the model)");
+  sub->add_flag("--measure", o->measure_here, "measure the profile on this CPU (kiln bench --layers; ResNet-50: most of a minute)");
   sub->add_option("--save-profile", o->save_profile, "write the profile (as measured or read) to this JSON");
   sub->add_option("--device-images-per-s", o->device_ips,
                   "calibrate: rescale the profile so one device gives this many images/s (a published figure)")

@@ -100,6 +100,9 @@ std::string state_string(const nlohmann::json& j, const char* key, const std::st
 }
 
 int run_train(const TrainOptions& o) {
+  // From here to the exit a SIGTERM/SIGUSR1 asks for a stop: before training it stops the run at
+  // its first step, after it (a late signal to a rank that already stopped) it is harmless.
+  train::install_stop_signal_handlers();
   apply_runtime(o);
   KILN_CHECK(!o.model.empty(), "--model is required (see `kiln info` for the zoo)");
   DistSession session(o.dist, pick_device(o.device));
@@ -256,7 +259,7 @@ Command add_train(CLI::App& app) {
   sub->add_option("--checkpoint-dir", o->checkpoint_dir, "checkpoints (default: --logdir)");
   sub->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints (0: each epoch's end)")
       ->check(whole(0, kMaxCount));
-  sub->add_option("--keep", o->keep, "checkpoints kept (0: all)")->capture_default_str()->check(whole(0, 1 << 20));
+  sub->add_option("--keep", o->keep, "newest checkpoints kept in the directory, whatever run wrote them (0: all)")->capture_default_str()->check(whole(0, 1 << 20));
   sub->add_option("--resume", o->resume, "'latest' (newest in the checkpoint dir) or a checkpoint path");
   sub->add_flag("--quiet", o->quiet, "no progress bar (epoch lines stay)");
   sub->add_option("--layout", o->layout, "activations: nhwc (channels-last) or nchw")->capture_default_str();

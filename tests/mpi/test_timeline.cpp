@@ -1,0 +1,97 @@
+// Timelines on one clock: align_clocks estimates each rank's clock against rank 0's (checked here
+// against the truth: on one host every process reads the same monotonic clock, so the shift must
+// equal the difference of the ranks' timeline origins within half the round trip), the files are
+// written on rank 0's clock, and merge() puts them into one trace with a row per rank, refusing
+// what is not such a trace.
+//   ctest --test-dir build -L mpi -R timeline
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dist/comm.h"
+#include "dist/timeline.h"
+#include "tests/mpi/mpi_testing.h"
+
+using namespace kiln;
+
+namespace {
+
+// This process's timeline origin on the host's monotonic clock, in microseconds.
+double origin_us() {
+  const double abs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return abs - dist::timeline::now_us();
+}
+
+std::string error_of(const std::vector<std::string>& inputs, const std::string& out) {
+  try {
+    dist::timeline::merge(inputs, out);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("align_clocks puts every rank on rank 0's clock, within half the round trip") {
+  auto comm = test::world_comm();
+  const auto [shift, rtt] = dist::timeline::align_clocks(*comm);
+  Tensor all = zeros({int64_t(comm->size())}, DType::float64), mine = zeros({1}, DType::float64);
+  mine.data<double>()[0] = origin_us();
+  comm->allgather(mine, all, "origins");
+  const double want = all.data<double>()[comm->rank()] - all.data<double>()[0];
+  INFO("shift ", shift, " us, want ", want, " us, round trip ", rtt, " us");
+  if (comm->rank() == 0) {
+    CHECK(shift == 0);
+  } else {
+    CHECK(rtt > 0);
+    CHECK(std::abs(shift - want) <= rtt / 2 + 50);
+  }
+}
+
+TEST_CASE("timeline merge: one trace, a row per rank, on one clock; foreign files refused") {
+  auto comm = test::world_comm();
+  dist::timeline::align_clocks(*comm);
+  test::TempDir dir("timeline_merge");
+  // Every rank's directory is its own (TempDir per process): rank 0 gathers the paths by name.
+  const std::string base = "/tmp/kiln-timeline-" + std::to_string(comm->size()) + ".json";
+  dist::timeline::start(base, comm->rank(), comm->size());
+  comm->barrier("before the span");
+  { dist::timeline::Span s("compute", "after the barrier"); }
+  dist::timeline::stop();
+  comm->barrier("files written");
+  if (comm->rank() == 0) {
+    std::vector<std::string> files;
+    for (int r = 0; r < comm->size(); ++r) files.push_back(dist::timeline::rank_path(base, r, comm->size()));
+    const std::string out = (dir.path / "merged.json").string();
+    CHECK(dist::timeline::merge(files, out) > 0);
+    std::ifstream in(out);
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    std::set<int64_t> rows;
+    std::vector<double> starts;
+    for (const auto& e : doc["traceEvents"]) {
+      if (e["name"] == "process_name") rows.insert(e["pid"].get<int64_t>());
+      if (e["name"] == "after the barrier") starts.push_back(e["ts"].get<double>());
+    }
+    CHECK(rows.size() == size_t(comm->size()));
+    REQUIRE(starts.size() == size_t(comm->size()));
+    // Leaving one barrier happens at nearly one moment on rank 0's clock (a loaded 2-core host
+    // can delay a rank by a few scheduler slices).
+    const auto [lo, hi] = std::minmax_element(starts.begin(), starts.end());
+    CHECK(*hi - *lo < 50000);
+    // What is not a per-rank kiln trace is refused by name.
+    const std::string junk = (dir.path / "junk.json").string();
+    std::ofstream(junk) << "{\"events\": []}";
+    CHECK(error_of({files[0], junk}, out).find("is not a Chrome trace") != std::string::npos);
+    if (comm->size() > 1)
+      CHECK(error_of({files[0], files[0]}, out).find("are both rank 0") != std::string::npos);
+    for (const auto& f : files) std::remove(f.c_str());
+  }
+  comm->barrier("done");
+}
