@@ -7,8 +7,11 @@
 // for; SERIALIZED is accepted (MpiComm then serialises its MPI calls with a mutex); less is a
 // kiln::Error.
 //   ctest --test-dir build -L mpi
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "dist/comm.h"
@@ -122,6 +125,59 @@ void abort(int code) {
   }
 #endif
   std::exit(code);
+}
+
+namespace {
+
+// The node of each rank, named by its first rank: KILN_RANKS_PER_NODE's blocks, else host names
+// (allgathered over `c`).
+int node_color(Communicator& c) {
+  if (const char* e = std::getenv("KILN_RANKS_PER_NODE")) {
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    KILN_CHECK(end != e && *end == 0 && v >= 1 && v <= c.size(), "KILN_RANKS_PER_NODE='", e,
+               "': ranks per (fake) node must be a whole number in [1, ", c.size(), "]");
+    return c.rank() / int(v) * int(v);
+  }
+  constexpr int64_t kHost = 256;
+  Tensor mine = zeros({kHost}, TensorOptions(DType::uint8));
+  Tensor all = empty({kHost * c.size()}, TensorOptions(DType::uint8));
+  gethostname(static_cast<char*>(mine.data_ptr()), size_t(kHost - 1));
+  c.allgather(mine, all, "host names");
+  const char* names = static_cast<const char*>(all.data_ptr());
+  for (int r = 0; r < c.size(); ++r)
+    if (std::strncmp(names + r * kHost, static_cast<const char*>(mine.data_ptr()), size_t(kHost)) == 0) return r;
+  return c.rank();
+}
+
+}  // namespace
+
+NodeGroups split_by_node(Communicator& c) {
+  const int node = node_color(c);
+  // The groups reduce by their library: split() hands them the options of `c` at the time.
+  const CommOptions saved = c.options();
+  CommOptions library = saved;
+  library.algorithm = "library";
+  c.set_options(library);
+  NodeGroups g;
+  try {
+    g.node = c.split(node, c.rank());
+    g.leaders = c.split(g.node->rank() == 0 ? 0 : -1, c.rank());
+  } catch (...) {
+    c.set_options(saved);
+    throw;
+  }
+  c.set_options(saved);
+  return g;
+}
+
+void hierarchical_allreduce(NodeGroups& g, const Tensor& t, ReduceOp op, const std::string& name) {
+  KILN_CHECK(g.node, "hierarchical allreduce '", name, "': no node groups (split_by_node first)");
+  KILN_CHECK(op != ReduceOp::average, "hierarchical allreduce '", name,
+             "': average is the caller's (sum, then divide by the job's size)");
+  g.node->allreduce(t, op, name + " (node)");
+  if (g.leaders && g.leaders->size() > 1) g.leaders->allreduce(t, op, name + " (leaders)");
+  g.node->broadcast(t, 0, name + " (node broadcast)");
 }
 
 std::unique_ptr<Communicator> make_communicator(const std::string& backend, CommOptions options,

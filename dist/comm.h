@@ -48,8 +48,9 @@ struct CommOptions {
   double timeout_s = 300;     // a collective not done by then: kiln::Error naming the silent ranks
   double warn_after_s = 60;   // then a line on stderr naming the ranks and the collective awaited
   bool check = true;          // match signatures across ranks before each collective
-  std::string algorithm = "library";  // allreduce: "library" (MPI_Allreduce / ncclAllReduce) or
-                                      // "ring" (kiln's reduce-scatter + allgather ring over send/recv)
+  std::string algorithm = "library";  // allreduce: "library" (MPI_Allreduce / ncclAllReduce),
+                                      // "ring" (kiln's reduce-scatter + allgather ring over send/recv,
+                                      // mpi) or "hierarchical" (NodeGroups below; mpi and nccl)
 };
 
 constexpr int kAnySource = -1;
@@ -95,6 +96,22 @@ class Communicator {
   explicit Communicator(CommOptions o) : options_(std::move(o)) {}
   CommOptions options_;
 };
+
+// Hierarchical all-reduce, for nodes of several ranks (Horovod's --hierarchical-allreduce): the
+// ranks of a node reduce among themselves (over shared memory for MPI, NVLink/PCIe for NCCL), one
+// leader per node all-reduces across nodes, and each leader broadcasts the result to its node, so
+// only leaders use the network. Nodes are the ranks' host names, or blocks of KILN_RANKS_PER_NODE
+// consecutive ranks (fake nodes on one machine, for tests and benchmarks).
+struct NodeGroups {
+  std::unique_ptr<Communicator> node;     // the ranks of this rank's node
+  std::unique_ptr<Communicator> leaders;  // node leaders (local rank 0) only; null on the others
+};
+// Collective over `c`: every rank calls it. The groups reduce by their library (algorithm
+// "library"), whatever `c` uses.
+NodeGroups split_by_node(Communicator& c);
+// `t` summed (or op'd) over every rank of the job the groups split. average is the caller's: sum,
+// then divide by the job's size.
+void hierarchical_allreduce(NodeGroups& g, const Tensor& t, ReduceOp op, const std::string& name);
 
 // Starts MPI (MPI_Init_thread) if kiln was built with it and it is not running yet; a no-op
 // otherwise. Safe to call more than once. finalize() ends it if init() started it.

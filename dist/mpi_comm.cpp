@@ -777,52 +777,11 @@ class MpiComm final : public Communicator {
 
   void ring_allreduce(OpContext& c, char* buf, int64_t n, DType dt, ReduceOp op);
 
-  // Hierarchical: the node's ranks reduce among themselves (MPI over shared memory), the node
-  // leaders (local rank 0) all-reduce across nodes, and each leader broadcasts the result to its
-  // node. Nodes are the ranks' hosts, or blocks of KILN_RANKS_PER_NODE consecutive ranks (fake
-  // nodes on one machine, for tests and benchmarks). The node and leader communicators are made
-  // at the first call, which every rank makes (a collective).
+  // Hierarchical (dist/comm.h NodeGroups): the node and leader communicators are made at the
+  // first call, which every rank makes (a collective).
   void hierarchical_allreduce(const Tensor& t, ReduceOp op, const std::string& name) {
-    if (!node_) {
-      int per_node = 0;
-      if (const char* e = std::getenv("KILN_RANKS_PER_NODE")) {
-        char* end = nullptr;
-        const long v = std::strtol(e, &end, 10);
-        KILN_CHECK(end != e && *end == 0 && v >= 1 && v <= size_, "KILN_RANKS_PER_NODE='", e,
-                   "': ranks per (fake) node must be a whole number in [1, ", size_, "]");
-        per_node = int(v);
-      }
-      int node = 0;
-      if (per_node > 0) {
-        node = rank_ / per_node;
-      } else {  // the first rank on this rank's host names the node
-        for (int r = 0; r < size_; ++r)
-          if (std::strncmp(ids_[size_t(r)].host, ids_[size_t(rank_)].host, sizeof(Identity::host)) == 0) {
-            node = r;
-            break;
-          }
-      }
-      node_ = sub_communicator(node);
-      leaders_ = sub_communicator(node_->rank() == 0 ? 0 : -1);
-    }
-    node_->allreduce(t, op, name + " (node)");
-    if (leaders_ && leaders_->size() > 1) leaders_->allreduce(t, op, name + " (leaders)");
-    node_->broadcast(t, 0, name + " (node broadcast)");
-  }
-
-  // A communicator of the ranks passing the same color (-1: none), allreduce by the library.
-  std::unique_ptr<MpiComm> sub_communicator(int color) {
-    OpContext ctx{"split", "", seq_};
-    announce(ctx, CollectiveKind::split, DType::uint8, 0, -1, ReduceOp::sum);
-    MPI_Comm nc = MPI_COMM_NULL;
-    call(ctx, [&] { return MPI_Comm_split(data_, color < 0 ? MPI_UNDEFINED : color, rank_, &nc); });
-    if (nc == MPI_COMM_NULL) return nullptr;
-    CommOptions o = options_;
-    o.algorithm = "library";
-    auto c = std::make_unique<MpiComm>(nc, o);
-    MpiLock lock;
-    MPI_Comm_free(&nc);
-    return c;
+    if (!groups_.node) groups_ = split_by_node(*this);
+    dist::hierarchical_allreduce(groups_, t, op, name);
   }
 
   MPI_Comm data_ = MPI_COMM_NULL, control_ = MPI_COMM_NULL;
@@ -835,7 +794,7 @@ class MpiComm final : public Communicator {
   std::vector<std::unique_ptr<Signature[]>> graveyard_;
   std::vector<Identity> ids_;     // every rank's pid and host, for blame
   std::vector<int> expected_;     // expect_from()
-  std::unique_ptr<MpiComm> node_, leaders_;  // hierarchical allreduce
+  NodeGroups groups_;  // hierarchical allreduce
   std::atomic<int32_t> waiting_on_{-1};  // the peer the current wait needs (answer to pings)
 };
 

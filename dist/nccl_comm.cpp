@@ -5,7 +5,10 @@
 // polling a CUDA event (and ncclCommGetAsyncError) with the MPI communicator's timeout logic:
 // past timeout_s the NCCL communicator is aborted (ncclCommAbort) and a kiln::Error is thrown.
 // APIs newer than the NCCL of CUDA 11 are guarded by NCCL_VERSION_CODE: ncclAvg (2.10; else sum
-// then scale), bfloat16 (2.10), ncclCommSplit (2.18; else split is a kiln::Error).
+// then scale), bfloat16 (2.10), ncclCommSplit (2.18; else split, and so the hierarchical
+// all-reduce, is a kiln::Error). Hierarchical all-reduce (CommOptions::algorithm, dist/comm.h
+// NodeGroups): NCCL within the node (NVLink/PCIe), NCCL among the node leaders, NCCL broadcast
+// within the node; the groups come from ncclCommSplit.
 // Compiled only; runs on a GPU machine:  ctest --test-dir build -L gpu
 #include "dist/nccl_comm.h"
 
@@ -55,6 +58,7 @@ class NcclComm final : public Communicator {
     size_ = host_->size();
   }
   ~NcclComm() override {
+    groups_ = NodeGroups{};  // the communicators split from this one go first
     if (comm_) ncclCommDestroy(comm_);
   }
 
@@ -83,6 +87,12 @@ class NcclComm final : public Communicator {
     check_tensor(t, "allreduce", name);
     announce(CollectiveKind::allreduce, t.dtype(), t.numel(), -1, op, name);
     if (t.numel() == 0) return;
+    if (options_.algorithm == "hierarchical" && size_ > 1) {
+      if (!groups_.node) groups_ = split_by_node(*this);
+      hierarchical_allreduce(groups_, t, op == ReduceOp::average ? ReduceOp::sum : op, name);
+      if (op == ReduceOp::average) ops::scale_(t, 1.0 / size_);
+      return;
+    }
     bool scale = false;
     ncclRedOp_t nop = red_op(op, t.dtype(), &scale);
     run("allreduce", name, [&](cudaStream_t s) {
@@ -281,6 +291,7 @@ class NcclComm final : public Communicator {
   int64_t seq_ = 0;
   bool broken_ = false;
   Tensor one_;
+  NodeGroups groups_;  // hierarchical allreduce
 };
 
 }  // namespace

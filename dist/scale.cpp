@@ -186,6 +186,7 @@ const std::vector<LinkPreset>& link_presets() {
       {"pcie4", {31.5 * 0.75, 8}, "PCIe 4.0 x16: 31.5 GB/s per direction x 0.75"},
       {"ib-fdr", {7.0 * 0.9, 5}, "InfiniBand FDR 4x: 56 Gb/s = 7 GB/s x 0.9"},
       {"ib-edr", {12.5 * 0.9, 5}, "InfiniBand EDR 4x: 100 Gb/s = 12.5 GB/s x 0.9"},
+      {"ipoib-edr", {12.5 * 0.25, 30}, "TCP over IPoIB on EDR (MPI with its openib transport off): 12.5 GB/s x 0.25"},
       {"ib-hdr", {25.0 * 0.9, 5}, "InfiniBand HDR 4x: 200 Gb/s = 25 GB/s x 0.9"},
       {"roce-25", {3.125 * 0.85, 10}, "RoCE over 25 GbE: 3.125 GB/s x 0.85"},
       {"roce-40", {5.0 * 0.85, 10}, "RoCE over 40 GbE: 5 GB/s x 0.85"},
@@ -278,9 +279,13 @@ double allreduce_ms(int64_t bytes, int gpus, int nodes, const Network& net, cons
              " nodes (need 1 <= nodes <= GPUs <= ", kMaxGpus, ")");
   KILN_CHECK(o.ps_servers >= 0 && o.ps_servers <= gpus, "scale: ", o.ps_servers,
              " parameter servers for ", gpus, " GPUs (need 0 <= servers <= GPUs)");
-  if (gpus == 1 || bytes == 0) return 0;
+  if (bytes == 0) return 0;
   const int per_node = (gpus + nodes - 1) / nodes;
   const double b = double(bytes);
+  // Parameter servers on the host serve one GPU too: its gradients go out and the variables come
+  // back every step (tf_cnn_benchmarks' local_parameter_device=cpu).
+  if (o.algorithm == Algorithm::ps) return ps_ms(b, gpus, nodes, per_node, net, o.ps_servers);
+  if (gpus == 1) return 0;
   switch (o.algorithm) {
     case Algorithm::ring:
       return ring_ms(b, gpus, slowest(net, per_node, nodes));
@@ -331,20 +336,62 @@ double expected_max_normal(int n) {
          ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
 }
 
+void apply_effect(ScaleOptions& o, const std::string& name, double value) {
+  auto in = [&](double lo, double hi) {
+    KILN_CHECK(std::isfinite(value) && value >= lo && value <= hi, "scale: effect ", name, "=", value,
+               " is not in [", lo, ", ", hi, "]");
+    return value;
+  };
+  if (name == "jitter") o.jitter = in(0, 10);
+  else if (name == "node_jitter") o.node_jitter = in(0, 10);
+  else if (name == "cycle_ms") o.cycle_ms = in(0, 1e6);
+  else if (name == "bucket_mb") o.bucket_mb = in(1e-6, 1 << 16);
+  else if (name == "fixed_ms") o.fixed_ms = in(0, 1e9);
+  else if (name == "overlap") o.overlap = in(0, 1) != 0;
+  else
+    KILN_THROW("scale: unknown effect '", name, "' (known: jitter, node_jitter, cycle_ms, bucket_mb, fixed_ms, overlap)");
+}
+
 // --- simulation ----------------------------------------------------------------------------
 
-std::vector<Bucket> make_buckets(const DeviceProfile& p, double bucket_mb) {
+std::vector<Bucket> make_buckets(const DeviceProfile& p, double bucket_mb, double cycle_ms, double phase_ms) {
   KILN_CHECK(bucket_mb > 0, "scale: --bucket-mb must be positive, not ", bucket_mb);
+  KILN_CHECK(std::isfinite(cycle_ms) && cycle_ms >= 0, "scale: --cycle-ms must be >= 0, not ", cycle_ms);
   const double cap = bucket_mb * 1024 * 1024;
-  std::vector<Bucket> buckets;
-  Bucket cur;
+  // When each gradient is final: backward runs the layers in order after forward.
+  struct Ready {
+    double at_ms;
+    int64_t bytes;
+  };
+  std::vector<Ready> ready;
   double t = p.forward_ms() + p.other_ms;
   for (const LayerProfile& l : p.layers) {
     t += l.backward_ms;
-    if (l.grad_bytes == 0) continue;
-    cur.bytes += l.grad_bytes;
+    if (l.grad_bytes > 0) ready.push_back({t, l.grad_bytes});
+  }
+  std::vector<Bucket> buckets;
+  if (cycle_ms > 0) {
+    // Horovod's background thread: at each tick it fuses what is ready, in buffers of at most the
+    // threshold (a gradient larger than it goes alone). Ticks with nothing ready are skipped.
+    double tick = phase_ms;
+    for (size_t i = 0; i < ready.size();) {
+      if (ready[i].at_ms > tick) tick = phase_ms + std::ceil((ready[i].at_ms - phase_ms) / cycle_ms) * cycle_ms;
+      Bucket b;
+      while (i < ready.size() && ready[i].at_ms <= tick && (b.bytes == 0 || double(b.bytes + ready[i].bytes) <= cap)) {
+        b.bytes += ready[i].bytes;
+        b.layers++;
+        ++i;
+      }
+      b.ready_ms = tick;
+      buckets.push_back(b);
+    }
+    return buckets;
+  }
+  Bucket cur;
+  for (const Ready& r : ready) {
+    cur.bytes += r.bytes;
     cur.layers++;
-    cur.ready_ms = t;
+    cur.ready_ms = r.at_ms;
     if (double(cur.bytes) >= cap) {
       buckets.push_back(cur);
       cur = Bucket{};
@@ -359,27 +406,59 @@ StepPrediction simulate_step(const DeviceProfile& profile, int gpus, int nodes, 
   KILN_CHECK(profile.batch > 0, "scale: the profile of '", profile.model, "' has no batch size");
   KILN_CHECK(std::isfinite(o.jitter) && o.jitter >= 0 && o.jitter <= 10, "scale: --jitter must be in [0, 10], not ",
              o.jitter);
+  KILN_CHECK(std::isfinite(o.node_jitter) && o.node_jitter >= 0 && o.node_jitter <= 10,
+             "scale: --node-jitter must be in [0, 10], not ", o.node_jitter);
+  KILN_CHECK(std::isfinite(o.fixed_ms) && o.fixed_ms >= 0, "scale: --fixed-ms must be >= 0, not ", o.fixed_ms);
   KILN_CHECK(gpus >= 1 && gpus <= kMaxGpus && nodes >= 1 && nodes <= gpus, "scale: ", gpus, " GPUs on ", nodes,
              " nodes (need 1 <= nodes <= GPUs <= ", kMaxGpus, ")");
-  // The slowest rank paces every bucket: its compute stretched by the expected straggle.
-  const double stretch = 1 + o.jitter * expected_max_normal(gpus);
+  // The slowest rank paces every bucket: its compute stretched by the expected straggle, among
+  // GPUs and among nodes.
+  const double stretch = 1 + o.jitter * expected_max_normal(gpus) + o.node_jitter * expected_max_normal(nodes);
   const DeviceProfile& p = stretch == 1 ? profile : scaled(profile, stretch);
+  const double backward_end = p.forward_ms() + p.other_ms + p.backward_ms();
+  // Parameter servers: a bucket's push (half its cost) overlaps backward, but the variables are
+  // pulled back before the next forward reads them, and nothing overlaps that half.
+  const bool pull_after = o.algorithm == Algorithm::ps || o.algorithm == Algorithm::ps_hier;
+  auto one_step = [&](double phase_ms) {
+    StepPrediction s;
+    s.gpus = gpus;
+    s.nodes = nodes;
+    s.backward_end_ms = backward_end;
+    s.buckets = make_buckets(p, o.bucket_mb, o.cycle_ms, phase_ms);
+    double channel_free = 0, pull_ms = 0;
+    for (Bucket& b : s.buckets) {
+      const double cost = allreduce_ms(b.bytes, gpus, nodes, net, o);
+      const double on_channel = pull_after ? cost / 2 : cost;
+      pull_ms += cost - on_channel;
+      b.start_ms = std::max(o.overlap ? b.ready_ms : backward_end, channel_free);
+      b.end_ms = b.start_ms + on_channel;
+      channel_free = b.end_ms;
+      s.comm_ms += cost;
+    }
+    const double ready = std::max(backward_end, channel_free) + pull_ms;
+    s.exposed_comm_ms = ready - backward_end;
+    s.step_ms = ready + p.optimizer_ms + o.fixed_ms;
+    return s;
+  };
   StepPrediction s;
-  s.gpus = gpus;
-  s.nodes = nodes;
-  s.backward_end_ms = p.forward_ms() + p.other_ms + p.backward_ms();
-  s.buckets = make_buckets(p, o.bucket_mb);
-  double channel_free = 0;
-  for (Bucket& b : s.buckets) {
-    const double cost = allreduce_ms(b.bytes, gpus, nodes, net, o);
-    b.start_ms = std::max(o.overlap ? b.ready_ms : s.backward_end_ms, channel_free);
-    b.end_ms = b.start_ms + cost;
-    channel_free = b.end_ms;
-    s.comm_ms += cost;
+  if (o.cycle_ms > 0) {
+    // The fusion cycle runs on its own clock, not the step's: the mean over the ticks' phase
+    // (kPhases evenly spaced), which also keeps the prediction continuous in the device speed.
+    constexpr int kPhases = 64;
+    double step = 0, comm = 0, exposed = 0;
+    for (int k = 0; k < kPhases; ++k) {
+      const StepPrediction x = one_step((k + 0.5) / kPhases * o.cycle_ms);
+      step += x.step_ms / kPhases;
+      comm += x.comm_ms / kPhases;
+      exposed += x.exposed_comm_ms / kPhases;
+      if (k == kPhases / 2) s = x;  // its buckets stand for the others
+    }
+    s.step_ms = step;
+    s.comm_ms = comm;
+    s.exposed_comm_ms = exposed;
+  } else {
+    s = one_step(0);
   }
-  const double ready = std::max(s.backward_end_ms, channel_free);
-  s.exposed_comm_ms = ready - s.backward_end_ms;
-  s.step_ms = ready + p.optimizer_ms;
   s.images_per_s = double(gpus) * double(p.batch) * 1000.0 / s.step_ms;
   return s;
 }
@@ -389,6 +468,12 @@ StepPrediction simulate_step(const DeviceProfile& profile, int gpus, int nodes, 
 std::vector<ReferenceRow> reference_from_csv(const std::string& text, const std::string& origin) {
   std::vector<ReferenceRow> rows;
   std::vector<std::pair<std::string, std::string>> publications;  // "#@ source | publication"
+  std::vector<std::pair<std::string, TableEffect>> effects;         // "#% table | name=value | source"
+  auto trim = [](std::string x) {
+    x.erase(0, x.find_first_not_of(' '));
+    x.erase(x.find_last_not_of(' ') + 1);
+    return x;
+  };
   std::istringstream in(text);
   std::string line;
   int lineno = 0;
@@ -399,12 +484,33 @@ std::vector<ReferenceRow> reference_from_csv(const std::string& text, const std:
     if (line.rfind("#@", 0) == 0) {
       const size_t bar = line.find('|');
       KILN_CHECK(bar != std::string::npos, origin, " line ", lineno, ": a publication line is '#@ source | publication'");
-      auto trim = [](std::string x) {
-        x.erase(0, x.find_first_not_of(' '));
-        x.erase(x.find_last_not_of(' ') + 1);
-        return x;
-      };
       publications.push_back({trim(line.substr(2, bar - 2)), trim(line.substr(bar + 1))});
+      continue;
+    }
+    if (line.rfind("#%", 0) == 0) {
+      const std::string where = origin + ":" + std::to_string(lineno);
+      const size_t bar1 = line.find('|'), bar2 = bar1 == std::string::npos ? bar1 : line.find('|', bar1 + 1);
+      KILN_CHECK(bar2 != std::string::npos, where, ": an effect line is '#% table | name=value | source'");
+      const std::string table = trim(line.substr(2, bar1 - 2)), assignment = trim(line.substr(bar1 + 1, bar2 - bar1 - 1));
+      const size_t eq = assignment.find('=');
+      KILN_CHECK(!table.empty() && eq != std::string::npos, where, ": an effect line is '#% table | name=value | source'");
+      TableEffect e;
+      e.name = trim(assignment.substr(0, eq));
+      const std::string value = trim(assignment.substr(eq + 1));
+      char* end = nullptr;
+      errno = 0;
+      e.value = value.empty() ? 0 : std::strtod(value.c_str(), &end);
+      KILN_CHECK(!value.empty() && end == value.c_str() + value.size() && errno == 0, where, ": effect ", e.name,
+                 " has value '", value, "', not a number");
+      ScaleOptions probe;
+      try {
+        apply_effect(probe, e.name, e.value);
+      } catch (const Error& err) {
+        KILN_THROW(where, ": ", err.message().empty() ? std::string(err.what()) : err.message());
+      }
+      e.source = trim(line.substr(bar2 + 1));
+      KILN_CHECK(!e.source.empty(), where, ": effect ", e.name, " names no source");
+      effects.push_back({table, e});
       continue;
     }
     if (line.empty() || line[0] == '#') continue;
@@ -443,9 +549,15 @@ std::vector<ReferenceRow> reference_from_csv(const std::string& text, const std:
     r.notes = notes;
     rows.push_back(r);
   }
-  for (ReferenceRow& r : rows)
+  for (ReferenceRow& r : rows) {
     for (const auto& [id, text] : publications)
       if (r.source == id) r.publication = text;
+    for (const auto& [table, e] : effects)
+      if (r.table == table) r.effects.push_back(e);
+  }
+  for (const auto& [table, e] : effects)
+    KILN_CHECK(std::any_of(rows.begin(), rows.end(), [&](const ReferenceRow& r) { return r.table == table; }), origin,
+               ": effect ", e.name, " is for table '", table, "', which has no rows");
   return rows;
 }
 
@@ -467,44 +579,37 @@ ComparisonResult compare_table(const DeviceProfile& measured, const std::vector<
   const ReferenceRow* base = &table.front();
   for (const ReferenceRow& r : table)
     if (r.gpus < base->gpus || (r.gpus == base->gpus && r.batch > base->batch)) base = &r;
+  ScaleOptions o_table = o;
+  for (const TableEffect& e : base->effects) apply_effect(o_table, e.name, e.value);
   const DeviceProfile at_base = at_batch(measured, base->batch);
-  // One calibration for the whole table: the device speed that reproduces the base row.
+  // One calibration for the whole table: the device speed (the profile's compute alone, one
+  // device) that reproduces the base row with its communication and fixed costs.
   ComparisonResult out;
   auto predicted_base = [&](double device_ips) {
-    return predict_row(calibrated(at_base, device_ips), *base, o).images_per_s;
+    return predict_row(calibrated(at_base, device_ips), *base, o_table).images_per_s;
   };
-  double device_ips = base->images_per_s / base->gpus;
-  if (base->gpus > 1) {
-    // Predicted throughput rises with device speed, towards what the network allows.
-    double lo = device_ips, hi = device_ips;
-    for (int i = 0; i < 60 && predicted_base(hi) < base->images_per_s; ++i) hi *= 2;
-    KILN_CHECK(predicted_base(hi) >= base->images_per_s, "scale: table '", base->table, "': no device speed gives ",
-               base->images_per_s, " images/s on ", base->gpus, " GPUs over ", base->intra, "/", base->inter,
-               " (the network alone is slower)");
-    for (int i = 0; i < 100; ++i) {
-      const double mid = 0.5 * (lo + hi);
-      (predicted_base(mid) < base->images_per_s ? lo : hi) = mid;
-    }
-    device_ips = 0.5 * (lo + hi);
+  // Predicted throughput rises with device speed, towards what the network and fixed costs allow.
+  double lo = base->images_per_s / base->gpus, hi = lo;
+  for (int i = 0; i < 60 && predicted_base(hi) < base->images_per_s; ++i) hi *= 2;
+  KILN_CHECK(predicted_base(hi) >= base->images_per_s, "scale: table '", base->table, "': no device speed gives ",
+             base->images_per_s, " images/s on ", base->gpus, " GPUs over ", base->intra, "/", base->inter,
+             " (the network and fixed costs alone are slower)");
+  for (int i = 0; i < 100; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (predicted_base(mid) < base->images_per_s ? lo : hi) = mid;
   }
+  const double device_ips = 0.5 * (lo + hi);
   out.device_images_per_s = device_ips;
   const DeviceProfile cal = calibrated(at_base, device_ips);
-  const StepPrediction pb = predict_row(cal, *base, o);
+  const double base_pub = base->images_per_s / base->gpus;
+  const double base_pred = predict_row(cal, *base, o_table).images_per_s / base->gpus;
   for (const ReferenceRow& r : table) {
     Comparison c;
     c.row = r;
-    c.predicted = predict_row(cal, r, o);
-    // Per-GPU throughput relative to the base row's. A row at another batch than the base's is
-    // compared, on the predicted side, with one device at its own batch (times linear in the
-    // batch, so the same one-device images/s); the published side has only the base row.
-    const double base_pub = base->images_per_s / base->gpus;
+    c.predicted = predict_row(cal, r, o_table);
+    // Per-GPU throughput relative to the base row's, on both sides alike: a row at another batch
+    // than the base's so carries the batch's effect (the fixed per-step cost), as published.
     c.published_efficiency = r.images_per_s / r.gpus / base_pub;
-    double base_pred = pb.images_per_s / base->gpus;
-    if (base->gpus == 1) {
-      ReferenceRow one = r;
-      one.nodes = one.gpus = 1;
-      base_pred = predict_row(cal, one, o).images_per_s;
-    }
     c.predicted_efficiency = c.predicted.images_per_s / r.gpus / base_pred;
     out.rows.push_back(c);
   }

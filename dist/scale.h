@@ -3,9 +3,12 @@
 // times, gradient bytes per layer in backward order, optimizer time) and a network (bandwidth
 // and latency within and between nodes). One step is simulated as DDP and Horovod run it:
 // forward, then backward layer by layer in reverse; gradients fill fusion buckets (25 MB by
-// default, reverse registration order); a bucket is ready when its last gradient is; buckets are
+// default, reverse registration order), or, as Horovod does, at the ticks of a cycle (5 ms before
+// Horovod 0.21) up to a fusion threshold; a bucket is ready when its last gradient is; buckets are
 // all-reduced one at a time on one communication channel, overlapped with the rest of backward
-// (or all after it with overlap off); then the optimizer. No MPI needed: pure arithmetic.
+// (or all after it with overlap off); then the optimizer. Parameter servers pull the variables
+// back before the next forward, which nothing overlaps. Stragglers (per GPU and per node) stretch
+// the step; a per-step fixed cost does not scale with the batch. No MPI needed: pure arithmetic.
 //
 //   DeviceProfile p = load_profile("resnet50.json");
 //   Network net{link_preset("pcie3"), link_preset("ib-edr"), 4};
@@ -95,7 +98,28 @@ struct ScaleOptions {
   // synchronous step waits for the slowest of n ranks, whose compute is longer by cv x E[max of n
   // standard normals].
   double jitter = 0;
+  // Stragglers among nodes (a node's network, host or input pipeline): the same with the node
+  // count; it adds to `jitter`'s stretch.
+  double node_jitter = 0;
+  // Fusion cycle (Horovod's HOROVOD_CYCLE_TIME): gradients ready by each tick of this period are
+  // fused, up to bucket_mb, and reduced; 0 = a bucket goes as soon as it is full (DDP). The
+  // ticks' phase against the step is unknown: the prediction is the mean over 64 phases.
+  double cycle_ms = 0;
+  // Per-step cost that does not scale with the batch (session and launch overhead, the input
+  // pipeline's step barrier), in ms of one step at any GPU count.
+  double fixed_ms = 0;
 };
+
+// What a published table's runs had and the bare model leaves out ("#% table | name=value |
+// source" lines of the reference CSV): jitter, node_jitter, cycle_ms, bucket_mb, fixed_ms,
+// overlap (0 or 1).
+struct TableEffect {
+  std::string name;
+  double value = 0;
+  std::string source;  // where the value comes from (a default documented by the framework, or "fitted ...")
+};
+// Sets the option `name` to `value`; a kiln::Error naming the effect when unknown or out of range.
+void apply_effect(ScaleOptions& o, const std::string& name, double value);
 
 // The largest job the model takes: a million GPUs, 1,024 per node. Counts past them are input
 // errors (a typo, an overflow), and they keep every product of counts inside int and double range.
@@ -125,8 +149,9 @@ struct StepPrediction {
   std::vector<Bucket> buckets;
 };
 
-// Buckets in the order they are reduced (layers in backward order, filled up to bucket_mb).
-std::vector<Bucket> make_buckets(const DeviceProfile& p, double bucket_mb);
+// Buckets in the order they are reduced (layers in backward order, filled up to bucket_mb; with a
+// cycle, what is ready at each tick, in pieces of at most bucket_mb; ticks at phase_ms + k cycle_ms).
+std::vector<Bucket> make_buckets(const DeviceProfile& p, double bucket_mb, double cycle_ms = 0, double phase_ms = 0);
 StepPrediction simulate_step(const DeviceProfile& p, int gpus, int nodes, const Network& net, const ScaleOptions& o);
 
 // A published measurement (dist/reference/scaling.csv, one line per row).
@@ -142,16 +167,18 @@ struct ReferenceRow {
   std::string intra, inter;  // link presets
   std::string algorithm;     // ring | hierarchical | tree | ps
   std::string notes;
+  std::vector<TableEffect> effects;  // its table's, in the order the CSV gives them
 };
 // CSV with a header line; '#' lines are comments, except "#@ <source> | <publication>", which names
-// the publication behind a source id; notes (last column) may hold commas.
+// the publication behind a source id, and "#% <table> | <name>=<value> | <source>", an effect of
+// that table; notes (last column) may hold commas.
 std::vector<ReferenceRow> reference_from_csv(const std::string& text, const std::string& origin = "reference");
 std::vector<ReferenceRow> load_reference(const std::string& path);
 
-// Predicted beside published for one table: the profile is calibrated once, so that the
-// prediction matches the table's base row (its fewest GPUs; with one GPU that is the published
-// single-GPU throughput, otherwise the device speed is solved for by bisection). Efficiency, for
-// both, is images/s per GPU relative to the base row's per GPU.
+// Predicted beside published for one table, with the table's effects applied over `o`: the
+// profile is calibrated once, so that the prediction matches the table's base row (its fewest
+// GPUs): the device speed is solved for by bisection. Efficiency, for both, is images/s per GPU
+// relative to the base row's per GPU (a row at another batch so carries the batch's effect).
 struct Comparison {
   ReferenceRow row;
   StepPrediction predicted;

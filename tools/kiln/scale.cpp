@@ -34,11 +34,13 @@ struct ScaleCliOptions {
   std::string model = "resnet50", profile, save_profile, json, compare, reference, gpus = "1,2,4,8,16,32,64";
   std::string intra = "nvlink-v100", inter = "ib-edr", algorithm = "ring";
   int64_t batch = 0, measure_batch = 0;
-  double device_ips = 0, bucket_mb = 25, jitter = 0;
+  double device_ips = 0, bucket_mb = 25, jitter = 0, node_jitter = 0, cycle_ms = 0, fixed_ms = 0;
   double intra_bw = 0, intra_lat = 0, inter_bw = 0, inter_lat = 0;  // overrides when given (see the *_opt)
   int gpus_per_node = 8, ps_servers = 0, iters = 3, warmup = 1, threads = 0;
   bool no_overlap = false, list = false, details = false, measure_here = false;
   CLI::Option* algorithm_opt = nullptr;
+  // The flags that are also a published table's effects: given, they win over the table's value.
+  std::map<std::string, CLI::Option*> effect_opts;
   CLI::Option *intra_bw_opt = nullptr, *intra_lat_opt = nullptr, *inter_bw_opt = nullptr, *inter_lat_opt = nullptr;
 };
 
@@ -158,6 +160,9 @@ dist::ScaleOptions scale_options(const ScaleCliOptions& o) {
   so.algorithm = dist::algorithm_from_name(o.algorithm);
   so.ps_servers = o.ps_servers;
   so.jitter = o.jitter;
+  so.node_jitter = o.node_jitter;
+  so.cycle_ms = o.cycle_ms;
+  so.fixed_ms = o.fixed_ms;
   return so;
 }
 
@@ -207,6 +212,14 @@ int run_compare(const ScaleCliOptions& o) {
     if (r.table == name) table.push_back(r);
   if (o.algorithm_opt->count())  // one algorithm for every row instead of each row's own
     for (dist::ReferenceRow& r : table) r.algorithm = o.algorithm;
+  // A flag given on the command line replaces the table's effect of that name.
+  for (dist::ReferenceRow& r : table)
+    r.effects.erase(std::remove_if(r.effects.begin(), r.effects.end(),
+                                   [&](const dist::TableEffect& e) {
+                                     auto it = o.effect_opts.find(e.name);
+                                     return it != o.effect_opts.end() && it->second->count() > 0;
+                                   }),
+                    r.effects.end());
   int64_t base_batch = table.front().batch;
   for (const dist::ReferenceRow& r : table) base_batch = std::max(base_batch, r.batch);
   ScaleCliOptions mo = o;
@@ -221,10 +234,16 @@ int run_compare(const ScaleCliOptions& o) {
   std::printf("table %s: %s [%s, %s]\n", name.c_str(),
               table.front().publication.empty() ? "(no publication named)" : table.front().publication.c_str(),
               table.front().source.c_str(), ref.c_str());
-  std::printf("calibrated one %s = %.1f images/s at batch %lld; bucket %.0f MB, overlap %s, jitter %.3g\n",
-              table.front().gpu.c_str(),
-              c.device_images_per_s, static_cast<long long>(table.front().batch), o.bucket_mb,
-              o.no_overlap ? "off" : "on", o.jitter);
+  dist::ScaleOptions used = scale_options(o);
+  for (const dist::TableEffect& e : table.front().effects) dist::apply_effect(used, e.name, e.value);
+  std::printf("effects (what the published runs had that the bare model leaves out; a flag given wins):\n");
+  if (table.front().effects.empty()) std::printf("  none\n");
+  for (const dist::TableEffect& e : table.front().effects)
+    std::printf("  %-12s %-8g %s\n", e.name.c_str(), e.value, e.source.c_str());
+  std::printf("calibrated one %s = %.1f images/s at batch %lld (compute alone); bucket %g MB, cycle %g ms, overlap %s, "
+              "jitter %.3g per GPU + %.3g per node, fixed %g ms per step\n",
+              table.front().gpu.c_str(), c.device_images_per_s, static_cast<long long>(table.front().batch),
+              used.bucket_mb, used.cycle_ms, used.overlap ? "on" : "off", used.jitter, used.node_jitter, used.fixed_ms);
   std::printf("%5s %5s %5s %-12s %-7s %-7s %9s %9s %8s | %10s %8s | %10s %8s %7s\n", "gpus", "nodes", "batch",
               "algorithm", "intra", "inter", "step ms", "comm ms", "exposed", "pred img/s", "pred eff", "pub img/s",
               "pub eff", "d eff");
@@ -246,11 +265,15 @@ int run_compare(const ScaleCliOptions& o) {
     j["publication"] = x.row.publication;
     rows.push_back(j);
   }
+  nlohmann::ordered_json effects = nlohmann::ordered_json::array();
+  for (const dist::TableEffect& e : table.front().effects)
+    effects.push_back({{"name", e.name}, {"value", e.value}, {"source", e.source}});
   std::printf("efficiency: images/s per GPU relative to the table's fewest-GPU row (predicted and published alike)\n");
   if (!o.json.empty())
     write_json(o.json, {{"table", name},
                         {"device_images_per_s", c.device_images_per_s},
                         {"profile", nlohmann::ordered_json::parse(dist::profile_to_json(p))},
+                        {"effects", effects},
                         {"rows", rows}});
   return 0;
 }
@@ -344,16 +367,27 @@ Command add_scale(CLI::App& app) {
       ->check(whole(1, dist::kMaxGpusPerNode));
   sub->add_option("--gpus", o->gpus, "GPU counts to predict (default 1,2,4,8,16,32,64)")
       ->check(whole_list(1, dist::kMaxGpus));
-  sub->add_option("--bucket-mb", o->bucket_mb, "fusion bucket size, MB (default 25)")->check(real(0, 1 << 16, true, false));
-  sub->add_flag("--no-overlap", o->no_overlap, "all-reduce only after backward ends");
+  o->effect_opts["bucket_mb"] = sub->add_option("--bucket-mb", o->bucket_mb, "fusion bucket size, MB (default 25)")
+                                    ->check(real(0, 1 << 16, true, false));
+  o->effect_opts["overlap"] = sub->add_flag("--no-overlap", o->no_overlap, "all-reduce only after backward ends");
+  o->effect_opts["cycle_ms"] =
+      sub->add_option("--cycle-ms", o->cycle_ms, "fuse what is ready at each tick of this cycle, as Horovod (default 0: off)")
+          ->check(real(0, 1e6));
+  o->effect_opts["fixed_ms"] = sub->add_option("--fixed-ms", o->fixed_ms, "per-step cost that does not scale with the batch, ms (default 0)")
+                                   ->check(real(0, 1e9));
   o->algorithm_opt = sub->add_option("--algorithm", o->algorithm, "ring | hierarchical | tree | ps | ps-hier (default ring; --compare: each row's)");
-  sub->add_option("--jitter", o->jitter,
-                  "straggler model: coefficient of variation of a rank's compute time (default 0: none)")
-      ->check(real(0, 10));
+  o->effect_opts["jitter"] =
+      sub->add_option("--jitter", o->jitter,
+                      "straggler model: coefficient of variation of a rank's compute time (default 0: none)")
+          ->check(real(0, 10));
+  o->effect_opts["node_jitter"] =
+      sub->add_option("--node-jitter", o->node_jitter, "stragglers among nodes: the same per node (default 0: none)")
+          ->check(real(0, 10));
   sub->add_option("--ps-servers", o->ps_servers, "ps: parameter servers (default one per node)")
       ->check(whole(0, dist::kMaxGpus));
   sub->add_option("--compare", o->compare,
-                  "predict beside a published table: horovod-p100, kit-980ti, s3-horovod-v100, s3-ddp-v100, s1-k80");
+                  "predict beside a published table: horovod-p100, kit-980ti-imagenet, kit-980ti-horovod, s3-horovod-v100, "
+                  "s3-ddp-v100, s1-k80 (or a prefix naming one, or a source id)");
   sub->add_option("--reference", o->reference, "published tables (default dist/reference/scaling.csv in the source)");
   sub->add_option("--json", o->json, "write the predictions to this JSON");
   sub->add_option("--iters", o->iters, "timed steps when measuring (default 3)")->check(whole(1, 1000000));
