@@ -148,25 +148,28 @@ std::pair<char, int64_t> proc_state(int64_t pid) {
   return {state, start};
 }
 
-// When this process last got SIGCONT (steady-clock ns; 0: never): a rank stopped with SIGSTOP and
-// continued, while the others gave up on it, must not blame them for its own stop.
-std::atomic<int64_t> g_sigcont_ns{0};
-extern "C" void on_sigcont(int) {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe; steady_clock's clock on Linux
-  g_sigcont_ns.store(int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec, std::memory_order_relaxed);
-}
-void watch_sigcont() {
+// When this process last ran again after not running for over 2 s (SIGSTOP then SIGCONT, a
+// frozen host), and for how long (steady-clock ns; 0: never): a rank stopped while the others gave
+// up on it must not blame them for its own stop. A thread ticks every 100 ms and a gap between two
+// ticks is time the whole process did not run. SIGCONT itself says nothing: Open MPI sends it to
+// every rank when it ends a job.
+std::atomic<int64_t> g_resumed_ns{0}, g_stopped_for_ns{0};
+void watch_stops() {
   static std::once_flag once;
   std::call_once(once, [] {
-    struct sigaction old = {};
-    sigaction(SIGCONT, nullptr, &old);
-    if (old.sa_handler != SIG_DFL) return;  // the program's own: leave it
-    struct sigaction sa = {};
-    sa.sa_handler = on_sigcont;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGCONT, &sa, nullptr);
+    std::thread([] {
+      using Clock = std::chrono::steady_clock;
+      Clock::time_point last = Clock::now();
+      for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        const Clock::time_point now = Clock::now();
+        if (now - last > std::chrono::seconds(2)) {
+          g_stopped_for_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last).count());
+          g_resumed_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+        }
+        last = now;
+      }
+    }).detach();
   });
 }
 
@@ -214,7 +217,7 @@ class MpiComm final : public Communicator {
     MPI_Comm_rank(data_, &rank_);
     MPI_Comm_size(data_, &size_);
     ids_.resize(size_t(size_));
-    watch_sigcont();
+    watch_stops();
     Identity me = my_identity();
     MPI_Allgather(&me, sizeof(Identity), MPI_BYTE, ids_.data(), sizeof(Identity), MPI_BYTE, probe_);
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
@@ -533,16 +536,17 @@ class MpiComm final : public Communicator {
   // What a rank that was itself stopped during the wait adds to its error, so that, woken while
   // the job ends, it does not blame the ranks that gave up on it.
   std::string self_suspended(const OpContext& c) const {
-    const int64_t cont = g_sigcont_ns.load(std::memory_order_relaxed);
+    const int64_t resumed = g_resumed_ns.load();
     const int64_t start = std::chrono::duration_cast<std::chrono::nanoseconds>(c.start.time_since_epoch()).count();
-    const bool continued = cont > 0 && double(start - cont) < options_.timeout_s * 1e9;
-    if (c.suspended_s <= 0 && !continued) return "";
+    const bool resumed_lately = resumed > 0 && double(start - resumed) < options_.timeout_s * 1e9;
+    if (c.suspended_s <= 0 && !resumed_lately) return "";
     char b[200];
-    if (continued)
-      std::snprintf(b, sizeof b, " (this rank itself was stopped and continued (SIGCONT) %.1f s ago: the others may "
-                    "have ended the job because of it)",
+    if (resumed_lately)
+      std::snprintf(b, sizeof b, " (this rank itself did not run for %.1f s, until %.1f s ago: stopped or frozen; the "
+                    "others may have ended the job because of it)",
+                    double(g_stopped_for_ns.load()) * 1e-9,
                     double(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count() -
-                           cont) * 1e-9);
+                           resumed) * 1e-9);
     else
       std::snprintf(b, sizeof b, " (this rank itself did not run for %.1f s of the wait: stopped or frozen; the others "
                     "may have ended the job because of it)", c.suspended_s);

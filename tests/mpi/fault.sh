@@ -107,6 +107,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 if [[ $fault == kill ]]; then
   re="rank [02]: .*rank 1 \(pid [0-9]+ on [^:]+: its process is gone \(exited or killed\)\) has died"
   grep -Eq "$re" "$work/out.txt" || fail "no kiln error saying rank 1 died (want /$re/)"
+  # No rank was stopped: none may say it was (Open MPI sends SIGCONT to every rank as it ends a job).
+  ! grep -q "this rank itself" "$work/out.txt" || fail "a rank that ran throughout says it was stopped"
   ((elapsed_ms < timeout_s * 1000)) || fail "the death was found only after the --comm-timeout"
   if ((launcher_kills)); then
     # mpirun's own notice may come as well, but kiln's line must be there first.

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Stops the ranks agree on: a signal to one rank, to every rank at different moments, or to the
-# launcher ends a `kiln train` job under mpirun at one step boundary with the chief's checkpoint,
-# exit 0 on every rank, within a few seconds; sync and ps jobs then resume with --resume latest in
-# new processes and end bit for bit where an uninterrupted run ends.
-#   tests/mpi/stop.sh build/tools/kiln <strategy> <ranks> <target> [SIG]
+# launcher ends a `kiln train` job under mpirun or srun at one step boundary with the chief's
+# checkpoint, exit 0 on every rank, within a few seconds; sync and ps jobs then resume with
+# --resume latest in new processes and end bit for bit where an uninterrupted run ends.
+#   tests/mpi/stop.sh build/tools/kiln <strategy> <ranks> <target> [SIG] [LAUNCHER]
 #     strategy  sync | ps | async          (ps, async: the last rank is the one server)
 #     target    a rank number, "all" (each rank, 0.2 s apart, in reverse order) or "launcher"
 #     SIG       TERM (default) or USR1
+#     LAUNCHER  mpirun (default) or srun (inside tests/slurm/run.sh --mode shell: its cluster)
 #   ctest --test-dir build -L mpi -R stop
 # Prints the time from the first signal to the job's end and kiln's line, e.g.
 #   stop.sh: sync on 3 ranks, SIGTERM to rank 1: ended 0.31 s after the signal, status 0:
@@ -17,6 +18,7 @@ strategy=$2
 np=$3
 target=$4
 sig=${5:-TERM}
+launcher=${6:-mpirun}
 limit_s=20  # signal to end; a step takes ~30 ms here, a checkpoint ~50 ms: far more than enough
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 work=$(mktemp -d /tmp/kiln-stop-XXXXXX)
@@ -30,12 +32,22 @@ args=(train --model mnist-cnn --data synthetic:1x28x28:10:2048 --batch 16 --work
   --strategy "$strategy" --checkpoint-every 4 --keep 0 --comm-timeout 30 --seed 3)
 [[ $strategy == sync ]] || args+=(--ps 1)
 
+# launch ARGS...: kiln under the launcher, which replaces the (background) shell, so that $! is
+# the launcher's pid.
+case $launcher in
+  mpirun) launch() { exec mpirun -np "$np" --mca btl self,vader,tcp "$kiln" "$@"; } ;;
+  srun)
+    # Debian's Open MPI starts under srun through PMIx; the rank is SLURM_PROCID.
+    launch() { exec srun -N1 -n "$np" --mpi=pmix --time=2 "$kiln" "$@"; }
+    rank_var=SLURM_PROCID ;;
+  *) echo "stop.sh: launcher '$launcher' is not mpirun or srun" >&2; exit 2 ;;
+esac
+
 # shellcheck source=tests/mpi/rank_pid.sh
 source "$(dirname "$0")/rank_pid.sh"
 
 # The job, signalled once it has written its first checkpoint (training runs on every rank).
-mpirun -np "$np" --mca btl self,vader,tcp "$kiln" "${args[@]}" --epochs 1000 --logdir "$work/run" \
-  >"$work/out.txt" 2>&1 &
+launch "${args[@]}" --epochs 1000 --logdir "$work/run" >"$work/out.txt" 2>&1 &
 job=$!
 for _ in $(seq 1 600); do
   ls "$work"/run/ckpt-*.json >/dev/null 2>&1 && break
@@ -44,7 +56,7 @@ for _ in $(seq 1 600); do
 done
 start_ms=$(($(date +%s%N) / 1000000))
 case $target in
-  launcher) kill -"$sig" "$job"; what="the launcher (mpirun)" ;;
+  launcher) kill -"$sig" "$job"; what="the launcher ($launcher)" ;;
   all)
     pids=()
     for ((r = np - 1; r >= 0; r--)); do pids+=("$(rank_pid $r "$work/run")"); done
@@ -67,8 +79,8 @@ rc=0
 wait "$job" || rc=$?
 elapsed_ms=$(($(date +%s%N) / 1000000 - start_ms))
 line=$(grep -E '^kiln train: (signal [0-9]+|a signal to another rank) at step' "$work/out.txt" || true)
-printf 'stop.sh: %s on %s ranks, SIG%s to %s: ended %d.%02d s after the signal, status %d:\n  %s\n' \
-  "$strategy" "$np" "$sig" "$what" $((elapsed_ms / 1000)) $((elapsed_ms % 1000 / 10)) "$rc" "$line"
+printf 'stop.sh: %s on %s ranks under %s, SIG%s to %s: ended %d.%02d s after the signal, status %d:\n  %s\n' \
+  "$strategy" "$np" "$launcher" "$sig" "$what" $((elapsed_ms / 1000)) $((elapsed_ms % 1000 / 10)) "$rc" "$line"
 fail() { cat "$work/out.txt"; echo "FAIL: $*"; exit 1; }
 # mpirun ends a job it was sent SIGTERM with status 1 whatever its ranks did; kiln's part is that
 # every rank stopped cleanly, which the checkpoint and the lines below show.
@@ -87,10 +99,10 @@ grep -q "^stopped at step $step; resume with --resume .*ckpt-0*$step\$" "$work/o
 # compare with an uninterrupted run to the same step: the sidecars record the sha256 of the
 # weights and of the optimizer state.
 end=$((step + 6))
-mpirun -np "$np" --mca btl self,vader,tcp "$kiln" "${args[@]}" --epochs 1000 --logdir "$work/run" \
-  --resume latest --max-steps "$end" >"$work/resume.txt" 2>&1 || { cat "$work/resume.txt"; fail "the resume failed"; }
-mpirun -np "$np" --mca btl self,vader,tcp "$kiln" "${args[@]}" --epochs 1000 --logdir "$work/full" \
-  --max-steps "$end" >"$work/full.txt" 2>&1 || { cat "$work/full.txt"; fail "the uninterrupted run failed"; }
+(launch "${args[@]}" --epochs 1000 --logdir "$work/run" --resume latest --max-steps "$end") >"$work/resume.txt" 2>&1 ||
+  { cat "$work/resume.txt"; fail "the resume failed"; }
+(launch "${args[@]}" --epochs 1000 --logdir "$work/full" --max-steps "$end") >"$work/full.txt" 2>&1 ||
+  { cat "$work/full.txt"; fail "the uninterrupted run failed"; }
 digests() { grep -o '"sha256": "[0-9a-f]*"' "$(printf '%s/ckpt-%08d.json' "$1" "$end")"; }
 [[ $(digests "$work/run") == "$(digests "$work/full")" ]] ||
   fail "resumed from step $step, the state at step $end differs from the uninterrupted run's"

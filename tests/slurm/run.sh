@@ -7,7 +7,11 @@
 #                      [--expect REGEX]... [--srun-arg ARG]... [--batch-launch srun|mpirun]
 #                      [--timeout S] [--keep] -- COMMAND [ARGS...]
 #   tests/slurm/run.sh [--ntasks N] --mode sbatch --batch-script FILE [--expect REGEX]... [--timeout S]
+#   tests/slurm/run.sh [--ntasks N] --mode shell [--timeout S] -- COMMAND [ARGS...]
 #
+# --mode shell runs COMMAND once, on this machine, with the cluster's SLURM_CONF exported: a script
+# that drives srun itself (tests/mpi/stop.sh signals a rank of an srun job); its exit status is the
+# test's, its output is checked against --expect like a job's.
 # --batch-script submits FILE as it is (its own #SBATCH lines apply, then -N1 -n N --time and
 # --output from here override theirs) instead of the generated script; no command after `--`
 # then. The deploy/jobs/slurm templates are checked this way (tests/deploy/slurm_template.sh).
@@ -255,6 +259,13 @@ if [[ $mode == srun || $mode == both ]]; then
   rc=$?
   if ((rc != 0)); then echo "FAIL (srun): exit $rc"; failed=1; fi
   check srun "$tmp/jobs/srun.out" || failed=1
+fi
+if [[ $mode == shell ]]; then
+  echo "run.sh: ${job[*]}"
+  run_bounded "$tmp/jobs/shell.out" env SLURM_CONF="$SLURM_CONF" "${job[@]}"
+  rc=$?
+  if ((rc != 0)); then echo "FAIL (shell): exit $rc"; failed=1; fi
+  check shell "$tmp/jobs/shell.out" || failed=1
 fi
 if [[ $mode == sbatch || $mode == both ]]; then
   if [[ -n $batch_script ]]; then
