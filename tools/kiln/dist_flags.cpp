@@ -35,7 +35,7 @@ void add_dist_flags(CLI::App* sub, DistFlags* f, bool training) {
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
   sub->add_option("--allreduce", c.comm_options.algorithm, "library (MPI/NCCL's own), ring (kiln's) or hierarchical (within nodes, then across their leaders)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"library", "ring"}));
+      ->check(CLI::IsMember({"library", "ring", "hierarchical"}));
   sub->add_option("--comm-timeout", c.comm_options.timeout_s,
                   "seconds before a rank that waits on a silent peer gives up and ends the job")
       ->capture_default_str()
@@ -75,8 +75,11 @@ DistSession::DistSession(const DistFlags& flags, Device device)
   if (comm_->size() > 1) dist::timeline::align_clocks(*comm_);
   if (!config_.timeline.empty()) dist::timeline::start(config_.timeline, comm_->rank(), comm_->size());
   if (comm_->rank() == 0)
-    std::fprintf(stderr, "kiln: %d ranks (%s, %s communicator), strategy %s\n", comm_->size(),
+    std::fprintf(stderr, "kiln: %d ranks (%s, %s communicator%s), strategy %s\n", comm_->size(),
                  dist::world_from_env().launcher.c_str(), comm_->backend().c_str(),
+                 config_.comm_options.algorithm == "library"
+                     ? ""
+                     : (", " + config_.comm_options.algorithm + " all-reduce").c_str(),
                  dist::strategy_name(config_.strategy));
 }
 
