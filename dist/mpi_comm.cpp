@@ -158,7 +158,6 @@ void watch_stops() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::thread([] {
-      using Clock = std::chrono::steady_clock;
       Clock::time_point last = Clock::now();
       for (;;) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -345,6 +344,14 @@ class MpiComm final : public Communicator {
     OpContext ctx{"recv", "tag " + std::to_string(tag) + " from " +
                               (src == kAnySource ? std::string("any rank") : "rank " + std::to_string(src)), -1};
     check_p2p(ctx, t, src, tag, true);
+    // A receive from any rank may never wait long (an asynchronous parameter server always has
+    // some worker's push to take), so the wait's own check for dead peers would not run: once a
+    // second, the ranks expect_from() named are looked at here too.
+    if (src == kAnySource && !expected_.empty() && Clock::now() - last_liveness_ > std::chrono::seconds(1)) {
+      last_liveness_ = Clock::now();
+      const std::string dead = dead_peers(expected_);
+      KILN_CHECK(dead.empty(), "rank ", rank_, ": ", ctx.what, " '", ctx.name, "': ", dead);
+    }
     Staged s(this, t, false);
     size_t bytes = size_t(t.numel()) * t.element_size();
     Requests r;
@@ -798,6 +805,7 @@ class MpiComm final : public Communicator {
   std::vector<std::unique_ptr<Signature[]>> graveyard_;
   std::vector<Identity> ids_;     // every rank's pid and host, for blame
   std::vector<int> expected_;     // expect_from()
+  Clock::time_point last_liveness_{};  // recv from any rank: the last look at expected_
   NodeGroups groups_;  // hierarchical allreduce
   std::atomic<int32_t> waiting_on_{-1};  // the peer the current wait needs (answer to pings)
 };

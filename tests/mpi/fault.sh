@@ -10,8 +10,9 @@
 #    out after 8 s waiting for rank 2, which waits for rank 1 (no answer to a ping in 0.8 s; rank 1,
 #    pid 4711 on node3: stopped (state T ...))"; rank 1, woken as the job ends, blames nobody else.
 # The job then restarts from its last checkpoint (--resume latest) on two ranks.
-#   tests/mpi/fault.sh build/tools/kiln kill|stop [sync|ps] [launcher]
-#     ps: the last rank is the one server, ranks 0 and 1 the workers
+#   tests/mpi/fault.sh build/tools/kiln kill|stop [sync|ps|async] [launcher]
+#     ps, async: the last rank is the one server, ranks 0 and 1 the workers (async: kill only; the
+#     server, never waiting long for any one worker, looks at the workers' processes each second)
 #     launcher (kill only): mpirun keeps its default of ending the job when a rank dies, and
 #     kiln's line must still come first; without it mpirun leaves that to kiln
 #   ctest --test-dir build -L mpi -R fault
