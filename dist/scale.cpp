@@ -555,9 +555,11 @@ std::vector<ReferenceRow> reference_from_csv(const std::string& text, const std:
     for (const auto& [table, e] : effects)
       if (r.table == table) r.effects.push_back(e);
   }
-  for (const auto& [table, e] : effects)
+  for (const auto& te : effects) {
+    const std::string& table = te.first;  // a named copy: lambdas may not capture structured bindings (C++17)
     KILN_CHECK(std::any_of(rows.begin(), rows.end(), [&](const ReferenceRow& r) { return r.table == table; }), origin,
-               ": effect ", e.name, " is for table '", table, "', which has no rows");
+               ": effect ", te.second.name, " is for table '", table, "', which has no rows");
+  }
   return rows;
 }
 

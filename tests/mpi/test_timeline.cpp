@@ -41,7 +41,8 @@ std::string error_of(const std::vector<std::string>& inputs, const std::string& 
 
 TEST_CASE("align_clocks puts every rank on rank 0's clock, within half the round trip") {
   auto comm = test::world_comm();
-  const auto [shift, rtt] = dist::timeline::align_clocks(*comm);
+  const std::pair<double, double> estimate = dist::timeline::align_clocks(*comm);
+  const double shift = estimate.first, rtt = estimate.second;  // plain names: INFO captures them
   Tensor all = zeros({int64_t(comm->size())}, DType::float64), mine = zeros({1}, DType::float64);
   mine.data<double>()[0] = origin_us();
   comm->allgather(mine, all, "origins");
