@@ -602,6 +602,7 @@ ComparisonResult compare_table(const DeviceProfile& measured, const std::vector<
   }
   const double device_ips = 0.5 * (lo + hi);
   out.device_images_per_s = device_ips;
+  out.options = o_table;
   const DeviceProfile cal = calibrated(at_base, device_ips);
   const double base_pub = base->images_per_s / base->gpus;
   const double base_pred = predict_row(cal, *base, o_table).images_per_s / base->gpus;

@@ -187,6 +187,7 @@ struct Comparison {
 struct ComparisonResult {
   std::vector<Comparison> rows;
   double device_images_per_s = 0;  // calibrated one-device throughput at the base row's batch
+  ScaleOptions options;            // what was used: the caller's with the table's effects applied
 };
 ComparisonResult compare_table(const DeviceProfile& measured, const std::vector<ReferenceRow>& table,
                                const ScaleOptions& o);

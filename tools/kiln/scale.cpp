@@ -234,8 +234,7 @@ int run_compare(const ScaleCliOptions& o) {
   std::printf("table %s: %s [%s, %s]\n", name.c_str(),
               table.front().publication.empty() ? "(no publication named)" : table.front().publication.c_str(),
               table.front().source.c_str(), ref.c_str());
-  dist::ScaleOptions used = scale_options(o);
-  for (const dist::TableEffect& e : table.front().effects) dist::apply_effect(used, e.name, e.value);
+  const dist::ScaleOptions& used = c.options;
   std::printf("effects (what the published runs had that the bare model leaves out; a flag given wins):\n");
   if (table.front().effects.empty()) std::printf("  none\n");
   for (const dist::TableEffect& e : table.front().effects)
