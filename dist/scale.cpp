@@ -7,12 +7,12 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "engine/error.h"
+#include "io/formats/digest.h"
 #include "io/formats/json_limits.h"
 
 namespace kiln::dist {
@@ -69,6 +69,14 @@ double number(const nlohmann::json& j, const char* key, const std::string& where
   return d;
 }
 
+// An optional string field: "" when absent; the error names the key when it holds anything else.
+std::string optional_text(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) return "";
+  const nlohmann::json& v = j.at(key);
+  KILN_CHECK(v.is_string(), where, ": \"", key, "\" must be a string, not ", clip(v));
+  return v.get<std::string>();
+}
+
 // A regular file only (a FIFO would block), bounded in size; the error names the path.
 std::string read_text(const std::string& path) {
   try {
@@ -98,11 +106,11 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
   } catch (const std::exception& e) {
     KILN_THROW(origin, ": not JSON (", e.what(), ")");
   }
-  KILN_CHECK(j.is_object() && j.value("format", "") == "kiln-scale-profile", origin,
+  KILN_CHECK(j.is_object() && j.contains("format") && j["format"] == "kiln-scale-profile", origin,
              ": not a kiln scale profile (\"format\": \"kiln-scale-profile\" missing)");
   DeviceProfile p;
-  p.model = j.value("model", "");
-  p.device = j.value("device", "");
+  p.model = optional_text(j, "model", origin);
+  p.device = optional_text(j, "device", origin);
   const double batch = number(j, "batch", origin);
   KILN_CHECK(batch >= 1 && batch <= double(int64_t(1) << 30) && batch == std::floor(batch), origin,
              ": \"batch\" is ", clip(j["batch"]), ", not a whole number in [1, 2^30]");
@@ -130,12 +138,7 @@ DeviceProfile profile_from_json(const std::string& text, const std::string& orig
 
 DeviceProfile load_profile(const std::string& path) { return profile_from_json(read_text(path), path); }
 
-void save_profile(const DeviceProfile& p, const std::string& path) {
-  std::ofstream out(path, std::ios::binary);
-  KILN_CHECK(out.good(), "cannot write '", path, "'");
-  out << profile_to_json(p);
-  KILN_CHECK(out.good(), "cannot write '", path, "'");
-}
+void save_profile(const DeviceProfile& p, const std::string& path) { io::write_file_atomic(path, profile_to_json(p)); }
 
 DeviceProfile scaled(const DeviceProfile& p, double factor) {
   KILN_CHECK(factor > 0 && std::isfinite(factor), "scale: time factor must be positive, not ", factor);

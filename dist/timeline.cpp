@@ -188,7 +188,7 @@ int64_t merge(const std::vector<std::string>& inputs, const std::string& out) {
       KILN_CHECK(p != pid, "timeline merge: '", path, "' and '", other, "' are both rank ", pid);
     if (pid >= 0) ranks.push_back({pid, path});
     const bool aligned = doc.contains("otherData") && doc["otherData"].is_object() &&
-                         doc["otherData"].value("clock", std::string()) == "rank 0's";
+                         doc["otherData"].contains("clock") && doc["otherData"]["clock"] == "rank 0's";
     KILN_CHECK(aligned || inputs.size() == 1, "timeline merge: '", path, "' is not on rank 0's clock (written by a ",
                "run whose ranks did not align their clocks); its times would not line up with the others'");
     for (auto& e : doc["traceEvents"]) {

@@ -258,6 +258,16 @@ TEST_CASE("scale: absurd GPU counts and malformed table numbers are refused") {
                     "p.json: \"batch\" is 1e+300, not a whole number in [1, 2^30]");
   CHECK_THROWS_KILN(profile_from_json("{\"format\": " + std::string(100, '[') + std::string(100, ']') + "}", "p.json"),
                     "p.json: JSON nested deeper than 64 levels");
+  // Fields of the wrong JSON type are refused by name, not thrown as the JSON library's type_error
+  // (tools/fuzz scale found "format": 2638500000286 aborting the process).
+  CHECK_THROWS_KILN(profile_from_json(R"({"format": 2638500000286, "layers": []})", "p.json"),
+                    "p.json: not a kiln scale profile");
+  CHECK_THROWS_KILN(profile_from_json(R"({"format": "kiln-scale-profile", "model": 50, "batch": 8, "other_ms": 0,
+      "optimizer_ms": 1, "layers": [{"name": "fc", "forward_ms": 1, "backward_ms": 1, "grad_bytes": 4}]})", "p.json"),
+                    "p.json: \"model\" must be a string, not 50");
+  CHECK_THROWS_KILN(profile_from_json(R"({"format": "kiln-scale-profile", "device": [1], "batch": 8, "other_ms": 0,
+      "optimizer_ms": 1, "layers": [{"name": "fc", "forward_ms": 1, "backward_ms": 1, "grad_bytes": 4}]})", "p.json"),
+                    "p.json: \"device\" must be a string, not [1]");
 }
 
 TEST_CASE("scale: the published tables parse, name known presets and compare") {

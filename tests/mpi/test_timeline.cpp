@@ -90,6 +90,11 @@ TEST_CASE("timeline merge: one trace, a row per rank, on one clock; foreign file
     const std::string junk = (dir.path / "junk.json").string();
     std::ofstream(junk) << "{\"events\": []}";
     CHECK(error_of({files[0], junk}, out).find("is not a Chrome trace") != std::string::npos);
+    // A clock named by something other than a string is not rank 0's (it was the JSON library's
+    // type_error before).
+    const std::string odd_clock = (dir.path / "odd_clock.json").string();
+    std::ofstream(odd_clock) << "{\"traceEvents\": [{\"pid\": 7}], \"otherData\": {\"clock\": 0}}";
+    CHECK(error_of({files[0], odd_clock}, out).find("is not on rank 0's clock") != std::string::npos);
     if (comm->size() > 1)
       CHECK(error_of({files[0], files[0]}, out).find("are both rank 0") != std::string::npos);
     for (const auto& f : files) std::remove(f.c_str());

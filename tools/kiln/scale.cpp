@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,6 +17,7 @@
 #include "bench/harness/convnet.h"
 #include "dist/scale.h"
 #include "engine/optim.h"
+#include "io/formats/digest.h"
 #include "engine/profiler.h"
 #include "nets/zoo.h"
 #include "tools/kiln/commands.h"
@@ -180,9 +180,11 @@ nlohmann::ordered_json prediction_json(const dist::StepPrediction& s) {
 }
 
 void write_json(const std::string& path, const nlohmann::ordered_json& j) {
-  std::ofstream out(path);
-  KILN_CHECK(out.good(), "--json: cannot write '", path, "'");
-  out << j.dump(2) << "\n";
+  try {
+    io::write_file_atomic(path, j.dump(2) + "\n");
+  } catch (const Error& e) {
+    KILN_THROW("--json: ", e.message().empty() ? std::string(e.what()) : e.message());
+  }
   std::printf("wrote %s\n", path.c_str());
 }
 
