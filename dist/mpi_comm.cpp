@@ -499,6 +499,7 @@ class MpiComm final : public Communicator {
       }
       last_look = now;
       waiting_on_ = first_pending_peer(r);
+      wait_stopped_ms_ = int32_t(std::min(c.suspended_s * 1e3, 2e9));
       answer_pings();
       double waited = std::chrono::duration<double>(now - c.start).count();
       // Dead peers (same host: /proc) are looked for every 0.1 s: a launcher that ends the job on a
@@ -589,17 +590,31 @@ class MpiComm final : public Communicator {
         int32_t token = 0;
         MPI_Recv(&token, 1, MPI_INT32_T, st.MPI_SOURCE, kPingTag, probe_, MPI_STATUS_IGNORE);
         // The answer is whom this rank waits for (-1: a collective, or nobody in particular), so a
-        // pinger can follow the chain of waits to the rank that stalled. Static: the buffer must
-        // outlive the freed request.
-        static thread_local int32_t answer[64];
+        // pinger can follow the chain of waits to the rank that stalled, and for how many ms this
+        // rank itself lately did not run: a stopped rank that the launcher continues as it ends
+        // the job answers, and must still be the one named. Static: the buffer must outlive the
+        // freed request.
+        static thread_local int32_t answer[64][2];
         static thread_local unsigned next = 0;
-        int32_t* a = &answer[next++ % 64];
-        *a = waiting_on_.load();
+        int32_t* a = answer[next++ % 64];
+        a[0] = waiting_on_.load();
+        a[1] = stopped_lately_ms();
         MPI_Request req;  // tiny: eager, completes without the pinger's help
-        MPI_Isend(a, 1, MPI_INT32_T, st.MPI_SOURCE, kPongTag, probe_, &req);
+        MPI_Isend(a, 2, MPI_INT32_T, st.MPI_SOURCE, kPongTag, probe_, &req);
         MPI_Request_free(&req);
       }
     }
+  }
+
+  // How long this rank did not run (ms, 0: it ran), if that ended within the last --comm-timeout
+  // or during the current wait: what a ping's answer reports.
+  int32_t stopped_lately_ms() const {
+    const int64_t resumed = g_resumed_ns.load();
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    int32_t ms = wait_stopped_ms_.load();
+    if (resumed > 0 && double(now - resumed) < options_.timeout_s * 1e9)
+      ms = std::max(ms, int32_t(std::min(double(g_stopped_for_ns.load()) * 1e-6, 2e9)));
+    return ms;
   }
 
   // The first peer a wait still needs (-1: a collective or none), for the answer to a ping.
@@ -638,19 +653,21 @@ class MpiComm final : public Communicator {
   }
 
   // Pings `candidates` (every other rank when empty) for up to `window` seconds. Returns those
-  // that stay silent; the others' answers (whom each waits for) go to *waits.
-  std::vector<int> ping(std::vector<int> candidates, double window, std::map<int, int>* waits) {
+  // that stay silent; the others' answers (whom each waits for, and how long each lately did not
+  // run) go to *waits and *stopped_ms.
+  std::vector<int> ping(std::vector<int> candidates, double window, std::map<int, int>* waits,
+                        std::map<int, int>* stopped_ms = nullptr) {
     if (candidates.empty())
       for (int p = 0; p < size_; ++p)
         if (p != rank_) candidates.push_back(p);
     std::sort(candidates.begin(), candidates.end());
     candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-    std::vector<int32_t> out(candidates.size(), rank_), in(candidates.size(), -1);
+    std::vector<int32_t> out(candidates.size(), rank_), in(2 * candidates.size(), -1);
     std::vector<MPI_Request> sends(candidates.size()), recvs(candidates.size());
     {
       MpiLock lock;
       for (size_t i = 0; i < candidates.size(); ++i) {
-        MPI_Irecv(&in[i], 1, MPI_INT32_T, candidates[i], kPongTag, probe_, &recvs[i]);
+        MPI_Irecv(&in[2 * i], 2, MPI_INT32_T, candidates[i], kPongTag, probe_, &recvs[i]);
         MPI_Isend(&out[i], 1, MPI_INT32_T, candidates[i], kPingTag, probe_, &sends[i]);
       }
     }
@@ -678,8 +695,9 @@ class MpiComm final : public Communicator {
           silent.push_back(candidates[i]);
           MPI_Cancel(&recvs[i]);
           MPI_Request_free(&recvs[i]);
-        } else if (waits) {
-          (*waits)[candidates[i]] = in[i];
+        } else {
+          if (waits) (*waits)[candidates[i]] = in[2 * i];
+          if (stopped_ms && in[2 * i + 1] > 0) (*stopped_ms)[candidates[i]] = in[2 * i + 1];
         }
         MPI_Request_free(&sends[i]);  // a ping to a dead rank may never complete
       }
@@ -690,7 +708,9 @@ class MpiComm final : public Communicator {
   // Whom to blame for a timed-out wait on `candidates` (every other rank when empty): the ranks
   // that do not answer a ping, found by following the chain of waits from the ranks this one
   // waits for ("rank 2, which waits for rank 1 (no answer to a ping in 0.8 s: pid 4711 on node3:
-  // stopped ...)"); "" when everyone answers and nobody's wait leads to a silent rank.
+  // stopped ...)"). A rank that answers but reports that it lately did not run for seconds (stopped,
+  // then continued by the launcher as the job ends) is named the same way. "" when everyone answers
+  // and nobody's wait leads to a silent or stopped rank.
   std::string blame(std::vector<int> candidates) {
     const double window = std::min(3.0, std::max(0.5, options_.timeout_s / 10));
     std::vector<char> seen(size_t(size_), 0);
@@ -698,8 +718,8 @@ class MpiComm final : public Communicator {
     std::string chain;
     for (int hop = 0; hop < size_; ++hop) {
       for (int p : candidates) seen[size_t(p)] = 1;
-      std::map<int, int> waits;
-      const std::vector<int> silent = ping(candidates, window, &waits);
+      std::map<int, int> waits, stopped_ms;
+      const std::vector<int> silent = ping(candidates, window, &waits, &stopped_ms);
       if (!silent.empty()) {
         std::string s = chain + (silent.size() == 1 ? "rank " : "ranks ");
         std::string why;
@@ -713,7 +733,19 @@ class MpiComm final : public Communicator {
         return s + " (no answer to a ping in " + w + " s" +
                (why.empty() ? std::string(": stopped, dead, or blocked outside kiln's communication") : why) + ")";
       }
-      // Everyone answered: the stall is further down the chain of waits, if anywhere.
+      if (!stopped_ms.empty()) {
+        std::string s = chain + (stopped_ms.size() == 1 ? "rank " : "ranks ");
+        std::string why;
+        for (const auto& [p, ms] : stopped_ms) {
+          s += (why.empty() ? "" : ", ") + std::to_string(p);
+          char w[160];
+          std::snprintf(w, sizeof w, "%srank %d did not run for %.1f s before it answered a ping: stopped or frozen",
+                        why.empty() ? "" : "; ", p, ms * 1e-3);
+          why += w;
+        }
+        return s + " (" + why + ")";
+      }
+      // Everyone answered and ran: the stall is further down the chain of waits, if anywhere.
       std::vector<int> next;
       std::string via;
       for (const auto& [p, target] : waits) {
@@ -810,6 +842,7 @@ class MpiComm final : public Communicator {
   Clock::time_point last_liveness_{};  // recv from any rank: the last look at expected_
   NodeGroups groups_;  // hierarchical allreduce
   std::atomic<int32_t> waiting_on_{-1};  // the peer the current wait needs (answer to pings)
+  std::atomic<int32_t> wait_stopped_ms_{0};  // how long this process did not run during the current wait
 };
 
 // kiln's ring: reduce-scatter then allgather, n-1 steps each; chunk c of the buffer is

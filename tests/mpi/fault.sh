@@ -9,8 +9,11 @@
 #    it waits for someone else (a ps worker waits for its server, which waits for rank 1): "timed
 #    out after 8 s waiting for rank 2, which waits for rank 1 (no answer to a ping in 0.8 s; rank 1,
 #    pid 4711 on node3: stopped (state T ...))"; rank 1, woken as the job ends, blames nobody else.
+#  - stop-woken: as stop, but rank 1 is continued 0.3 s after --comm-timeout, while the others'
+#    pings are still out (as a launcher's SIGCONT at job end can do): it answers, and is still the
+#    one named, "rank 1 (rank 1 did not run for 8.3 s before it answered a ping: stopped or frozen)".
 # The job then restarts from its last checkpoint (--resume latest) on two ranks.
-#   tests/mpi/fault.sh build/tools/kiln kill|stop [sync|ps|async] [launcher]
+#   tests/mpi/fault.sh build/tools/kiln kill|stop|stop-woken [sync|ps|async] [launcher]
 #     ps, async: the last rank is the one server, ranks 0 and 1 the workers (async: kill only; the
 #     server, never waiting long for any one worker, looks at the workers' processes each second)
 #     launcher (kill only): mpirun keeps its default of ending the job when a rank dies, and
@@ -70,7 +73,8 @@ done
 pid=$(rank_pid 1 "$work/run") || { cat "$work/out.txt"; echo "FAIL: rank 1 not found"; exit 1; }
 start_ms=$(($(date +%s%N) / 1000000))
 if [[ $fault == kill ]]; then kill -KILL "$pid"; else kill -STOP "$pid"; fi
-echo "fault.sh: sent SIG${fault^^} to rank 1 (pid $pid)"
+fault_name=$([[ $fault == kill ]] && echo KILL || echo STOP)
+echo "fault.sh: sent SIG$fault_name to rank 1 (pid $pid)"
 
 # The job must end by itself within timeout + margin; a hang fails the test.
 limit=$((timeout_s + margin_s))
@@ -79,7 +83,15 @@ woken=0
 while kill -0 "$job" 2>/dev/null && (($(date +%s%N) / 1000000 < deadline_ms)); do
   # Wake the stopped rank once the others have given up on it, as an operator might: what it says
   # then must not blame them.
-  if [[ $fault == stop && $woken == 0 ]] && grep -q "timed out after" "$work/out.txt"; then
+  # stop-woken: inside the others' ping window (it opens at --comm-timeout; the collective began
+  # within a step, some ms, of the fault).
+  wake=0
+  if [[ $woken == 0 && $fault == stop ]]; then
+    grep -q "timed out after" "$work/out.txt" && wake=1
+  elif [[ $woken == 0 && $fault == stop-woken ]]; then
+    (($(date +%s%N) / 1000000 - start_ms > timeout_s * 1000 + 300)) && wake=1
+  fi
+  if ((wake)); then
     kill -CONT "$pid" 2>/dev/null || true
     woken=1
   fi
@@ -117,12 +129,18 @@ if [[ $fault == kill ]]; then
     [[ $first == *"has died"* ]] || fail "mpirun ended the job before kiln said anything"
   fi
 else
-  re="timed out after ${timeout_s} s waiting for (rank [0-9], which waits for )?rank 1 \(no answer to a ping in [0-9.]+ s; rank 1, pid [0-9]+ on [^:]+: stopped"
+  # Rank 1 is silent, or, continued by the launcher as the job ends, answers a late ping saying
+  # it did not run.
+  re="timed out after ${timeout_s} s waiting for (rank [0-9], which waits for )?rank 1 \((no answer to a ping in [0-9.]+ s; rank 1, pid [0-9]+ on [^:]+: stopped|rank 1 did not run for [0-9.]+ s before it answered a ping)"
   grep -Eq "$re" "$work/out.txt" || fail "no kiln error naming rank 1 as stopped (want /$re/)"
   grep -Eq "^kiln: rank [02] has waited [0-9]+ s for " "$work/out.txt" || fail "no warning before the timeout"
   # Nobody else is blamed: every timeout names rank 1 as the silent one, and rank 1 itself (woken
   # while the job ends) says it was the one stopped, or nothing.
   if grep -E "timed out after" "$work/out.txt" | grep -Ev "$re" | grep -q .; then fail "a timeout blames another rank"; fi
+  if [[ $fault == stop-woken ]]; then
+    grep -Eq "waiting for (rank [0-9], which waits for )?rank 1 \(rank 1 did not run for [0-9.]+ s before it answered a ping" \
+      "$work/out.txt" || fail "rank 1, answering once woken, was not named from its answer"
+  fi
   if grep -E "rank 1: .*(has died|timed out)" "$work/out.txt" | grep -v "this rank itself" | grep -q .; then
     fail "the stopped rank blames another"
   fi
