@@ -721,29 +721,27 @@ class MpiComm final : public Communicator {
       std::map<int, int> waits, stopped_ms;
       const std::vector<int> silent = ping(candidates, window, &waits, &stopped_ms);
       if (!silent.empty()) {
-        std::string s = chain + (silent.size() == 1 ? "rank " : "ranks ");
         std::string why;
-        for (size_t i = 0; i < silent.size(); ++i) {
-          s += (i ? ", " : "") + std::to_string(silent[i]);
-          const std::string st = local_state(silent[i]);
-          if (!st.empty()) why += "; rank " + std::to_string(silent[i]) + ", " + st;
+        for (int p : silent) {
+          const std::string st = local_state(p);
+          if (!st.empty()) why += "; rank " + std::to_string(p) + ", " + st;
         }
         char w[32];
         std::snprintf(w, sizeof w, "%.1f", window);
-        return s + " (no answer to a ping in " + w + " s" +
+        return chain + ranks_text(silent) + " (no answer to a ping in " + w + " s" +
                (why.empty() ? std::string(": stopped, dead, or blocked outside kiln's communication") : why) + ")";
       }
       if (!stopped_ms.empty()) {
-        std::string s = chain + (stopped_ms.size() == 1 ? "rank " : "ranks ");
+        std::vector<int> stopped;
         std::string why;
         for (const auto& [p, ms] : stopped_ms) {
-          s += (why.empty() ? "" : ", ") + std::to_string(p);
+          stopped.push_back(p);
           char w[160];
           std::snprintf(w, sizeof w, "%srank %d did not run for %.1f s before it answered a ping: stopped or frozen",
                         why.empty() ? "" : "; ", p, ms * 1e-3);
           why += w;
         }
-        return s + " (" + why + ")";
+        return chain + ranks_text(stopped) + " (" + why + ")";
       }
       // Everyone answered and ran: the stall is further down the chain of waits, if anywhere.
       std::vector<int> next;
@@ -767,6 +765,11 @@ class MpiComm final : public Communicator {
         if (r.reqs[i] != MPI_REQUEST_NULL && r.peers[i] == kAnyPeer) return "any rank";
       return "rank(s) unknown (inside the MPI library's collective)";
     }
+    return ranks_text(ranks);
+  }
+
+  // "rank 3" or "ranks 0, 1".
+  static std::string ranks_text(const std::vector<int>& ranks) {
     std::string s = ranks.size() == 1 ? "rank " : "ranks ";
     for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
     return s;
