@@ -200,10 +200,10 @@ std::unique_ptr<Communicator> make_communicator(const std::string& backend, Comm
   if (b == "local") return make_local_communicator(std::move(options));
   if (b == "mpi") return make_mpi_communicator(std::move(options));
   if (b == "nccl") {
-#if defined(KILN_HAVE_NCCL) && defined(KILN_HAVE_MPI)
+#if defined(KILN_HAVE_NCCL)
     return make_nccl_communicator(std::move(options), device);
 #else
-    KILN_THROW("communicator backend nccl: kiln was built without NCCL or without MPI (NCCL's id travels over MPI)");
+    KILN_THROW("communicator backend nccl: kiln was built without NCCL");
 #endif
   }
   KILN_THROW("communicator backend '", backend, "' is unknown (auto, mpi, nccl, local)");

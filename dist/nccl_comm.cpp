@@ -1,7 +1,9 @@
 // NcclComm: the communicator over NCCL for CUDA tensors, one rank per GPU (the device its local
 // rank picks). Rank 0 makes the ncclUniqueId and broadcasts it over an MPI communicator, which
 // also carries the signature check (an allgather of every rank's signature before each
-// collective). Collectives run on kiln's current stream of the device; the host then waits by
+// collective). A process that is not one of several ranks (no launcher, or a build without MPI)
+// gets a communicator of one rank over a local host communicator: the same NCCL calls on one GPU,
+// which is how tools/gpu-check proves the NCCL path on a machine of one GPU. Collectives run on kiln's current stream of the device; the host then waits by
 // polling a CUDA event (and ncclCommGetAsyncError) with the MPI communicator's timeout logic:
 // past timeout_s the NCCL communicator is aborted (ncclCommAbort) and a kiln::Error is thrown.
 // APIs newer than the NCCL of CUDA 11 are guarded by NCCL_VERSION_CODE: ncclAvg (2.10; else sum
@@ -9,10 +11,10 @@
 // all-reduce, is a kiln::Error). Hierarchical all-reduce (CommOptions::algorithm, dist/comm.h
 // NodeGroups): NCCL within the node (NVLink/PCIe), NCCL among the node leaders, NCCL broadcast
 // within the node; the groups come from ncclCommSplit.
-// Compiled only; runs on a GPU machine:  ctest --test-dir build -L gpu
+// Runs on a GPU machine:  ctest --test-dir build -R gpu.test_gpu_nccl
 #include "dist/nccl_comm.h"
 
-#if defined(KILN_HAVE_NCCL) && defined(KILN_HAVE_MPI)
+#if defined(KILN_HAVE_NCCL)
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -297,12 +299,19 @@ class NcclComm final : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> make_nccl_communicator(CommOptions options, Device device) {
-  (void)device;  // one rank per GPU: the local rank picks it, whatever index the caller named
-  int dev = cuda::device_for_local_rank();
   CommOptions host_options = options;
   host_options.algorithm = "library";
-  auto host = make_mpi_communicator(host_options);
-  return NcclComm::create(std::move(options), std::move(host), dev);
+  const bool distributed = launched_distributed() || (mpi_available() && mpi_initialized());
+  if (!distributed) {
+    // One rank: the GPU the caller named (cuda:N), else the current one.
+    const int dev = device.is_cuda() && device.index >= 0 ? device.index : cuda::current_device();
+    return NcclComm::create(std::move(options), make_local_communicator(host_options), dev);
+  }
+  KILN_CHECK(mpi_available(), "nccl: launched as one of ", world_from_env().size,
+             " ranks, but kiln was built without MPI, which carries NCCL's id to the other ranks");
+  // One rank per GPU: the local rank picks it, whatever index the caller named.
+  const int dev = cuda::device_for_local_rank();
+  return NcclComm::create(std::move(options), make_mpi_communicator(host_options), dev);
 }
 
 }  // namespace kiln::dist

@@ -1,5 +1,5 @@
-// Internal to dist/: the NCCL communicator's factory (built with KILN_HAVE_NCCL and MPI).
-//   ctest --test-dir build -L gpu
+// Internal to dist/: the NCCL communicator's factory (built with KILN_HAVE_NCCL).
+//   ctest --test-dir build -R gpu.test_gpu_nccl
 #pragma once
 
 #include <memory>
@@ -8,8 +8,9 @@
 
 namespace kiln::dist {
 
-// All ranks call it: rank 0 makes the ncclUniqueId and broadcasts it over an MPI communicator;
-// each rank uses `device` if it is a CUDA device, else the one its local rank picks.
+// All ranks call it. Under a launcher (several ranks): rank 0 makes the ncclUniqueId and
+// broadcasts it over an MPI communicator, and each rank uses the GPU its local rank picks. Alone
+// (no launcher): a communicator of one rank on `device` (cuda:N), else on the current GPU.
 std::unique_ptr<Communicator> make_nccl_communicator(CommOptions options, Device device);
 
 }  // namespace kiln::dist

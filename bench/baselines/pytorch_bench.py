@@ -487,6 +487,8 @@ def main():
     p.add_argument("--backend-name", default="",
                    help="backend field of the results (default pytorch, or pytorch-cl with --channels-last)")
     p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (cuDNN benchmark mode on, as kiln's)")
+    p.add_argument("--tf32", action="store_true",
+                   help="on cuda: TF32 for convolutions and matrix products (kiln: KILN_ALLOW_TF32=1)")
     p.add_argument("--amp", default="", choices=["", "float16", "bfloat16"],
                    help="mixed precision by torch.autocast (kiln: --dtype float16|bfloat16)")
     p.add_argument("--out", default="", help="write the JSON of kiln bench --out")
@@ -501,10 +503,12 @@ def main():
         if not torch.cuda.is_available():
             sys.exit("pytorch_bench: --device cuda but torch sees no CUDA device")
         torch.backends.cudnn.benchmark = True
-        torch.backends.cuda.matmul.allow_tf32 = False  # float32 results, as kiln's default
-        torch.backends.cudnn.allow_tf32 = False
+        # float32 results, as kiln's default; --tf32 as kiln's KILN_ALLOW_TF32=1 (convolutions and
+        # matrix products on the tensor cores' TF32)
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+        torch.backends.cudnn.allow_tf32 = a.tf32
     backend = a.backend_name or ("pytorch-cl" if a.channels_last else "pytorch")
-    dtype = a.amp or "float32"
+    dtype = a.amp or ("tf32" if a.tf32 else "float32")
     if a.runs:
         runs = []
         for item in a.runs.split(","):

@@ -75,12 +75,10 @@ if(KILN_HAVE_MPI)
                        ENVIRONMENT "${mpi_env}")
 endif()
 
-# The oracle (tests/oracle) on the emulated device: every registered candidate of every op against
-# the ref kernels in float64, the CUDA ones through the device runtime (cuda:0 tensors, the
-# caching allocator, copies and the stream sanitizer) rather than called directly as oracle_emu does.
-file(GLOB emu_oracle_srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/oracle/*.cpp)
-list(REMOVE_ITEM emu_oracle_srcs ${CMAKE_CURRENT_SOURCE_DIR}/oracle/emu_backend.cpp)
-add_executable(kiln_tests_oracle ${emu_oracle_srcs})
-target_link_libraries(kiln_tests_oracle PRIVATE kiln_test_support)
-add_test(NAME emu_device.oracle COMMAND kiln_tests_oracle --no-intro)
-set_tests_properties(emu_device.oracle PROPERTIES LABELS emu_device TIMEOUT 600 SKIP_RETURN_CODE 77)
+# tools/gpu-check end to end on the emulated device (pack, verify-pack in a bare root, every step,
+# the summary), so that a lent GPU's one call meets a script already run (tests/emu_device/gpu_check.sh).
+add_test(NAME emu_device.gpu_check
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/emu_device/gpu_check.sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}
+                 ${CMAKE_CURRENT_BINARY_DIR}/gpu_check)
+set_tests_properties(emu_device.gpu_check PROPERTIES LABELS emu_device TIMEOUT 900 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "KILN_TEST_PYTHON=${KILN_TEST_PYTHON}")

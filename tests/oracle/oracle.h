@@ -137,9 +137,11 @@ Tolerance tolerance(const std::string& op, DType dtype, const std::string& backe
 // The emulator build only: registers backend "emu" (tests/oracle/emu_backend.cpp); the harness
 // calls it once, before the first case.
 void add_emu_backend();
-// Whether this executable checks the candidates of `backend` ("" when it does, else why not:
-// the emulator build leaves the others to kiln_tests_oracle).
-std::string out_of_scope(const std::string& backend);
+// Whether this executable checks the candidates of `backend` on `dev` ("" when it does, else why
+// not): the emulator build checks only backend "emu" and leaves the others to kiln_tests_oracle;
+// KILN_ORACLE_DEVICES (a comma list of cpu, cuda; unset: both) narrows kiln_tests_oracle to the
+// candidates of those devices, as CTest's `oracle` (cpu) and `oracle_cuda` (cuda, label gpu) run it.
+std::string out_of_scope(const std::string& backend, DeviceType dev);
 
 // ---- the harness (oracle.cpp) -----------------------------------------------------------------
 // A case with its types erased: what the X-macro over engine/op_list.inc runs per op.
@@ -288,7 +290,7 @@ void check(const Case<Op>& cs) {
   const auto& all = op_table<Op>().all();
   for (const auto& c : all) rep.rows.push_back({backend_name(c->backend) + "/" + device_type_name(c->device), {}});
   for (size_t k = 0; k < all.size(); ++k) {
-    std::string why = out_of_scope(backend_name(all[k]->backend));
+    std::string why = out_of_scope(backend_name(all[k]->backend), all[k]->device);
     if (!why.empty()) {
       rep.rows[k].second.skipped = why;
       rep.rows[k].second.quiet = true;
@@ -296,6 +298,11 @@ void check(const Case<Op>& cs) {
       rep.rows[k].second.skipped = why;
     }
   }
+  // Nothing to check here (every candidate out of scope or on an absent device): no problem is
+  // computed, and finish() says why.
+  bool any = false;
+  for (const auto& row : rep.rows) any = any || row.second.skipped.empty();
+  if (!any) return finish(rep);
   if (cs.problems.empty()) fail(std::string("op ") + Op::name + " has no problems");
   const Cand<Op>* ref = nullptr;
   for (const auto& c : all)
