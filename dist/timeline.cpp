@@ -52,6 +52,8 @@ double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - kEpoch).count();
 }
 
+double origin_us() { return std::chrono::duration<double, std::micro>(kEpoch.time_since_epoch()).count(); }
+
 std::string rank_path(const std::string& path, int rank, int size) {
   if (size <= 1) return path;
   const auto slash = path.find_last_of('/');

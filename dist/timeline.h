@@ -64,6 +64,9 @@ class Span {
 // A span with explicit times (microseconds on the timeline clock), e.g. a bucket's wait
 // measured after the fact.
 double now_us();
+// This process's origin of now_us() on the host's monotonic clock (steady_clock's epoch), in
+// microseconds: what two processes of one host can compare exactly.
+double origin_us();
 void record(const char* category, const std::string& name, double begin_us, double end_us);
 
 }  // namespace kiln::dist::timeline

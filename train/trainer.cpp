@@ -394,11 +394,14 @@ void Trainer::fit() {
   strategy_->finish();
   if (interrupted_) {
     const std::string p = cfg_.checkpoint_dir.empty() ? std::string() : save_checkpoint();
-    if (stop_signal_ && strategy_->is_chief())
-      std::cerr << "kiln train: "
-                << (stop_signal_ > 0 ? "signal " + std::to_string(stop_signal_) : std::string("a signal to another rank"))
-                << " at step " << step_
-                << (p.empty() ? std::string(", no checkpoint directory") : ", checkpoint " + p) << "\n";
+    if (stop_signal_ && strategy_->is_chief()) {
+      // One write: std::cerr flushes after every <<, and mpirun's forwarding would interleave the
+      // pieces with the other ranks' and this rank's stdout (a torn line, seen in mpi.stop_ps_3_1).
+      const std::string line =
+          "kiln train: " + (stop_signal_ > 0 ? "signal " + std::to_string(stop_signal_) : std::string("a signal to another rank")) +
+          " at step " + std::to_string(step_) + (p.empty() ? std::string(", no checkpoint directory") : ", checkpoint " + p) + "\n";
+      std::fputs(line.c_str(), stderr);
+    }
   }
   if (st_->events) st_->events->flush();
   st_->loader.reset();

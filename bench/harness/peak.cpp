@@ -25,11 +25,10 @@ namespace peak_detail {
 
 // Plain float loops the compiler vectorises for the build's own target (SSE2 on x86-64, VSX on
 // POWER8, NEON on ARM64); 16 x 8 independent chains.
-float fma_portable(int64_t steps) {
+float fma_portable(int64_t steps, float a, float b) {
   float c[16][8];
   for (int k = 0; k < 16; ++k)
-    for (int l = 0; l < 8; ++l) c[k][l] = 0.1f * float(k + l);
-  const float a = 0.999999f, b = 1e-6f;
+    for (int l = 0; l < 8; ++l) c[k][l] = float(k + l) / 16;  // dyadic: count_flops_per_step is exact
   for (int64_t i = 0; i < steps; ++i)
     for (int k = 0; k < 16; ++k)
       for (int l = 0; l < 8; ++l) c[k][l] = c[k][l] * a + b;
@@ -47,9 +46,11 @@ using Clock = std::chrono::steady_clock;
 namespace pd = peak_detail;
 
 struct Loop {
-  float (*fn)(int64_t);
+  float (*fn)(int64_t, float, float);
   double flops_per_step;
 };
+// The measurement's chain constants: a < 1, so every chain converges (peak_kernels.h).
+constexpr float kA = 0.999999f, kB = 1e-6f;
 
 Loop loop_of(const std::string& isa) {
   const std::vector<std::string> have = peak_isas();
@@ -199,7 +200,7 @@ double measure_fma_gflops(const std::string& isa, int threads, const PeakConfig&
   int64_t steps = 1 << 14;
   for (;;) {
     const auto t0 = Clock::now();
-    g_sink.store(loop.fn(steps), std::memory_order_relaxed);
+    g_sink.store(loop.fn(steps, kA, kB), std::memory_order_relaxed);
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (s > 0.004 || steps > (int64_t(1) << 40)) {
       steps = std::max<int64_t>(1, int64_t(double(steps) * cfg.fma_seconds / std::max(s, 1e-9)));
@@ -209,10 +210,21 @@ double measure_fma_gflops(const std::string& isa, int threads, const PeakConfig&
   }
   std::vector<double> gflops;
   for (int r = 0; r < cfg.fma_repeats; ++r) {
-    const double s = run_team(threads, [&](int) { g_sink.store(loop.fn(steps), std::memory_order_relaxed); });
+    const double s = run_team(threads, [&](int) { g_sink.store(loop.fn(steps, kA, kB), std::memory_order_relaxed); });
     gflops.push_back(double(threads) * double(steps) * loop.flops_per_step / s * 1e-9);
   }
   return best(gflops);
+}
+
+double flops_per_step(const std::string& isa) { return loop_of(isa).flops_per_step; }
+
+double count_flops_per_step(const std::string& isa) {
+  const Loop loop = loop_of(isa);
+  // Each lane adds 2^-20 a step (a = 1): 1024 and 2048 steps keep every chain exact in float32.
+  const int64_t steps = 1024;
+  const float b = 0x1p-20f;
+  const double diff = double(loop.fn(2 * steps, 1.0f, b)) - double(loop.fn(steps, 1.0f, b));
+  return 2.0 * diff / (double(steps) * double(b));
 }
 
 double measure_bandwidth_gbs(int threads, const PeakConfig& cfg) {
@@ -254,7 +266,10 @@ double measure_bandwidth_gbs(int threads, const PeakConfig& cfg) {
     });
     if (r > 0) gbs.push_back(3.0 * double(n) * double(sizeof(double)) / sec * 1e-9);
   }
-  g_sink.store(float(pa[n / 2]), std::memory_order_relaxed);
+  // Every element holds the triad's result: the bytes counted above were moved.
+  for (int64_t i = 0; i < n; ++i)
+    KILN_CHECK(pa[i] == 7.0, "peak: the triad left a[", i, "] = ", pa[i],
+               ", not 1 + 3 x 2: its timing counts work not done");
   return best(gbs);
 }
 

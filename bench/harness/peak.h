@@ -39,9 +39,16 @@ std::string best_bf16_isa();
 // for an ISA not in peak_isas() or threads < 1.
 double measure_fma_gflops(const std::string& isa, int threads, const PeakConfig& cfg);
 
+// The FLOPs one step of `isa`'s loop is counted as (what measure_fma_gflops multiplies by), and
+// the FLOPs it does, counted from its result (a = 1, b = 2^-20: each multiply-add lane adds b
+// exactly, so twice the steps add lanes x steps x b more). Equal for an honest loop.
+double flops_per_step(const std::string& isa);
+double count_flops_per_step(const std::string& isa);
+
 // STREAM triad a[i] = b[i] + s * c[i] over float64 arrays of cfg.array_bytes (each touched first
 // by the thread that later reads it), counted as STREAM does: 24 bytes per element (two reads, one
 // write; the write-allocate read is not counted). GB/s = 1e9 bytes/s, the best of cfg.bw_repeats.
+// Throws kiln::Error if any element of a is not the triad's result afterwards.
 double measure_bandwidth_gbs(int threads, const PeakConfig& cfg);
 
 // What `kiln bench` measures and prints once per process.

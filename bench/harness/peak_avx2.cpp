@@ -10,11 +10,14 @@ namespace kiln::bench::peak_detail {
 
 bool built_avx2() { return true; }
 
-float fma_avx2(int64_t steps) {
-  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-6f);
-  __m256 c0 = _mm256_set1_ps(0.f), c1 = _mm256_set1_ps(.1f), c2 = _mm256_set1_ps(.2f), c3 = _mm256_set1_ps(.3f);
-  __m256 c4 = _mm256_set1_ps(.4f), c5 = _mm256_set1_ps(.5f), c6 = _mm256_set1_ps(.6f), c7 = _mm256_set1_ps(.7f);
-  __m256 c8 = _mm256_set1_ps(.8f), c9 = _mm256_set1_ps(.9f), c10 = _mm256_set1_ps(1.f), c11 = _mm256_set1_ps(1.1f);
+float fma_avx2(int64_t steps, float a_in, float b_in) {
+  const __m256 a = _mm256_set1_ps(a_in), b = _mm256_set1_ps(b_in);
+  __m256 c0 = _mm256_set1_ps(0.f / 16), c1 = _mm256_set1_ps(1.f / 16);
+  __m256 c2 = _mm256_set1_ps(2.f / 16), c3 = _mm256_set1_ps(3.f / 16);
+  __m256 c4 = _mm256_set1_ps(4.f / 16), c5 = _mm256_set1_ps(5.f / 16);
+  __m256 c6 = _mm256_set1_ps(6.f / 16), c7 = _mm256_set1_ps(7.f / 16);
+  __m256 c8 = _mm256_set1_ps(8.f / 16), c9 = _mm256_set1_ps(9.f / 16);
+  __m256 c10 = _mm256_set1_ps(10.f / 16), c11 = _mm256_set1_ps(11.f / 16);
   for (int64_t i = 0; i < steps; ++i) {
     c0 = _mm256_fmadd_ps(c0, a, b);
     c1 = _mm256_fmadd_ps(c1, a, b);
@@ -43,7 +46,7 @@ float fma_avx2(int64_t steps) {
 
 namespace kiln::bench::peak_detail {
 bool built_avx2() { return false; }
-float fma_avx2(int64_t) { return 0.f; }
+float fma_avx2(int64_t, float, float) { return 0.f; }
 }  // namespace kiln::bench::peak_detail
 
 #endif

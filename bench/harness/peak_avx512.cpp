@@ -13,12 +13,16 @@ namespace kiln::bench::peak_detail {
 
 bool built_avx512() { return true; }
 
-float fma_avx512(int64_t steps) {
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-6f);
-  __m512 c0 = _mm512_set1_ps(0.f), c1 = _mm512_set1_ps(.1f), c2 = _mm512_set1_ps(.2f), c3 = _mm512_set1_ps(.3f);
-  __m512 c4 = _mm512_set1_ps(.4f), c5 = _mm512_set1_ps(.5f), c6 = _mm512_set1_ps(.6f), c7 = _mm512_set1_ps(.7f);
-  __m512 c8 = _mm512_set1_ps(.8f), c9 = _mm512_set1_ps(.9f), c10 = _mm512_set1_ps(1.f), c11 = _mm512_set1_ps(1.1f);
-  __m512 c12 = _mm512_set1_ps(1.2f), c13 = _mm512_set1_ps(1.3f), c14 = _mm512_set1_ps(1.4f), c15 = _mm512_set1_ps(1.5f);
+float fma_avx512(int64_t steps, float a_in, float b_in) {
+  const __m512 a = _mm512_set1_ps(a_in), b = _mm512_set1_ps(b_in);
+  __m512 c0 = _mm512_set1_ps(0.f / 16), c1 = _mm512_set1_ps(1.f / 16);
+  __m512 c2 = _mm512_set1_ps(2.f / 16), c3 = _mm512_set1_ps(3.f / 16);
+  __m512 c4 = _mm512_set1_ps(4.f / 16), c5 = _mm512_set1_ps(5.f / 16);
+  __m512 c6 = _mm512_set1_ps(6.f / 16), c7 = _mm512_set1_ps(7.f / 16);
+  __m512 c8 = _mm512_set1_ps(8.f / 16), c9 = _mm512_set1_ps(9.f / 16);
+  __m512 c10 = _mm512_set1_ps(10.f / 16), c11 = _mm512_set1_ps(11.f / 16);
+  __m512 c12 = _mm512_set1_ps(12.f / 16), c13 = _mm512_set1_ps(13.f / 16);
+  __m512 c14 = _mm512_set1_ps(14.f / 16), c15 = _mm512_set1_ps(15.f / 16);
   for (int64_t i = 0; i < steps; ++i) {
     c0 = _mm512_fmadd_ps(c0, a, b);
     c1 = _mm512_fmadd_ps(c1, a, b);
@@ -50,7 +54,7 @@ float fma_avx512(int64_t steps) {
 
 namespace kiln::bench::peak_detail {
 bool built_avx512() { return false; }
-float fma_avx512(int64_t) { return 0.f; }
+float fma_avx512(int64_t, float, float) { return 0.f; }
 }  // namespace kiln::bench::peak_detail
 
 #endif

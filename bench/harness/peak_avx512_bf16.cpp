@@ -15,7 +15,7 @@ namespace kiln::bench::peak_detail {
 
 bool built_avx512_bf16() { return true; }
 
-float dpbf16_avx512(int64_t steps) {
+float dpbf16_avx512(int64_t steps, float, float) {
   // Products of 2^-10 and 2^-10 are exact in bfloat16 and float32; a < 1 keeps the chains
   // bounded: each lane adds 2 * 2^-20 a step, far from float32's limits for any run here.
   const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0x1p-10f), _mm512_set1_ps(0x1p-10f));
@@ -50,7 +50,7 @@ float dpbf16_avx512(int64_t steps) {
 
 namespace kiln::bench::peak_detail {
 bool built_avx512_bf16() { return false; }
-float dpbf16_avx512(int64_t) { return 0.f; }
+float dpbf16_avx512(int64_t, float, float) { return 0.f; }
 }  // namespace kiln::bench::peak_detail
 
 #endif

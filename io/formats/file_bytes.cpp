@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -93,6 +94,12 @@ bool is_gzip(const uint8_t* data, size_t size) { return size >= 2 && data[0] == 
 
 // ---- streaming gzip
 
+namespace {
+std::atomic<uint64_t> g_inflated{0};
+}  // namespace
+
+uint64_t gzip_bytes_inflated() { return g_inflated.load(std::memory_order_relaxed); }
+
 struct GzipReader::Impl {
   z_stream z{};
   const uint8_t* data;
@@ -130,6 +137,7 @@ size_t GzipReader::read(uint8_t* dst, size_t n) {
     int rc = inflate(&z, Z_NO_FLUSH);
     got += before - z.avail_out;
     produced_ += before - z.avail_out;
+    g_inflated.fetch_add(before - z.avail_out, std::memory_order_relaxed);
     // The ratio so far: a bomb (deflate packs zeros 1032:1) is refused after about a megabyte,
     // long before its claimed gigabytes; real data (2-5:1) never comes near.
     uint64_t consumed = uint64_t(z.next_in - impl_->data);

@@ -21,6 +21,9 @@ constexpr uint64_t kGzipSlack = uint64_t(1) << 20;
 constexpr uint64_t kMaxGzipBytes = uint64_t(4) << 30;
 // The bound above for `compressed` bytes of gzip.
 uint64_t gzip_bound(uint64_t compressed);
+// Bytes every gzip stream of this process has produced so far (GzipReader, gunzip): the work a
+// hostile file caused, which tests bound by this count rather than by a clock.
+uint64_t gzip_bytes_inflated();
 
 // A read-only view of bytes already in memory (a file's contents), indexed like the vector it
 // stands for; the parsers that take a pointer and a size read through it.

@@ -244,7 +244,7 @@ TEST_CASE("planted (c): launch configurations past the device's limits fail as o
 }
 
 TEST_CASE("planted (c): sm_90 lets a kernel opt in to 200 KiB of shared memory") {
-  if (cuda::emu_device::arch().major != 9) return;  // the default architecture
+  REQUIRE(cuda::emu_device::arch().major == 9);  // the default architecture (KILN_EMU_ARCH unset)
   cuda::set_max_dynamic_shared(planted_shared, 200 * 1024);
   Tensor x = filled(0.0f, 32);
   KILN_LAUNCH(planted_shared, dim3(1), dim3(32), 200 * 1024, cuda::current_stream(), static_cast<float*>(x.data_ptr()));

@@ -73,6 +73,12 @@ if(KILN_HAVE_MPI)
            COMMAND ${MPIEXEC_EXECUTABLE} ${mpi_flags} $<TARGET_FILE:kiln_tests_emu_device_mpi> --no-intro)
   set_tests_properties(emu_device.mpi_sync_cuda PROPERTIES LABELS emu_device TIMEOUT 300 PROCESSORS 2
                        ENVIRONMENT "${mpi_env}")
+else()
+  # Not silently absent: the two MPI runs on the emulated device report Skipped, or fail under
+  # CI=true (tools/install-deps.sh --all installs Open MPI).
+  add_test(NAME emu_device.mpi_not_built COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/support/skip.sh "MPI"
+           "kiln was configured without MPI: emu_device.mpi_cli_sync and emu_device.mpi_sync_cuda need it (libopenmpi-dev: tools/install-deps.sh --all)")
+  set_tests_properties(emu_device.mpi_not_built PROPERTIES LABELS emu_device TIMEOUT 10 SKIP_RETURN_CODE 77)
 endif()
 
 # tools/gpu-check end to end on the emulated device (pack, verify-pack in a bare root, every step,

@@ -33,6 +33,7 @@
 #include "kernels/cuda/cudnn/norm.h"
 #include "kernels/cuda/cudnn/pool.h"
 #include "kernels/cuda/runtime.h"
+#include "tests/support/testing.h"
 
 using namespace kiln;
 
@@ -261,7 +262,7 @@ TEST_CASE("cudnn gemm: TF32 when allowed, float16 and bfloat16 with float32 accu
   cudnn::set_allow_tf32(false);
   for (DType t : {DType::float16, DType::bfloat16}) {
     if (!device_has(t)) {
-      MESSAGE("device lacks " << dtype_name(t) << ": skipped");
+      kiln::test::skip_not_built(std::string("cuDNN ") + dtype_name(t), "this device does not offer it");
       continue;
     }
     for (bool ta : {false, true})
@@ -281,7 +282,7 @@ TEST_CASE("cudnn conv: float32 forward and backward, NCHW and NHWC, algorithms c
 TEST_CASE("cudnn conv: float16 and bfloat16 on tensor cores") {
   for (DType t : {DType::float16, DType::bfloat16}) {
     if (!device_has(t)) {
-      MESSAGE("device lacks " << dtype_name(t) << ": skipped");
+      kiln::test::skip_not_built(std::string("cuDNN ") + dtype_name(t), "this device does not offer it");
       continue;
     }
     for (const ConvDesc& d : conv_cases(t)) check_conv(d);

@@ -1,6 +1,6 @@
 // Tensors on a real CUDA device: cpu -> cuda -> cpu round trips of every dtype and of contiguous,
 // channels-last, strided and empty layouts; item(); gradients through to(); copies under a
-// non-default stream; cuda:0 <-> cuda:1 when there are two devices.
+// non-default stream. Two devices: test_gpu_two_devices.cpp.
 //   ctest --test-dir build -L gpu
 #include <cmath>
 
@@ -122,14 +122,6 @@ TEST_CASE("gpu: pinned tensors copy asynchronously; record_stream across streams
   copied.wait();  // the default stream waits for the copy
   cuda::record_stream(d, nullptr);
   CHECK(d.to_vector() == h.to_vector());
-}
-
-TEST_CASE("gpu: cuda:0 <-> cuda:1") {
-  if (cuda::device_count() < 2) return;
-  Tensor h = values({3, 3}, DType::float64);
-  Tensor d1 = h.to(kGpu).to(Device("cuda:1"));
-  CHECK(d1.device() == Device("cuda:1"));
-  CHECK(d1.to_vector() == h.to_vector());
 }
 
 TEST_CASE("gpu: a device that does not exist") {

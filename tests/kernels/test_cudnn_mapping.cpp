@@ -360,6 +360,8 @@ TEST_CASE("cudnn mapping: cudnn ranks first among the CUDA candidates of each op
 
 #else
 
-TEST_CASE("cudnn mapping: built without cuDNN") { MESSAGE("KILN_HAVE_CUDNN is off: nothing to test"); }
+TEST_CASE("cudnn mapping: built without cuDNN") {
+  kiln::test::skip_not_built("cuDNN", "kiln was built without cuDNN (KILN_HAVE_CUDNN is off): no mapping to check");
+}
 
 #endif

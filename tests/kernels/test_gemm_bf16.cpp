@@ -134,7 +134,7 @@ std::vector<float> check_case(const Case& c, bool integers = false) {
         // relative at worst) of the result.
         const double facc = (double(d.k) + 4) * u * (std::fabs(d.alpha) * sabs[at] + std::fabs(d.beta * float(c0[at])));
         const double tol = facc + std::ldexp(1.0, -8) * (std::fabs(want[at]) + facc);
-        if (std::fabs(double(float(got[at])) - want[at]) > tol && ++bad <= 3)
+        if (!test::near(double(float(got[at])), want[at], tol) && ++bad <= 3)
           FAIL_CHECK("bf16 C at [" << p << "," << i << "," << j << "]: got " << float(got[at]) << " want " << want[at]
                                    << " tol " << tol);
       }
@@ -159,7 +159,7 @@ std::vector<float> check_case(const Case& c, bool integers = false) {
       const double tol = integers ? 0.0
                                   : (double(d.k) + 4) * u *
                                         (std::fabs(d.alpha) * sabs[at] + std::fabs(d.beta * float(c0[at])));
-      if (std::fabs(double(f[at]) - want[at]) > tol && ++bad <= 3)
+      if (!test::near(double(f[at]), want[at], tol) && ++bad <= 3)
         FAIL_CHECK("float C at [" << i << "," << j << "]: got " << f[at] << " want " << want[at] << " tol " << tol);
     }
   CHECK(bad == 0);
@@ -365,7 +365,7 @@ TEST_CASE("native bf16 linear: three passes against the reference in double") {
           int bad = 0;
           for (size_t i = 0; i < got.size(); ++i) {
             const double tol = std::ldexp(1.0, -8) * std::fabs(want[i]) + double(terms + 4) * std::ldexp(1.0, -23);
-            if (std::fabs(double(float(got[i])) - want[i]) > tol && ++bad <= 3)
+            if (!test::near(double(float(got[i])), want[i], tol) && ++bad <= 3)
               FAIL_CHECK("at " << i << ": got " << float(got[i]) << " want " << want[i]);
           }
           CHECK(bad == 0);

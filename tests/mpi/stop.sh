@@ -111,8 +111,14 @@ end=$((step + 6))
   { cat "$work/resume.txt"; fail "the resume failed"; }
 (launch "${args[@]}" --epochs 1000 --logdir "$work/full" --max-steps "$end") >"$work/full.txt" 2>&1 ||
   { cat "$work/full.txt"; fail "the uninterrupted run failed"; }
-digests() { grep -o '"sha256": "[0-9a-f]*"' "$(printf '%s/ckpt-%08d.json' "$1" "$end")"; }
-[[ $(digests "$work/run") == "$(digests "$work/full")" ]] ||
+# Each sidecar must exist and hold its digests (weights and optimizer state: at least two), so
+# that two missing or empty sidecars cannot compare equal.
+sidecar() { printf '%s/ckpt-%08d.json' "$1" "$end"; }
+for d in run full; do [[ -f $(sidecar "$work/$d") ]] || fail "no sidecar $(sidecar "$work/$d")"; done
+digests() { grep -o '"sha256": "[0-9a-f]\{64\}"' "$(sidecar "$1")" || true; }
+d_run=$(digests "$work/run") d_full=$(digests "$work/full")
+(($(wc -l <<<"$d_run") >= 2)) || fail "the resumed run's sidecar at step $end holds no weights and optimizer digests"
+[[ $d_run == "$d_full" ]] ||
   fail "resumed from step $step, the state at step $end differs from the uninterrupted run's"
 echo "stop.sh: resumed from step $step in new processes; step $end equals the uninterrupted run bit for bit"
 echo "PASS"

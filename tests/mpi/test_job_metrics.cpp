@@ -1,7 +1,7 @@
-// Job metrics: with several workers the Trainer's epoch figures are the job's (loss and accuracy
-// weighted by every worker's samples, images/s over all workers with each worker's own beside),
-// under sync and under parameter servers, where the chief also reports the servers' statistics;
-// and sync's logged rows are the job's too.
+// Job metrics under sync: with several ranks the Trainer's epoch figures are the job's (loss and
+// accuracy weighted by every rank's samples, images/s over all ranks with each rank's own beside),
+// and the logged rows are the job's too. Parameter servers and async, which need a server and two
+// workers: test_job_metrics_ps.cpp (3 and 4 ranks only).
 //   ctest --test-dir build -L mpi -R job_metrics
 #include <doctest/doctest.h>
 
@@ -62,58 +62,4 @@ TEST_CASE("sync: the epoch's loss is every rank's samples averaged, images/s the
   int rows = 0;
   for (std::string line; std::getline(ranks, line);) ++rows;
   CHECK(rows == 1 + n * (96 / (8 * n) / 2) + n);  // header, n rows per log point, n at the epoch end
-}
-
-TEST_CASE("ps: the workers' epoch figures are the job's, and the chief reports the servers' statistics") {
-  std::shared_ptr<dist::Communicator> comm = test::world_comm();
-  const int n = comm->size();
-  if (n < 3) return;  // one server and at least two workers
-  train::TrainConfig c = test::sync_trainer_config(8);
-  c.dist.strategy = dist::StrategyKind::ps;
-  c.dist.ps_servers = 1;
-  train::Trainer t(test::sync_small_cnn(), test::sync_synthetic(), c, comm);
-  t.fit();
-  std::unique_ptr<dist::Communicator> workers = comm->split(t.is_server() ? 1 : 0, comm->rank());
-  if (t.is_server()) {
-    CHECK(t.history().empty());
-    return;
-  }
-  const int w = n - 1;
-  REQUIRE(t.history().size() == 1);
-  const train::EpochSummary& e = t.history()[0];
-  const auto [sum, steps] = summed_losses(*workers, t.step_losses());
-  CHECK(steps == 96 / 8);
-  CHECK(e.train_loss == doctest::Approx(sum / steps).epsilon(1e-12));
-  REQUIRE(e.rank_images_per_s.size() == size_t(w));
-  if (comm->rank() == 0) {
-    REQUIRE(e.ps.size() == 1);
-    CHECK(e.ps[0].pushes == 96 / 8);  // every worker's pushes of the epoch
-    CHECK(e.ps[0].pulls == 96 / 8);
-    CHECK(e.ps[0].steps == 96 / 8 / w);  // synchronous: one optimizer step per round
-  } else {
-    CHECK(e.ps.empty());
-  }
-}
-
-TEST_CASE("async: no collective among workers at an epoch's end; images/s from the servers' intake") {
-  std::shared_ptr<dist::Communicator> comm = test::world_comm();
-  if (comm->size() < 3) return;
-  train::TrainConfig c = test::sync_trainer_config(8);
-  c.dist.strategy = dist::StrategyKind::async;
-  c.dist.ps_servers = 1;
-  c.epochs = 2;
-  train::Trainer t(test::sync_small_cnn(), test::sync_synthetic(), c, comm);
-  t.fit();
-  if (t.is_server() || comm->rank() != 0) return;
-  REQUIRE(t.history().size() == 2);
-  for (const train::EpochSummary& e : t.history()) {
-    CHECK(e.chief_only_metrics);
-    REQUIRE(e.ps.size() == 1);
-    CHECK(e.images_per_s > 0);
-  }
-  // The servers' count runs on over both epochs: at least the chief's own pushes, at most everyone's
-  // (the other workers may still be pushing when the chief asks: no one waits for anyone).
-  const int64_t pushes = t.history()[1].ps[0].pushes, workers = comm->size() - 1;
-  CHECK(pushes >= 2 * 96 / 8 / workers);
-  CHECK(pushes <= 2 * 96 / 8);
 }

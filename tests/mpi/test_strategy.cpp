@@ -3,6 +3,7 @@
 //   ctest --test-dir build -R mpi.test_strategy
 //   mpirun --oversubscribe -np 3 build/tests/kiln_tests_mpi --source-file=*mpi/test_strategy.cpp
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "dist/strategy.h"
@@ -27,10 +28,18 @@ Tensor rank_loss(Linear& net, int rank) {
   return ops::mean(ops::mul(y, y));
 }
 
-// Largest difference of `t` between this rank and any other (0 on every rank when all agree).
+// Largest difference of `t` between this rank and any other (0 on every rank when all agree;
+// +inf where any rank holds a NaN or infinity, which a max over ranks would otherwise drop).
 double spread(dist::Communicator& comm, const Tensor& t) {
   std::vector<double> v = t.to_vector(), minus(v.size());
-  for (size_t i = 0; i < v.size(); ++i) minus[i] = -v[i];
+  double nonfinite = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    minus[i] = -v[i];
+    if (!std::isfinite(v[i])) nonfinite = 1, v[i] = minus[i] = 0;
+  }
+  Tensor flag = from_vector(std::vector<double>{nonfinite}, {1}, DType::float64);
+  comm.allreduce(flag, dist::ReduceOp::max, "spread non-finite");
+  if (flag.data<double>()[0] != 0) return INFINITY;
   const int64_t n = int64_t(v.size());
   Tensor hi = from_vector(v, {n}, DType::float64), lo = from_vector(minus, {n}, DType::float64);
   comm.allreduce(hi, dist::ReduceOp::max, "spread max");

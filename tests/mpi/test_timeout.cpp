@@ -1,4 +1,4 @@
-// A rank that never arrives: the others' kiln::Error names it within timeout_s (2 s here),
+// A rank that never arrives: the others' kiln::Error names it once timeout_s (2 s here) has passed,
 // instead of hanging. A communicator that timed out is unusable (its state with the silent rank
 // is unknown); every rank then resynchronises on a fresh one (MPI_Comm_dup of MPI_COMM_WORLD,
 // which all ranks, the silent one included, call next).
@@ -28,8 +28,10 @@ TEST_CASE("the last rank skips a collective: the others name it, then all resync
     std::string want = "rank " + std::to_string(r) + ": allreduce 'skipped' #0 timed out after 2 s waiting for rank " +
                        std::to_string(p - 1) + " (no answer to a ping";  // it is blocked in MPI_Comm_dup below
     CHECK_THROWS_KILN(comm->allreduce(zeros({8}), dist::ReduceOp::sum, "skipped"), want);
+    // It waited out the timeout (not an early give-up); a wait without end would meet CTest's
+    // timeout instead, so no upper bound is asserted here.
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    CHECK(s < 5);
+    CHECK(s >= 2);
     CHECK_THROWS_KILN(comm->barrier("later"), "unusable after allreduce 'skipped' #0 timed out");
   }
   auto fresh = world_comm();

@@ -206,7 +206,7 @@ TEST_CASE("onnx import: MatMul over batched and broadcast N-d operands, Gemm wit
           double s = 0;
           for (int k = 0; k < 4; ++k)
             s += double(a[size_t(i * 12 + r * 4 + k)]) * double(bv[size_t(j * 24 + k * 6 + c)]);
-          worst = std::max(worst, std::abs(s - double(got[size_t(((i * 5 + j) * 3 + r) * 6 + c)])));
+          worst = std::max(worst, test::abs_diff(double(got[size_t(((i * 5 + j) * 3 + r) * 6 + c)]), s));
         }
   CHECK(worst < 1e-5);
   // Y = 0.5 * A^T B^T - 2 C with A [4, 3] (transA), B [5, 4] (transB), C [3, 1] broadcast.
@@ -223,7 +223,7 @@ TEST_CASE("onnx import: MatMul over batched and broadcast N-d operands, Gemm wit
     for (int n = 0; n < 5; ++n) {
       double s = 0;
       for (int k = 0; k < 4; ++k) s += double(ga[size_t(k * 3 + m)]) * double(b2[size_t(n * 4 + k)]);
-      worst = std::max(worst, std::abs(0.5 * s - 2.0 * double(c2[size_t(m)]) - double(gy[size_t(m * 5 + n)])));
+      worst = std::max(worst, test::abs_diff(double(gy[size_t(m * 5 + n)]), 0.5 * s - 2.0 * double(c2[size_t(m)])));
     }
   CHECK(worst < 1e-5);
 }

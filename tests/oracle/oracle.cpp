@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <new>
 #include <set>
 #include <sstream>
@@ -177,6 +179,48 @@ std::string compare(const Values& got, const Values& want, DType t, const Tolera
   os << bad << " of " << got.size() << " elements off; worst at [" << at << "]: " << got[size_t(at)] << " vs oracle "
      << want[size_t(at)] << " (rtol " << tol.rtol << ", atol " << tol.atol << ": " << tol.why << ")";
   return os.str();
+}
+
+namespace {
+// KILN_ORACLE_MEASURE's worst errors, written at exit.
+struct Measured {
+  std::string path;
+  std::map<std::string, std::pair<double, int64_t>> worst;  // "op\tdtype\tbackend" -> (t, elements)
+  ~Measured() {
+    if (path.empty()) return;
+    std::ofstream out(path);
+    for (const auto& [key, v] : worst) out << key << '\t' << v.first << '\t' << v.second << '\n';
+  }
+};
+Measured& measured() {
+  static Measured m = [] {
+    Measured x;
+    if (const char* p = std::getenv("KILN_ORACLE_MEASURE")) x.path = p;
+    return x;
+  }();
+  return m;
+}
+}  // namespace
+
+void measure(const std::string& op, DType t, const std::string& backend, const Values& got, const Values& want) {
+  Measured& m = measured();
+  if (m.path.empty() || !is_floating(t) || got.size() != want.size()) return;
+  auto& [worst, n] = m.worst[op + "\t" + dtype_name(t) + "\t" + backend];
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = std::isnan(got[i]) != std::isnan(want[i]) ? INFINITY
+                     : std::isnan(got[i])                       ? 0.0
+                                                                : std::abs(got[i] - want[i]) / (1 + std::abs(want[i]));
+    worst = std::max(worst, std::isnan(e) ? INFINITY : e);
+  }
+  n += int64_t(got.size());
+}
+
+uint64_t seed_offset() {
+  static const uint64_t k = [] {
+    const char* v = std::getenv("KILN_ORACLE_SEED");
+    return v && *v ? uint64_t(std::strtoull(v, nullptr, 10)) * 1000003 : uint64_t(0);
+  }();
+  return k;
 }
 
 void fail(const std::string& msg) { FAIL_CHECK(msg); }

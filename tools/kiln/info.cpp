@@ -34,7 +34,7 @@
 #include <cuda_runtime_api.h>
 #endif
 #if defined(KILN_HAVE_CUBLAS)
-#include <cublas_api.h>
+#include <cublas_v2.h>  // not cublas_api.h alone: CUDA 11 requires CUBLASAPI, which cublas_v2.h defines
 #endif
 #if defined(KILN_HAVE_CUDNN)
 #include <cudnn.h>
