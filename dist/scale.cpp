@@ -1,5 +1,6 @@
 // The scaling model of `kiln scale` (dist/scale.h): profiles, link presets, all-reduce costs, the
-// bucketed step simulation and the comparison with published tables.
+// bucketed step simulation, the comparison with published tables and the fit of the effects no
+// publication gives.
 //   ctest --test-dir build -R dist.test_scale
 #include "dist/scale.h"
 
@@ -7,8 +8,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "engine/error.h"
@@ -357,21 +360,32 @@ void apply_effect(ScaleOptions& o, const std::string& name, double value) {
 
 // --- simulation ----------------------------------------------------------------------------
 
-std::vector<Bucket> make_buckets(const DeviceProfile& p, double bucket_mb, double cycle_ms, double phase_ms) {
-  KILN_CHECK(bucket_mb > 0, "scale: --bucket-mb must be positive, not ", bucket_mb);
-  KILN_CHECK(std::isfinite(cycle_ms) && cycle_ms >= 0, "scale: --cycle-ms must be >= 0, not ", cycle_ms);
-  const double cap = bucket_mb * 1024 * 1024;
-  // When each gradient is final: backward runs the layers in order after forward.
-  struct Ready {
-    double at_ms;
-    int64_t bytes;
-  };
+namespace {
+
+struct Ready {
+  double at_ms;
+  int64_t bytes;
+};
+
+// When each gradient is final: backward runs the layers in order after forward. Kept apart from
+// the bucketing so that a step computes it once, not once per phase of the fusion cycle.
+std::vector<Ready> ready_times(const DeviceProfile& p) {
   std::vector<Ready> ready;
   double t = p.forward_ms() + p.other_ms;
   for (const LayerProfile& l : p.layers) {
     t += l.backward_ms;
     if (l.grad_bytes > 0) ready.push_back({t, l.grad_bytes});
   }
+  return ready;
+}
+
+void check_buckets(double bucket_mb, double cycle_ms) {
+  KILN_CHECK(bucket_mb > 0, "scale: --bucket-mb must be positive, not ", bucket_mb);
+  KILN_CHECK(std::isfinite(cycle_ms) && cycle_ms >= 0, "scale: --cycle-ms must be >= 0, not ", cycle_ms);
+}
+
+std::vector<Bucket> fill_buckets(const std::vector<Ready>& ready, double bucket_mb, double cycle_ms, double phase_ms) {
+  const double cap = bucket_mb * 1024 * 1024;
   std::vector<Bucket> buckets;
   if (cycle_ms > 0) {
     // Horovod's background thread: at each tick it fuses what is ready, in buffers of at most the
@@ -404,6 +418,13 @@ std::vector<Bucket> make_buckets(const DeviceProfile& p, double bucket_mb, doubl
   return buckets;
 }
 
+}  // namespace
+
+std::vector<Bucket> make_buckets(const DeviceProfile& p, double bucket_mb, double cycle_ms, double phase_ms) {
+  check_buckets(bucket_mb, cycle_ms);
+  return fill_buckets(ready_times(p), bucket_mb, cycle_ms, phase_ms);
+}
+
 StepPrediction simulate_step(const DeviceProfile& profile, int gpus, int nodes, const Network& net,
                              const ScaleOptions& o) {
   KILN_CHECK(profile.batch > 0, "scale: the profile of '", profile.model, "' has no batch size");
@@ -422,12 +443,14 @@ StepPrediction simulate_step(const DeviceProfile& profile, int gpus, int nodes, 
   // Parameter servers: a bucket's push (half its cost) overlaps backward, but the variables are
   // pulled back before the next forward reads them, and nothing overlaps that half.
   const bool pull_after = o.algorithm == Algorithm::ps || o.algorithm == Algorithm::ps_hier;
+  check_buckets(o.bucket_mb, o.cycle_ms);
+  const std::vector<Ready> ready = ready_times(p);
   auto one_step = [&](double phase_ms) {
     StepPrediction s;
     s.gpus = gpus;
     s.nodes = nodes;
     s.backward_end_ms = backward_end;
-    s.buckets = make_buckets(p, o.bucket_mb, o.cycle_ms, phase_ms);
+    s.buckets = fill_buckets(ready, o.bucket_mb, o.cycle_ms, phase_ms);
     double channel_free = 0, pull_ms = 0;
     for (Bucket& b : s.buckets) {
       const double cost = allreduce_ms(b.bytes, gpus, nodes, net, o);
@@ -599,7 +622,8 @@ ComparisonResult compare_table(const DeviceProfile& measured, const std::vector<
   KILN_CHECK(predicted_base(hi) >= base->images_per_s, "scale: table '", base->table, "': no device speed gives ",
              base->images_per_s, " images/s on ", base->gpus, " GPUs over ", base->intra, "/", base->inter,
              " (the network and fixed costs alone are slower)");
-  for (int i = 0; i < 100; ++i) {
+  // To 1e-12 of the speed, far below any effect on a row; fit_effects calls this hundreds of times.
+  for (int i = 0; i < 100 && hi - lo > 1e-12 * hi; ++i) {
     const double mid = 0.5 * (lo + hi);
     (predicted_base(mid) < base->images_per_s ? lo : hi) = mid;
   }
@@ -617,9 +641,143 @@ ComparisonResult compare_table(const DeviceProfile& measured, const std::vector<
     // than the base's so carries the batch's effect (the fixed per-step cost), as published.
     c.published_efficiency = r.images_per_s / r.gpus / base_pub;
     c.predicted_efficiency = c.predicted.images_per_s / r.gpus / base_pred;
+    c.calibration = &r == base;
     out.rows.push_back(c);
   }
   return out;
+}
+
+std::vector<ReferenceRow> with_effects(std::vector<ReferenceRow> rows, const std::vector<TableEffect>& effects) {
+  for (ReferenceRow& r : rows)
+    for (const TableEffect& e : effects) {
+      auto same = [&](const TableEffect& x) { return x.name == e.name; };
+      auto it = std::find_if(r.effects.begin(), r.effects.end(), same);
+      if (it == r.effects.end()) r.effects.push_back(e);
+      else *it = e;
+    }
+  return rows;
+}
+
+// --- fitting the effects no publication gives ----------------------------------------------
+
+namespace {
+
+// What fit_effects may set, and over what range: wider than any table here needs (the values
+// chosen by hand were at most 0.12 and 40 ms), narrow enough for a grid of kFitGrid to bracket.
+struct FitRange {
+  const char* name;
+  double hi;
+};
+constexpr FitRange kFitRanges[] = {{"jitter", 0.5}, {"node_jitter", 0.5}, {"fixed_ms", 200}};
+constexpr int kFitGrid = 16;
+
+// Whether the rows can tell the effect apart at all. A per-step fixed cost shows only against
+// another batch size: at one batch the calibration absorbs it, and all that is left is a faint
+// dilution of the communication, a flat valley with jitter that the search would follow to the end
+// of the range. Stragglers among nodes need one node count with two GPU counts besides a row on
+// several nodes: at a constant number of GPUs per node they grow with the count as per-GPU ones do.
+bool determined(const std::string& name, const std::vector<std::vector<ReferenceRow>>& tables) {
+  std::set<int64_t> batches;
+  std::map<int, std::set<int>> gpus_on;  // node count -> GPU counts
+  for (const std::vector<ReferenceRow>& t : tables)
+    for (const ReferenceRow& r : t) {
+      batches.insert(r.batch);
+      gpus_on[r.nodes].insert(r.gpus);
+    }
+  if (name == "fixed_ms") return batches.size() > 1;
+  if (name == "node_jitter")
+    return gpus_on.rbegin()->first > 1 &&
+           std::any_of(gpus_on.begin(), gpus_on.end(), [](const auto& n) { return n.second.size() > 1; });
+  return true;
+}
+
+// The error over every row but the calibration rows, in points of efficiency.
+EffectFit fit_error(const DeviceProfile& p, const std::vector<std::vector<ReferenceRow>>& tables,
+                    const std::vector<TableEffect>& effects, const ScaleOptions& o) {
+  EffectFit f;
+  f.effects = effects;
+  double squares = 0;
+  for (const std::vector<ReferenceRow>& t : tables)
+    for (const Comparison& c : compare_table(p, with_effects(t, effects), o).rows) {
+      if (c.calibration) continue;
+      squares += c.error_points() * c.error_points();
+      f.worst_points = std::max(f.worst_points, std::fabs(c.error_points()));
+      f.rows++;
+    }
+  f.rms_points = f.rows > 0 ? std::sqrt(squares / f.rows) : 0;
+  return f;
+}
+
+// The x in [0, hi] that minimises f: a grid brackets the minimum (f need not be unimodal over the
+// whole range; the fusion cycle's phases leave small steps in it), then golden-section search
+// narrows the bracket to 1e-4 of the range.
+double minimise(const std::function<double(double)>& f, double hi) {
+  int best = 0;
+  double f_best = f(0);
+  for (int i = 1; i <= kFitGrid; ++i) {
+    const double v = f(hi * i / kFitGrid);
+    if (v < f_best) f_best = v, best = i;
+  }
+  double a = hi * std::max(0, best - 1) / kFitGrid, b = hi * std::min(kFitGrid, best + 1) / kFitGrid;
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  double c = b - g * (b - a), d = a + g * (b - a), fc = f(c), fd = f(d);
+  while (b - a > 1e-4 * hi) {
+    if (fc <= fd) {
+      b = d, d = c, fd = fc;
+      c = b - g * (b - a), fc = f(c);
+    } else {
+      a = c, c = d, fc = fd;
+      d = a + g * (b - a), fd = f(d);
+    }
+  }
+  // The grid point wins where the bracket's interior is no better (a minimum at 0 or hi).
+  return std::min(fc, fd) < f_best ? (fc <= fd ? c : d) : hi * best / kFitGrid;
+}
+
+}  // namespace
+
+EffectFit fit_effects(const DeviceProfile& measured, const std::vector<std::vector<ReferenceRow>>& tables,
+                      const std::vector<std::string>& names, const ScaleOptions& o) {
+  KILN_CHECK(!names.empty(), "scale: fit_effects: no effect named to fit");
+  std::vector<double> hi;
+  for (const std::string& n : names) {
+    auto named = [&](const FitRange& r) { return n == r.name; };
+    auto it = std::find_if(std::begin(kFitRanges), std::end(kFitRanges), named);
+    KILN_CHECK(it != std::end(kFitRanges), "scale: cannot fit effect '", n,
+               "' (fitted: jitter, node_jitter, fixed_ms)");
+    KILN_CHECK(std::count(names.begin(), names.end(), n) == 1, "scale: fit_effects: effect '", n, "' named twice");
+    hi.push_back(it->hi);
+  }
+  std::vector<TableEffect> effects;
+  for (const std::string& n : names) effects.push_back(TableEffect{n, 0, ""});
+  const int rows = fit_error(measured, tables, effects, o).rows;
+  KILN_CHECK(rows > 0, "scale: fit_effects: no row to fit besides the calibration rows");
+  std::vector<std::string> undetermined;
+  for (TableEffect& e : effects) {
+    const bool fit = determined(e.name, tables);
+    e.source = fit ? "fitted by fit_effects to " + std::to_string(rows) + " rows" : "0: the rows cannot determine it";
+    if (!fit) undetermined.push_back(e.name);
+  }
+  // Coordinate search: the effects are few (at most two per table here) and the RMS is smooth
+  // in each, so one at a time converges in a few sweeps where a grid over all would cost its power.
+  for (int sweep = 0; sweep < 20; ++sweep) {
+    double moved = 0;
+    for (size_t k = 0; k < effects.size(); ++k) {
+      if (std::find(undetermined.begin(), undetermined.end(), effects[k].name) != undetermined.end()) continue;
+      const double before = effects[k].value;
+      effects[k].value = minimise(
+          [&](double v) {
+            effects[k].value = v;
+            return fit_error(measured, tables, effects, o).rms_points;
+          },
+          hi[k]);
+      moved = std::max(moved, std::fabs(effects[k].value - before) / hi[k]);
+    }
+    if (moved < 1e-3 || effects.size() - undetermined.size() <= 1) break;
+  }
+  EffectFit f = fit_error(measured, tables, effects, o);
+  f.undetermined = undetermined;
+  return f;
 }
 
 }  // namespace kiln::dist

@@ -9,6 +9,8 @@
 // (or all after it with overlap off); then the optimizer. Parameter servers pull the variables
 // back before the next forward, which nothing overlaps. Stragglers (per GPU and per node) stretch
 // the step; a per-step fixed cost does not scale with the batch. No MPI needed: pure arithmetic.
+// The effects no publication gives are fitted to published rows by fit_effects, which also lets
+// the tests fit on some rows and check the model on the others (held out).
 //
 //   DeviceProfile p = load_profile("resnet50.json");
 //   Network net{link_preset("pcie3"), link_preset("ib-edr"), 4};
@@ -183,6 +185,10 @@ struct Comparison {
   ReferenceRow row;
   StepPrediction predicted;
   double predicted_efficiency = 0, published_efficiency = 0;
+  // The base row: predicted as published by construction, so its error is no evidence.
+  bool calibration = false;
+  // 100 x (predicted - published efficiency): the model's error in points of scaling efficiency.
+  double error_points() const { return 100 * (predicted_efficiency - published_efficiency); }
 };
 struct ComparisonResult {
   std::vector<Comparison> rows;
@@ -191,5 +197,28 @@ struct ComparisonResult {
 };
 ComparisonResult compare_table(const DeviceProfile& measured, const std::vector<ReferenceRow>& table,
                                const ScaleOptions& o);
+
+// The rows with each effect of `effects` set to its value (added to a row that lacks it).
+std::vector<ReferenceRow> with_effects(std::vector<ReferenceRow> rows, const std::vector<TableEffect>& effects);
+
+// The values of the effects `names` (jitter, node_jitter, fixed_ms: those no publication gives)
+// that minimise the RMS error, in points of efficiency, of compare_table over `tables`' rows, the
+// calibration rows left out. Several tables share one value per effect (the KIT tables: one
+// machine); each table's other effects stay. To validate on held-out rows, pass only the rows to
+// fit on, including each table's calibration row (its fewest GPUs) so that a later compare_table
+// of the whole table calibrates alike. The search: each effect in turn over its range (jitter and
+// node_jitter [0, 0.5], fixed_ms [0, 200] ms) by a grid then golden-section search, sweeping until
+// none moves by 1e-3 of its range (20 sweeps at most). An effect the rows cannot determine stays 0 and is listed:
+// fixed_ms without two batch sizes among the rows, node_jitter without two GPU counts on one node
+// count and a row on several nodes. A kiln::Error for an effect it cannot fit, or no row to fit
+// besides the calibration rows.
+struct EffectFit {
+  std::vector<TableEffect> effects;  // in the order named; source "fitted by fit_effects to N rows"
+  std::vector<std::string> undetermined;  // those left at 0
+  int rows = 0;                      // rows fitted to, calibration rows not counted
+  double rms_points = 0, worst_points = 0;  // the error on them with the fitted values
+};
+EffectFit fit_effects(const DeviceProfile& measured, const std::vector<std::vector<ReferenceRow>>& tables,
+                      const std::vector<std::string>& names, const ScaleOptions& o = ScaleOptions{});
 
 }  // namespace kiln::dist

@@ -1,7 +1,10 @@
 // The scaling model of `kiln scale` (dist/scale.h) on a synthetic profile: one GPU has no
 // communication, infinite bandwidth gives efficiency 1, overlap never loses, bigger buckets mean
 // fewer messages, the ring formula exactly for one bucket, monotone in bandwidth; profile JSON
-// round trip; errors naming a bad network or a malformed profile; the published tables parse.
+// round trip; errors naming a bad network or a malformed profile; the published tables parse;
+// fit_effects recovers effects a table was made with. Against the published tables: the error
+// in-sample (the effects were fitted to those rows) and held out (refitted on the rows on at most
+// two nodes, predicting the larger runs).
 //   ctest --test-dir build -R dist.test_scale
 #include "tests/support/testing.h"
 
@@ -282,8 +285,11 @@ TEST_CASE("scale: the published tables parse, name known presets and compare") {
   REQUIRE(p100.size() == 6);
   CHECK(p100.back().gpus == 64);
   CHECK(p100.back().images_per_s == 9318.20);
-  // Calibrated to the base row (2 GPUs): the prediction there is the published figure.
+  // The calibration solves for the device speed that reproduces the base row (2 GPUs): a check of
+  // the bisection, not evidence for the model, which is why that row is left out of every error.
   const ComparisonResult c = compare_table(synthetic(40, 2 << 20), p100, ScaleOptions{});
+  CHECK(c.rows[0].calibration);
+  CHECK(std::none_of(c.rows.begin() + 1, c.rows.end(), [](const Comparison& x) { return x.calibration; }));
   CHECK(c.rows[0].predicted.images_per_s == doctest::Approx(322.93).epsilon(1e-3));  // Horovod's cycle: see below
   CHECK(c.rows[0].predicted_efficiency == doctest::Approx(1.0));
   CHECK(c.rows[5].published_efficiency == doctest::Approx(9318.20 / 32 / 322.93));
@@ -384,27 +390,168 @@ TEST_CASE("scale: a table's effects come with their source and are checked") {
   CHECK(compare_table(p, r, none).rows[0].predicted.images_per_s == doctest::Approx(100).epsilon(1e-3));
 }
 
-// The promise of `kiln scale --compare`: with the shipped ResNet-50 profile and each table's
-// effects, every published row is predicted within 3 efficiency points.
-TEST_CASE("scale: every published row within 3 points") {
+// fit_effects on a table the model itself made, with known effects: it finds them again, from
+// the rows on at most two nodes, and so predicts the larger rows exactly.
+TEST_CASE("scale: fit_effects recovers the effects a table was made with") {
+  // GPUs, nodes, batch
+  const int kRows[][3] = {{1, 1, 32}, {4, 1, 32}, {8, 1, 32}, {16, 2, 32}, {8, 2, 16}, {32, 4, 32}};
+  std::vector<ReferenceRow> t;
+  for (const auto& g : kRows) {
+    ReferenceRow r;
+    r.table = "made";
+    r.gpus = g[0], r.nodes = g[1], r.batch = g[2];
+    r.images_per_s = 100;  // replaced below by the model's prediction
+    r.intra = "pcie3", r.inter = "ib-edr", r.algorithm = "ring";
+    t.push_back(r);
+  }
+  const DeviceProfile p = synthetic();
+  const std::vector<TableEffect> truth = {
+      {"jitter", 0.05, "made"}, {"node_jitter", 0.1, "made"}, {"fixed_ms", 6, "made"}};
+  const ComparisonResult made = compare_table(p, with_effects(t, truth), ScaleOptions{});
+  for (size_t i = 0; i < t.size(); ++i) t[i].images_per_s = made.rows[i].predicted.images_per_s;
+  std::vector<ReferenceRow> small;
+  for (const ReferenceRow& r : t)
+    if (r.nodes <= 2) small.push_back(r);
+  const EffectFit f = fit_effects(p, {small}, {"jitter", "node_jitter", "fixed_ms"});
+  CHECK(f.rows == 4);  // the calibration row (1 GPU) not counted
+  CHECK(f.undetermined.empty());
+  REQUIRE(f.effects.size() == 3);
+  CHECK(f.effects[0].value == doctest::Approx(0.05).epsilon(0.02));
+  CHECK(f.effects[1].value == doctest::Approx(0.1).epsilon(0.02));
+  CHECK(f.effects[2].value == doctest::Approx(6).epsilon(0.05));
+  CHECK(f.worst_points < 0.05);
+  const ComparisonResult held = compare_table(p, with_effects(t, f.effects), ScaleOptions{});
+  CHECK(std::fabs(held.rows.back().error_points()) < 0.1);  // 32 GPUs on 4 nodes, held out
+  // Without a second batch size the fixed cost cannot be told apart, nor node stragglers without
+  // two GPU counts on one node count: they stay 0 and are named.
+  std::vector<ReferenceRow> one_batch, eight_per_node;
+  for (const ReferenceRow& r : t) {
+    if (r.batch == 32) one_batch.push_back(r);
+    if (r.gpus == 8 * r.nodes) eight_per_node.push_back(r);  // 8, 16, 32 GPUs on 1, 2, 4 nodes
+  }
+  const EffectFit g = fit_effects(p, {one_batch}, {"jitter", "fixed_ms"});
+  CHECK(g.undetermined == std::vector<std::string>{"fixed_ms"});
+  CHECK(g.effects[1].value == 0);
+  CHECK(g.effects[1].source == "0: the rows cannot determine it");
+  CHECK(fit_effects(p, {eight_per_node}, {"jitter", "node_jitter"}).undetermined ==
+        std::vector<std::string>{"node_jitter"});
+  // with_effects replaces an effect a row has and adds one it lacks.
+  const std::vector<ReferenceRow> w =
+      with_effects(with_effects(t, {{"jitter", 1, "a"}}), {{"jitter", 2, "b"}, {"cycle_ms", 5, "c"}});
+  REQUIRE(w[0].effects.size() == 2);
+  CHECK(w[0].effects[0].value == 2);
+  CHECK(w[0].effects[1].name == "cycle_ms");
+  CHECK_THROWS_KILN(fit_effects(p, {t}, {"cycle_ms"}),
+                    "cannot fit effect 'cycle_ms' (fitted: jitter, node_jitter, fixed_ms)");
+  const std::vector<ReferenceRow> base_only = {t[0]};
+  CHECK_THROWS_KILN(fit_effects(p, {base_only}, {"jitter"}), "no row to fit besides the calibration rows");
+  CHECK_THROWS_KILN(fit_effects(p, {t}, {}), "no effect named to fit");
+  CHECK_THROWS_KILN(fit_effects(p, {t}, {"jitter", "jitter"}), "effect 'jitter' named twice");
+}
+
+namespace {
+
+struct Published {
+  DeviceProfile profile;  // the shipped ResNet-50 profile, as `kiln scale --compare` uses by default
+  std::vector<ReferenceRow> rows;
+  std::vector<std::string> tables;  // in the CSV's order
+};
+
+Published published() {
   const std::string root = std::string(KILN_SOURCE_DIR) + "/dist/reference";
-  const DeviceProfile p = load_profile(root + "/profiles/resnet50-cpu-b32.json");
-  const std::vector<ReferenceRow> rows = load_reference(root + "/scaling.csv");
-  std::vector<std::string> tables;
-  for (const ReferenceRow& r : rows)
-    if (std::find(tables.begin(), tables.end(), r.table) == tables.end()) tables.push_back(r.table);
-  CHECK(tables.size() >= 6);
-  for (const std::string& t : tables) {
-    std::vector<ReferenceRow> table;
-    for (const ReferenceRow& r : rows)
-      if (r.table == t) table.push_back(r);
+  Published p{load_profile(root + "/profiles/resnet50-cpu-b32.json"), load_reference(root + "/scaling.csv"), {}};
+  for (const ReferenceRow& r : p.rows)
+    if (std::find(p.tables.begin(), p.tables.end(), r.table) == p.tables.end()) p.tables.push_back(r.table);
+  return p;
+}
+
+std::vector<ReferenceRow> rows_of(const Published& p, const std::string& table) {
+  std::vector<ReferenceRow> t;
+  for (const ReferenceRow& r : p.rows)
+    if (r.table == table) t.push_back(r);
+  return t;
+}
+
+std::string describe(const Comparison& x) {
+  return x.row.table + ": " + std::to_string(x.row.gpus) + " GPUs on " + std::to_string(x.row.nodes) +
+         " nodes at batch " + std::to_string(x.row.batch) + ": predicted " +
+         std::to_string(100 * x.predicted_efficiency) + "% against published " +
+         std::to_string(100 * x.published_efficiency) + "%";
+}
+
+}  // namespace
+
+// In-sample: with each table's effects as the CSV gives them, the rows are within 3 points of
+// efficiency. The "fitted" effects were chosen on these same rows, so this says the model can be
+// made to fit, not that it predicts (the held-out case below does); the calibration row of each
+// table is matched by construction and left out. Measured: worst 2.8 (s1-k80, 16 GPUs), mean 0.7
+// over 22 rows.
+TEST_CASE("scale: in-sample: every published row but the calibration row within 3 points") {
+  const Published pub = published();
+  CHECK(pub.tables.size() >= 6);
+  int rows = 0;
+  for (const std::string& t : pub.tables) {
+    const std::vector<ReferenceRow> table = rows_of(pub, t);
     CHECK_MESSAGE(!table.front().publication.empty(), t, " names no publication");
-    const ComparisonResult c = compare_table(p, table, ScaleOptions{});
+    const ComparisonResult c = compare_table(pub.profile, table, ScaleOptions{});
+    CHECK(std::count_if(c.rows.begin(), c.rows.end(), [](const Comparison& x) { return x.calibration; }) == 1);
     for (const Comparison& x : c.rows) {
-      const double d = 100 * (x.predicted_efficiency - x.published_efficiency);
-      CHECK_MESSAGE(std::fabs(d) <= 3.0, t, ": ", x.row.gpus, " GPUs on ", x.row.nodes, " nodes at batch ", x.row.batch,
-                    ": predicted ", 100 * x.predicted_efficiency, "% against published ", 100 * x.published_efficiency,
-                    "%");
+      if (x.calibration) continue;
+      CHECK_MESSAGE(std::fabs(x.error_points()) <= 3.0, describe(x));
+      ++rows;
     }
   }
+  CHECK(rows >= 22);
+}
+
+// Held out: the effects no publication gives (the CSV's "fitted" ones: jitter, node_jitter,
+// fixed_ms) are refitted by fit_effects on each table's rows on at most kFitNodes nodes, the
+// calibration row among them, and the rows on more nodes are predicted: what a user does, measure
+// on a node or two and ask about the cluster. The KIT tables share their values (one machine,
+// one value each in the CSV), so they are fitted together. Measured: the 9 held-out rows at a
+// batch among the fit rows' are within 1.48 points (mean 0.95), asserted within 2.5: a point of
+// margin for changes elsewhere in the model, far below the bare model's 17. The KIT 24-GPU row at
+// batch 32 is 5.25 points optimistic: fixed_ms, the only effect that slows batch 32 per image, is
+// determined by that row alone, so held out it stays 0; asserted within 6, what it meets. On the
+// fit rows themselves (in-sample again) the worst is 2.72 (s1-k80), asserted within 3.
+TEST_CASE("scale: held-out: effects fitted on at most 2 nodes predict the larger runs") {
+  constexpr int kFitNodes = 2;
+  constexpr double kHeldOutPoints = 2.5, kOtherBatchPoints = 6.0, kFitPoints = 3.0;
+  const Published pub = published();
+  const std::vector<std::string> kit = {"kit-980ti-imagenet", "kit-980ti-horovod"};
+  std::vector<std::vector<std::string>> groups = {kit};
+  for (const std::string& t : pub.tables)
+    if (std::find(kit.begin(), kit.end(), t) == kit.end()) groups.push_back({t});
+  int held_out = 0;
+  for (const std::vector<std::string>& group : groups) {
+    std::vector<std::vector<ReferenceRow>> fit_rows;
+    std::vector<std::string> names;
+    for (const std::string& t : group) {
+      fit_rows.emplace_back();
+      for (const ReferenceRow& r : rows_of(pub, t)) {
+        if (r.nodes <= kFitNodes) fit_rows.back().push_back(r);
+        for (const TableEffect& e : r.effects) {
+          const bool fitted = e.source.find("fitted") != std::string::npos;
+          if (fitted && std::find(names.begin(), names.end(), e.name) == names.end()) names.push_back(e.name);
+        }
+      }
+    }
+    REQUIRE_MESSAGE(!names.empty(), group[0], " has no fitted effect");
+    const EffectFit f = fit_effects(pub.profile, fit_rows, names);
+    CHECK_MESSAGE(f.worst_points <= kFitPoints, group[0], ": in-sample on the fit rows ", f.worst_points);
+    for (size_t i = 0; i < group.size(); ++i) {
+      const std::vector<ReferenceRow> whole = with_effects(rows_of(pub, group[i]), f.effects);
+      const ComparisonResult c = compare_table(pub.profile, whole, ScaleOptions{});
+      for (const Comparison& x : c.rows) {
+        if (x.calibration) REQUIRE_MESSAGE(x.row.nodes <= kFitNodes, group[i], ": calibration row not fitted on");
+        if (x.row.nodes <= kFitNodes) continue;
+        const bool batch_fitted = std::any_of(fit_rows[i].begin(), fit_rows[i].end(),
+                                              [&](const ReferenceRow& r) { return r.batch == x.row.batch; });
+        CHECK_MESSAGE(std::fabs(x.error_points()) <= (batch_fitted ? kHeldOutPoints : kOtherBatchPoints), "held out: ",
+                      describe(x));
+        ++held_out;
+      }
+    }
+  }
+  CHECK(held_out >= 10);
 }
