@@ -41,6 +41,13 @@
 namespace kiln::gputest {
 
 inline constexpr double kOutTol = 1e-3, kGradTol = 5e-3, kLossTol = 1e-4;
+// The widest the adaptive tolerances below may grow: a wrong kernel (an index, a missing barrier, a
+// stale buffer) is off by order 1, so a comparison allowed 0.1 still catches it. Where a net's own
+// sensitivity needs more (ResNet-50 and -101, Inception-v3 in training mode at batch 2: batch norm
+// over two samples of a 1x1 map moves the first conv's gradient by 100% and more under a 1e-6
+// input perturbation) that comparison is not made, and the message says so; the eval output and
+// the same backward kernels in the well-conditioned nets are still compared.
+inline constexpr double kTolCap = 0.1;
 
 // Square input sides smaller than the published ones, for nets whose zoo entry takes
 // NetOptions.image_size (adaptive pooling); the others run at their own input.
@@ -137,11 +144,17 @@ inline void check_net(const nets::NetInfo& info) {
   const double noise = rel_diff(first_conv_weight_grad(*cpu), gc);
   cpu_backend.reset();
   // The loss's own sensitivity likewise (batch norm over 2 samples of a 1x1 map at the reduced sides).
-  const double loss_tol = std::max(kLossTol, 5 * std::abs(lp - lc.item()) / std::max(1.0, std::abs(lc.item())));
-  const double grad_tol = std::max(kGradTol, 5 * noise);
+  // A NaN sensitivity is not small: it makes the tolerance infinite, so the comparison is not made.
+  const double loss_moves = std::abs(lp - lc.item()) / std::max(1.0, std::abs(lc.item()));
+  const double loss_tol = std::isnan(loss_moves) ? INFINITY : std::max(kLossTol, 5 * loss_moves);
+  const double grad_tol = std::isnan(noise) ? INFINITY : std::max(kGradTol, 5 * noise);
+  const bool compare_loss = loss_tol <= kTolCap, compare_grad = grad_tol <= kTolCap;
   MESSAGE(info.name << ": first-conv gradient moves by " << noise << " under a 1e-6 input perturbation; tolerance " << grad_tol);
-  if (grad_tol > 0.1)
-    MESSAGE(info.name << ": the gradient check is weak for this net (ill-conditioned); the loss check is not");
+  if (!compare_grad)
+    MESSAGE(info.name << ": first-conv gradient NOT compared: its own sensitivity needs a tolerance of " << grad_tol
+                      << ", over " << kTolCap << " (a wrong kernel's error); the output is compared");
+  if (!compare_loss)
+    MESSAGE(info.name << ": train loss NOT compared: it moves by " << loss_moves << " under the same perturbation");
 
   for (const auto& b : kGpuBackends) {
     const std::string backend = b.name;
@@ -165,10 +178,15 @@ inline void check_net(const nets::NetInfo& info) {
       Tensor lg = loss_of((*gpu)(x.to(kGpu)));
       lg.backward();
       const double l_cpu = lc.item(), l_gpu = to_host(lg).item();
-      CHECK_MESSAGE(std::abs(l_gpu - l_cpu) <= loss_tol * std::max(1.0, std::abs(l_cpu)),
-                    "train loss " << l_gpu << " on cuda, " << l_cpu << " on the CPU (tolerance " << loss_tol << ")");
-      const double dg = rel_diff(first_conv_weight_grad(*gpu), gc);
-      CHECK_MESSAGE(dg <= grad_tol, "first conv weight gradient differs by " << dg << " relative (tolerance " << grad_tol << ")");
+      CHECK_MESSAGE(std::isfinite(l_gpu), "train loss " << l_gpu << " on cuda");
+      if (compare_loss)
+        CHECK_MESSAGE(std::abs(l_gpu - l_cpu) <= loss_tol * std::max(1.0, std::abs(l_cpu)),
+                      "train loss " << l_gpu << " on cuda, " << l_cpu << " on the CPU (tolerance " << loss_tol << ")");
+      const Tensor gg = first_conv_weight_grad(*gpu);
+      CHECK_MESSAGE(finite(gg), "the first conv weight gradient on cuda is not finite");
+      const double dg = rel_diff(gg, gc);
+      if (compare_grad)
+        CHECK_MESSAGE(dg <= grad_tol, "first conv weight gradient differs by " << dg << " relative (tolerance " << grad_tol << ")");
     } catch (const Error& e) {  // one net (or backend) failing must not hide the others
       FAIL_CHECK("threw on cuda: " << std::string(e.what()));
     }

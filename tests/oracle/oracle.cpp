@@ -202,10 +202,11 @@ Measured& measured() {
 }
 }  // namespace
 
-void measure(const std::string& op, DType t, const std::string& backend, const Values& got, const Values& want) {
+void measure(const std::string& op, DType row_dtype, DType out_dtype, const std::string& backend, const Values& got,
+             const Values& want) {
   Measured& m = measured();
-  if (m.path.empty() || !is_floating(t) || got.size() != want.size()) return;
-  auto& [worst, n] = m.worst[op + "\t" + dtype_name(t) + "\t" + backend];
+  if (m.path.empty() || !is_floating(out_dtype) || got.size() != want.size()) return;
+  auto& [worst, n] = m.worst[op + "\t" + dtype_name(row_dtype) + "\t" + backend];
   for (size_t i = 0; i < got.size(); ++i) {
     const double e = std::isnan(got[i]) != std::isnan(want[i]) ? INFINITY
                      : std::isnan(got[i])                       ? 0.0

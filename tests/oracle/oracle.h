@@ -177,10 +177,12 @@ bool device_present(DeviceType dev, std::string* why);
 // "" when every element of got is within the tolerance of want, else the worst mismatch.
 std::string compare(const Values& got, const Values& want, DType t, const Tolerance& tol);
 // Tolerance measurement (tests/oracle/measure_tolerances.sh): with KILN_ORACLE_MEASURE=<file>,
-// every floating comparison also records, per (op, dtype, backend), the worst
+// every floating comparison also records, per (op, dtype, backend) as tolerance() keys its rows
+// (the problem's dtype), the worst
 // |got - oracle| / (1 + |oracle|) (the t of a tolerance atol = rtol = t), written to <file> as
 // TSV when the process ends. KILN_ORACLE_SEED=<k> draws every input from other seeds.
-void measure(const std::string& op, DType t, const std::string& backend, const Values& got, const Values& want);
+void measure(const std::string& op, DType row_dtype, DType out_dtype, const std::string& backend, const Values& got,
+             const Values& want);
 uint64_t seed_offset();
 
 struct Report {
@@ -377,7 +379,7 @@ void check(const Case<Op>& cs) {
           if (targs[i].null || targs[i].role == Role::in || !targs[i].compare) continue;
           // The oracle rounded to the output's dtype: the best any candidate can return.
           const Values rounded = round_through(want[i], targs[i].dtype);
-          measure(Op::name, targs[i].dtype, backend_name(c.backend), got[i], rounded);
+          measure(Op::name, problem_dtype(d), targs[i].dtype, backend_name(c.backend), got[i], rounded);
           const std::string m = compare(got[i], rounded, targs[i].dtype, tol);
           if (!m.empty()) fail(who + label + ": " + targs[i].name + ": " + m);
         }
