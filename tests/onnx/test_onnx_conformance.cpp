@@ -5,6 +5,9 @@
 // (onnx.backend.test.runner's rtol 1e-3, atol 1e-7 unless the case sets its own), or is refused
 // at import with a kiln::Error. A case that imports and then fails at run time or differs fails
 // the test. Prints per op: passed, refused (by cause), failed.
+// The cases that pass are exactly those of tests/onnx/conformance_pass.txt (README.md and
+// docs/onnx.md quote its count): a case that stops passing fails, and so does one that starts
+// to (add it to the list, with the counts in the docs: KILN_ONNX_PASS_LIST=<file> writes the list).
 // Skipped without the venv's onnx, numpy and onnxruntime; fails without them under CI=true.
 //   ctest --test-dir build -R onnx.test_onnx_conformance --output-on-failure
 //   KILN_ONNX_CASES=test_resize build/tests/kiln_tests_onnx -sf='*conformance*'   (cases whose name has it)
@@ -15,6 +18,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "engine/autograd.h"
@@ -103,6 +107,7 @@ TEST_CASE("onnx conformance: the backend node tests of every mapped op pass or a
   CHECK_MESSAGE(newest == onnx::kNewestOpset, opsets);
   const char* only = std::getenv("KILN_ONNX_CASES");
   std::map<std::string, Tally> per_op;
+  std::set<std::string> passed;
   for (const Case& c : cases) {
     if (only && c.name.find(only) == std::string::npos) continue;
     Tally& t = per_op[c.op];
@@ -150,6 +155,7 @@ TEST_CASE("onnx conformance: the backend node tests of every mapped op pass or a
       continue;
     }
     ++t.pass;
+    passed.insert(c.name);
   }
   // The table.
   int pass = 0, refused = 0, failed = 0;
@@ -172,5 +178,26 @@ TEST_CASE("onnx conformance: the backend node tests of every mapped op pass or a
   std::fflush(stdout);
   CHECK_MESSAGE(failed == 0,
                 std::string(std::to_string(failed) + " case(s) imported and gave a wrong result or failed; see above"));
-  if (!only) CHECK(pass > 150);
+  if (const char* list = std::getenv("KILN_ONNX_PASS_LIST")) {
+    std::ofstream out(list);
+    for (const std::string& n : passed) out << n << "\n";
+  }
+  if (only) return;
+  // Exactly the listed cases pass.
+  std::set<std::string> expected;
+  std::ifstream in(KILN_SOURCE_DIR "/tests/onnx/conformance_pass.txt");
+  REQUIRE_MESSAGE(in, "tests/onnx/conformance_pass.txt is missing");
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] != '#') expected.insert(line);
+  for (const std::string& n : expected)
+    CHECK_MESSAGE(passed.count(n), n << " passed before and does not now");
+  for (const std::string& n : passed)
+    CHECK_MESSAGE(expected.count(n), n << " passes and is not in tests/onnx/conformance_pass.txt (add it; update the counts in README.md and docs/onnx.md)");
+  CHECK(pass == int(expected.size()));
+  // The docs quote the count.
+  std::ifstream readme(KILN_SOURCE_DIR "/README.md");
+  std::stringstream text;
+  text << readme.rdbuf();
+  const std::string claim = std::to_string(expected.size()) + " pass, " + std::to_string(refused) + " refused";
+  CHECK_MESSAGE(text.str().find(claim) != std::string::npos, "README.md does not say '" << claim << "'");
 }
