@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -181,6 +182,8 @@ int64_t merge(const std::vector<std::string>& inputs, const std::string& out) {
     for (const auto& e : doc["traceEvents"]) {
       KILN_CHECK(e.is_object() && e.contains("pid") && e["pid"].is_number_integer(), "timeline merge: '", path,
                  "': an event without an integer \"pid\": ", io::clip_json(e));
+      KILN_CHECK(e["pid"].is_number_unsigned() && e["pid"].get<uint64_t>() <= uint64_t(INT32_MAX), "timeline merge: '",
+                 path, "': \"pid\" is ", io::clip_json(e["pid"]), ", not a rank (0 to 2^31 - 1)");
       const int64_t p = e["pid"].get<int64_t>();
       KILN_CHECK(pid < 0 || p == pid, "timeline merge: '", path, "' holds events of ranks ", pid, " and ", p,
                  " (merge the per-rank files kiln writes)");

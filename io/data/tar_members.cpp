@@ -70,6 +70,9 @@ uint64_t number(const char* h, size_t off, size_t len, const std::string& path) 
     KILN_CHECK(p[0] == 0x80 && len == 12 && p[1] == 0 && p[2] == 0 && p[3] == 0, "'", path,
                "': a tar header holds a size out of range");
     for (size_t i = 4; i < len; ++i) v = (v << 8) | p[i];
+    // As for octal below: a size near 2^64 would wrap when padded to 512 bytes, and the headers
+    // read after it would not be the ones tar reads.
+    KILN_CHECK(v < (uint64_t(1) << 60), "'", path, "': a tar header holds a size out of range");
     return v;
   }
   size_t i = 0;
@@ -138,7 +141,10 @@ std::vector<TarMember> tar_members(const std::string& path) {
     const uint64_t size = number(h, 124, 12, path);
     const uint64_t padded = (size + 511) / 512 * 512;
     if (type == 'L' || type == 'K' || type == 'x' || type == 'g') {
-      KILN_CHECK(size <= kMaxMeta, "'", path, "': a tar metadata record of ", size, " bytes");
+      const char* what = type == 'L' ? "GNU long name" : type == 'K' ? "GNU long link" : "pax";
+      KILN_CHECK(size <= kMaxMeta, "'", path, "': the ", what, " header of member ", out.size(), " ('",
+                 field(h, 0, 100), "') declares ", size, " bytes, over the ", kMaxMeta,
+                 "-byte limit on a tar metadata record");
       std::string data(size_t(padded), '\0');
       KILN_CHECK(in.read(&data[0], data.size()), "'", path, "': the archive ends inside a member");
       data.resize(size_t(size));

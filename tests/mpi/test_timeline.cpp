@@ -55,12 +55,15 @@ TEST_CASE("align_clocks puts every rank on rank 0's clock, within half the round
 
 TEST_CASE("timeline merge: one trace, a row per rank, on one clock; foreign files refused") {
   auto comm = test::world_comm();
-  dist::timeline::align_clocks(*comm);
+  const double rtt = dist::timeline::align_clocks(*comm).second;
+  Tensor rtts = zeros({int64_t(comm->size())}, DType::float64), mine = full({1}, rtt, DType::float64);
+  comm->allgather(mine, rtts, "round trips");
   test::TempDir dir("timeline_merge");
   // Every rank's directory is its own (TempDir per process): rank 0 gathers the paths by name.
   const std::string base = "/tmp/kiln-timeline-" + std::to_string(comm->size()) + ".json";
   dist::timeline::start(base, comm->rank(), comm->size());
-  comm->barrier("before the span");
+  { dist::timeline::Span s("compute", "before the barrier"); }
+  comm->barrier("between the spans");
   { dist::timeline::Span s("compute", "after the barrier"); }
   dist::timeline::stop();
   comm->barrier("files written");
@@ -72,17 +75,21 @@ TEST_CASE("timeline merge: one trace, a row per rank, on one clock; foreign file
     std::ifstream in(out);
     const nlohmann::json doc = nlohmann::json::parse(in);
     std::set<int64_t> rows;
-    std::vector<double> starts;
+    std::vector<double> after, before;
     for (const auto& e : doc["traceEvents"]) {
       if (e["name"] == "process_name") rows.insert(e["pid"].get<int64_t>());
-      if (e["name"] == "after the barrier") starts.push_back(e["ts"].get<double>());
+      if (e["name"] == "after the barrier") after.push_back(e["ts"].get<double>());
+      if (e["name"] == "before the barrier") before.push_back(e["ts"].get<double>() + e["dur"].get<double>());
     }
     CHECK(rows.size() == size_t(comm->size()));
-    REQUIRE(starts.size() == size_t(comm->size()));
-    // Leaving one barrier happens at nearly one moment on rank 0's clock (a loaded 2-core host
-    // can delay a rank by a few scheduler slices).
-    const auto [lo, hi] = std::minmax_element(starts.begin(), starts.end());
-    CHECK(*hi - *lo < 50000);
+    REQUIRE(after.size() == size_t(comm->size()));
+    REQUIRE(before.size() == size_t(comm->size()));
+    // On one clock the barrier orders the spans: no rank leaves before every rank has entered.
+    // Each rank's times are off by at most half its round trip (Cristian's bound), so the earliest
+    // leaving may precede the latest entering by at most the two largest half round trips.
+    const double* r = rtts.data<double>();
+    const double slack = *std::max_element(r, r + comm->size()) + 1e-3;
+    CHECK(*std::min_element(after.begin(), after.end()) >= *std::max_element(before.begin(), before.end()) - slack);
     // What is not a per-rank kiln trace is refused by name.
     const std::string junk = (dir.path / "junk.json").string();
     std::ofstream(junk) << "{\"events\": []}";
@@ -92,6 +99,10 @@ TEST_CASE("timeline merge: one trace, a row per rank, on one clock; foreign file
     const std::string odd_clock = (dir.path / "odd_clock.json").string();
     std::ofstream(odd_clock) << "{\"traceEvents\": [{\"pid\": 7}], \"otherData\": {\"clock\": 0}}";
     CHECK(error_of({files[0], odd_clock}, out).find("is not on rank 0's clock") != std::string::npos);
+    // A pid that is no rank (negative, or past int32) is refused by name.
+    const std::string minus = (dir.path / "minus.json").string();
+    std::ofstream(minus) << "{\"traceEvents\": [{\"pid\": -1}]}";
+    CHECK(error_of({files[0], minus}, out).find("\"pid\" is -1, not a rank") != std::string::npos);
     if (comm->size() > 1)
       CHECK(error_of({files[0], files[0]}, out).find("are both rank 0") != std::string::npos);
     for (const auto& f : files) std::remove(f.c_str());
