@@ -136,6 +136,8 @@ class Trainer {
   void fit();
   // Loss and accuracy of the model on `data` (eval mode, no gradients, no augmentation).
   EvalResult evaluate(const Dataset& data);
+  // The test split as this trainer validates on (TrainConfig::limit_test applied); null without one.
+  std::shared_ptr<const Dataset> test_set() const { return test_set_; }
 
   bool interrupted() const { return interrupted_; }
   // Writes logs and checkpoints: rank 0, or the only process.

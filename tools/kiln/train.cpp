@@ -198,7 +198,7 @@ int run_eval(const TrainOptions& o) {
   ModulePtr net = build_model(model, data, c.task);
   net->load_state_dict(ck.weights, true);
   train::Trainer t(net, data, c);
-  train::EvalResult r = t.evaluate(*data.test);
+  train::EvalResult r = t.evaluate(*t.test_set());  // --limit-test applied
   if (c.task == train::Task::segmentation)
     std::printf("%s on %s: loss %.4f IoU %.4f Dice %.4f (%lld samples)\n", model.c_str(), data_spec.c_str(), r.loss,
                 r.iou, r.dice, (long long)r.samples);
@@ -219,7 +219,10 @@ void add_common(CLI::App* sub, TrainOptions* o) {
   sub->add_option("--workers", o->workers, "data-loader threads (0: load in the training thread)")
       ->capture_default_str()
       ->check(whole(0, kMaxWorkers));
-  sub->add_option("--limit-test", o->limit_test, "use only the first N test samples")->check(whole(0, kMaxCount));
+  sub->add_option("--limit-test", o->limit_test,
+                  "use only the first N test samples (kiln train: for the per-epoch validation; its final test line "
+                  "covers the whole split)")
+      ->check(whole(0, kMaxCount));
   sub->add_option("--task", o->task, "auto, classification or segmentation")->capture_default_str();
 }
 
