@@ -19,8 +19,9 @@
 #                                  # not a second ~5 GB one: --test needs both packages anyway)
 set -euo pipefail
 
+# python3: the build extracts docs/cpp-api.md's snippets for docs.test_docs_snippets with it.
 required=(cmake ninja-build g++ ccache pkg-config libeigen3-dev doctest-dev libcli11-dev
-          nlohmann-json3-dev libfmt-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev libssl-dev)
+          nlohmann-json3-dev libfmt-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev libssl-dev python3)
 # libdnnl-dev's CMake package needs the OpenCL headers and loader (its Recommends, which
 # --no-install-recommends skips): ocl-icd-opencl-dev.
 optional=(libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin libbenchmark-dev gnuplot)

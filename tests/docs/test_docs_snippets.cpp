@@ -1,52 +1,53 @@
-// The code snippets of docs/cpp-api.md, kept compiling and checked for values: tensors and
-// autograd, a Module with an optimizer and a schedule, a strict backend preference, a checkpoint
-// round trip, synchronous data parallelism on a one-rank (local) communicator, a custom Module
-// and the Trainer on synthetic data.
+// The code snippets of docs/cpp-api.md, compiled as the docs print them and checked for values.
+// At build time tests/docs/extract_snippets.py copies each block marked <!-- snippet: NAME --> into
+// docs_snippets/NAME.inc (their #include lines into docs_snippets/includes.h); each TEST_CASE below
+// sets up what its snippet takes as given, includes the snippet, then checks what it computed by
+// the snippet's own variable names. A snippet that no longer compiles fails the build (the error
+// names NAME.inc and the docs' line); one that computes something else fails here. The snippets
+// whose inputs a test cannot supply (a data set path, a second rank, kernel arguments) are only
+// compiled, inside functions nothing calls.
 //   ctest --test-dir build -R docs.test_docs_snippets
 #include "tests/support/testing.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include "dist/comm.h"
-#include "dist/comm_thread.h"
-#include "dist/sync.h"
-#include "engine/dispatch.h"
-#include "engine/ops/elementwise.h"
-#include "engine/ops/reduce.h"
-#include "engine/optim.h"
-#include "engine/function.h"
-#include "engine/gradcheck.h"
-#include "engine/ops/index.h"
+#include "docs_snippets/includes.h"
+// What the snippets use without an #include of their own (the docs name those headers in the
+// text around them), and what the checks use.
+#include "dist/ps.h"
 #include "engine/ops/pool.h"
-#include "engine/print.h"
-#include "io/formats/safetensors.h"
-#include "io/onnx/onnx.h"
 #include "engine/threads.h"
+#include "io/data/synthetic.h"
+#include "layers/activation.h"
 #include "layers/conv.h"
 #include "layers/init.h"
-#include "engine/schedule.h"
-#include "io/data/datasets.h"
-#include "io/formats/checkpoint.h"
-#include "layers/activation.h"
-#include "layers/linear.h"
 #include "layers/loss.h"
-#include "nets/zoo.h"
-#include "train/trainer.h"
+#include "layers/pool.h"
 
 using namespace kiln;
 
+namespace {
+
+// Runs a snippet that writes relative paths ("runs/docs", "mnist.onnx") in a temporary directory,
+// restoring the working directory after (tests run one at a time, on one thread).
+struct InDir {
+  std::filesystem::path old = std::filesystem::current_path();
+  explicit InDir(const std::filesystem::path& dir) { std::filesystem::current_path(dir); }
+  ~InDir() { std::filesystem::current_path(old); }
+};
+
+}  // namespace
+
 TEST_CASE("docs: tensors and autograd") {
-  manual_seed(1);
-  Tensor x = randn({8, 16}).requires_grad_();
-  Tensor loss = ops::sum(ops::relu(x) * 2.0);
-  loss.backward();  // x.grad() = 2 where x > 0, else 0
+#include "docs_snippets/tensors_autograd.inc"
   std::vector<double> xv = x.to_vector(), gv = x.grad().to_vector();
   for (size_t i = 0; i < xv.size(); ++i) CHECK(gv[i] == (xv[i] > 0 ? 2.0 : 0.0));
-
-  Tensor nhwc = randn({2, 3, 4, 5}).contiguous(MemoryFormat::channels_last);
+  CHECK(loss.item() == doctest::Approx(2 * ops::sum(ops::relu(x)).item()));
   CHECK(nhwc.sizes() == Shape{2, 3, 4, 5});  // sizes stay N, C, H, W
   CHECK(nhwc.is_contiguous(MemoryFormat::channels_last));
   CHECK(nhwc.stride(1) == 1);                // channels innermost in memory
@@ -54,12 +55,9 @@ TEST_CASE("docs: tensors and autograd") {
 
 TEST_CASE("docs: integer and boolean tensors, printing, threads") {
   manual_seed(2);
-  Tensor logits = randn({32, 10});
-  Tensor target = from_vector(std::vector<double>(32, 3), {32}, DType::int64);
-  Tensor hits = ops::argmax(logits, 1) == target;    // boolean [32]
-  int64_t correct = int64_t(ops::sum(hits).item());  // sum of booleans: int64
-  Tensor scaled = target * 2 + 1;                    // int64; target * 0.5 would be float32
+#include "docs_snippets/integer_tensors.inc"
   CHECK(hits.dtype() == DType::boolean);
+  CHECK(hits.sizes() == Shape{32});
   CHECK(ops::sum(hits).dtype() == DType::int64);
   int64_t want = 0;
   const std::vector<double> lv = logits.to_vector();
@@ -74,8 +72,10 @@ TEST_CASE("docs: integer and boolean tensors, printing, threads") {
   CHECK(scaled.to_vector() == std::vector<double>(32, 7));
   CHECK((target * 0.5).dtype() == DType::float32);
 
-  CHECK(to_string(arange(20)) ==
-        "tensor([ 0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 12, 13, 14, 15, 16, 17,\n        18, 19])");
+  const std::string printed =
+#include "docs_snippets/print_arange.inc"
+      ;
+  CHECK(to_string(arange(20)) == printed);
   const int threads = get_num_threads();
   set_num_threads(1);
   CHECK(get_num_threads() == 1);
@@ -83,54 +83,41 @@ TEST_CASE("docs: integer and boolean tensors, printing, threads") {
   CHECK_THROWS_KILN(set_num_threads(0), "set_num_threads: the number of threads must be in [1, 4096], got 0");
 }
 
-namespace {
-struct Cube : autograd::Function<Cube> {
-  static const char* name() { return "Cube"; }
-  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x) {
-    ctx->save_for_backward({x});
-    return x * x * x;
-  }
-  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> g) {
-    const Tensor x = ctx->get_saved_variables()[0];
-    return {g[0] * x * x * 3.0};
-  }
-};
-}  // namespace
-
-TEST_CASE("docs: indexing, a custom Function, ModuleHolder, init") {
+TEST_CASE("docs: indexing") {
   manual_seed(4);
-  Tensor x = randn({4, 5}).requires_grad_();
-  ops::ValuesIndices top = ops::topk(x, 2, /*dim=*/1);                     // values [4, 2], indices int64
-  Tensor picked = ops::gather(x, 1, top.indices);                     // == top.values
-  Tensor masked = ops::masked_fill(x, x < 0, 0.0);                    // x < 0: a boolean tensor
-  (ops::sum(picked) + ops::sum(masked)).backward();
-  Tensor counts = zeros({5}, DType::int64);
-  ops::index_put_(counts, {top.indices.flatten()}, ones({8}, DType::int64), /*accumulate=*/true);
+#include "docs_snippets/indexing.inc"
+  CHECK(top.values.sizes() == Shape{4, 2});
+  CHECK(top.indices.dtype() == DType::int64);
   CHECK(picked.to_vector() == top.values.to_vector());
   CHECK(ops::sum(counts).item() == 8);
   const std::vector<double> xv = x.to_vector(), gv = x.grad().to_vector(), iv = top.indices.to_vector();
+  const std::vector<double> cv = counts.to_vector(), mv = masked.to_vector();
   for (int64_t r = 0; r < 4; ++r)
     for (int64_t c = 0; c < 5; ++c) {
       const bool top2 = iv[size_t(r * 2)] == double(c) || iv[size_t(r * 2 + 1)] == double(c);
       CHECK(gv[size_t(r * 5 + c)] == (top2 ? 1.0 : 0.0) + (xv[size_t(r * 5 + c)] < 0 ? 0.0 : 1.0));
+      CHECK(mv[size_t(r * 5 + c)] == (xv[size_t(r * 5 + c)] < 0 ? 0.0 : xv[size_t(r * 5 + c)]));
     }
+  for (int64_t c = 0; c < 5; ++c) CHECK(cv[size_t(c)] == double(std::count(iv.begin(), iv.end(), double(c))));
+}
 
-  Tensor xc = randn({3}, DType::float64).requires_grad_();
-  std::string err = autograd::gradcheck([](const std::vector<Tensor>& in) { return Cube::apply(in[0]); }, {xc});
+TEST_CASE("docs: a custom autograd Function and gradcheck") {
+  manual_seed(4);
+#include "docs_snippets/custom_function.inc"
   CHECK(err == "");
+  Tensor y = Cube::apply(x);
+  CHECK_CLOSE(y, x * x * x, 0, 0);
+}
 
-  ModuleHolder<Conv2d> conv(3, 16, 3);          // Conv2d(3, 16, kernel_size=3)
-  ModuleHolder<Linear> fc(16, 10);
-  Tensor y = fc(ops::adaptive_avg_pool2d(conv(randn({2, 3, 8, 8})), {1, 1}).flatten(1));
-  Tensor w = conv->weight();
-  CHECK(y.sizes() == Shape{2, 10});
-  CHECK(w.sizes() == Shape{16, 3, 3, 3});
-
-  auto net = nets::build("resnet18");
-  net->apply([](Module& m) {
-    if (auto* c = dynamic_cast<Conv2d*>(&m)) init::kaiming_normal_(c->weight(), 0, init::FanMode::fan_out,
-                                                                   init::Nonlinearity::relu);
-  });
+TEST_CASE("docs: ModuleHolder and init") {
+  manual_seed(4);
+  {
+#include "docs_snippets/module_holder.inc"
+    CHECK(y.sizes() == Shape{2, 10});
+    CHECK(w.sizes() == Shape{16, 3, 3, 3});
+  }
+#include "docs_snippets/init_apply.inc"
+  // The stem convolution (64 x 3 x 7 x 7) drawn from kaiming_normal_(fan_out): std sqrt(2 / (64 * 49)).
   auto* stem = dynamic_cast<Conv2d*>(net->named_modules()[1].second.get());
   REQUIRE(stem);
   double sq = 0;
@@ -140,19 +127,21 @@ TEST_CASE("docs: indexing, a custom Function, ModuleHolder, init") {
 
 TEST_CASE("docs: safetensors and ONNX round trip") {
   test::TempDir dir("docs_onnx");
-  auto net = nets::build("mnist-cnn");
-  save_module(*net, dir / "mnist.safetensors");
-  onnx::Model m = onnx::export_module(*net, {1, 1, 28, 28});
-  onnx::save(m, dir / "mnist.onnx");
-  ModulePtr back = onnx::import_model(onnx::load(dir / "mnist.onnx"));
+  InDir in(dir.path);
+#include "docs_snippets/save_export.inc"
   net->eval();
   back->eval();
   Tensor x = randn({2, 1, 28, 28});
   CHECK_CLOSE((*back)(x), (*net)(x), 1e-5, 1e-5);
   auto again = nets::build("mnist-cnn");
-  load_module(*again, dir / "mnist.safetensors");
+  load_module(*again, "mnist.safetensors");
   again->eval();
   CHECK_CLOSE((*again)(x), (*net)(x), 0, 0);
+}
+
+// Reads a data set from a path this machine need not have: compiled only.
+[[maybe_unused]] static void docs_dataloader_compiles() {
+#include "docs_snippets/dataloader.inc"
 }
 
 TEST_CASE("docs: a seeded split and a range-for over the loader") {
@@ -160,13 +149,14 @@ TEST_CASE("docs: a seeded split and a range-for over the loader") {
   DataLoaderOptions opts;
   opts.batch_size = 8;
   opts.seed = 1;
-  auto parts = random_split(data.train, {0.9, 0.1}, /*seed=*/42);   // train and validation
-  DataLoader train_loader(parts[0], opts, data.default_transform(true));
+#include "docs_snippets/random_split.inc"
+  CHECK(train_loader.epoch() == 1);  // the snippet ran epochs 0 and 1
+  CHECK(parts[0]->size() + parts[1]->size() == data.train->size());
   int64_t seen = 0;
   for (int epoch = 0; epoch < 2; ++epoch)
-    for (Batch& batch : train_loader) seen += batch.size;  // epoch 0, then epoch 1
+    for (Batch& batch : train_loader) seen += batch.size;  // epochs 2 and 3
   CHECK(seen == 2 * parts[0]->size());
-  CHECK(parts[0]->size() + parts[1]->size() == data.train->size());
+  CHECK(train_loader.epoch() == 3);
 }
 
 // docs/cpp-api.md names every header kiln/kiln.h includes (its header reference).
@@ -193,6 +183,20 @@ TEST_CASE("docs: cpp-api.md covers every header of kiln.h") {
   CHECK(headers > 40);
 }
 
+TEST_CASE("docs: a Sequential with a loss") {
+  manual_seed(3);
+  Tensor images = randn({2, 1, 28, 28});
+  Tensor labels = from_vector(std::vector<double>{7, 2}, {2}, DType::int64);
+#include "docs_snippets/sequential_loss.inc"
+  // Freshly initialised, the ten logits are nearly equal: the loss is near log(10).
+  CHECK(loss.item() == doctest::Approx(std::log(10.0)).epsilon(0.3));
+  for (auto& np : net->named_parameters()) {
+    CAPTURE(np.first);
+    REQUIRE(np.second.grad().defined());
+    CHECK(np.second.grad().sizes() == np.second.sizes());
+  }
+}
+
 TEST_CASE("docs: a Module, an optimizer and a schedule") {
   manual_seed(2);
   auto net = make<Sequential>();
@@ -200,23 +204,12 @@ TEST_CASE("docs: a Module, an optimizer and a schedule") {
   CrossEntropyLoss criterion;
   Tensor x = randn({16, 4});
   Tensor y = from_vector(std::vector<double>(16, 1.0), {16}, DType::int64);
-
-  optim::OptimizerConfig oc;
-  oc.name = "sgd";
-  oc.lr = 0.1;
-  auto opt = optim::make_optimizer(oc, net->named_parameters());
-  auto sched = optim::make_schedule("step:1:0.5", /*steps_per_epoch=*/5, /*total_steps=*/10);
-  double first = 0, last = 0;
   net->train();
-  for (int step = 0; step < 10; ++step) {
-    opt->set_lr(oc.lr * sched->factor(opt->steps()));
-    Tensor loss = criterion((*net)(x), y);
-    loss.backward();
-    opt->step();
-    opt->zero_grad();
-    (step == 0 ? first : last) = loss.item();
-  }
+  const double first = criterion((*net)(x), y).item();
+#include "docs_snippets/optim_schedule.inc"
+  const double last = criterion((*net)(x), y).item();
   CHECK(last < first);
+  CHECK(opt->steps() == 10);
   CHECK(opt->lr() == doctest::Approx(0.05));  // halved after the first epoch of 5 steps
 
   // state_dict round trip into a fresh net with the same structure.
@@ -228,39 +221,56 @@ TEST_CASE("docs: a Module, an optimizer and a schedule") {
   CHECK_CLOSE((*copy)(x), (*net)(x), 0, 0);
 }
 
-TEST_CASE("docs: backend preference and a checkpoint") {
+TEST_CASE("docs: a strict backend preference") {
   manual_seed(3);
   Tensor a = randn({32, 32});
-  Tensor on_ref, on_native;
-  {
-    BackendGuard guard("ref", /*strict=*/true);  // this thread, this scope: ref kernels only
-    on_ref = ops::relu(a);
-  }
-  {
-    BackendGuard guard("native", /*strict=*/true);
-    on_native = ops::relu(a);
-  }
+#include "docs_snippets/backend_guard.inc"
   CHECK_CLOSE(on_native, on_ref, 0, 0);
+  CHECK_CLOSE(on_ref, ops::clamp_min(a, 0.0), 0, 0);
+}
 
-  test::TempDir dir("docs");
+// Dispatcher calls with the kernels' own arguments: compiled only (the signatures the docs show).
+[[maybe_unused]] static void docs_dispatch_calls_compile(DeviceType dev, const ConvDesc& desc,
+                                                         KernelPayload& payload, const float* src,
+                                                         const float* wei, const float* bias, float* dst,
+                                                         const GemmDesc& gemm_desc) {
+#include "docs_snippets/dispatch_calls.inc"
+  (void)c;
+  (void)table;
+}
+
+TEST_CASE("docs: a checkpoint") {
+  test::TempDir tmp("docs");
+  const std::string dir = tmp.path.string();
   auto net = make<Linear>(3, 2);
-  Checkpoint ck;
-  ck.weights = net->state_dict();
-  ck.state_json = R"({"step": 7})";
-  save_checkpoint(dir / "ckpt-00000007", ck);
-  CHECK(latest_checkpoint(dir.path.string()) == dir / "ckpt-00000007.json");
-  Checkpoint back = load_checkpoint(dir / "ckpt-00000007");
   auto other = make<Linear>(3, 2);
-  other->load_state_dict(back.weights);
+#include "docs_snippets/checkpoint.inc"
+  CHECK(newest == tmp / "ckpt-00000007.json");
   CHECK_CLOSE(other->weight(), net->weight(), 0, 0);
+  CHECK_CLOSE(other->bias(), net->bias(), 0, 0);
 }
 
 TEST_CASE("docs: DataParallel on a one-rank communicator") {
   manual_seed(4);
-  auto comm = dist::make_communicator("local");
-  dist::CommThread thread;
   auto net = make<Linear>(4, 2);
-  dist::DataParallel dp(*net, *comm, thread, {});
+  CrossEntropyLoss criterion;
+  auto data = std::make_shared<TensorDataset>(randn({16, 4}),
+                                              from_vector(std::vector<double>(16, 1), {16}, DType::int64));
+  DataLoaderOptions lo;
+  lo.batch_size = 8;
+  lo.workers = 0;
+  DataLoader loader(data, lo);
+  loader.start_epoch(0);
+  Batch batch;
+  optim::OptimizerConfig oc;
+  oc.name = "sgd";
+  oc.lr = 0.1;
+  auto opt = optim::make_optimizer(oc, net->named_parameters());
+  const Tensor w0 = net->weight().clone();
+#include "docs_snippets/data_parallel.inc"
+  CHECK(opt->steps() == 2);  // one per batch, then every rank was out of batches
+  CHECK(ops::amax(ops::abs(net->weight() - w0)).item() > 0);
+
   Tensor x = randn({8, 4});
   REQUIRE(dp.begin_step(/*have_batch=*/true) == 1);
   Tensor loss = ops::sum((*net)(x));
@@ -271,20 +281,13 @@ TEST_CASE("docs: DataParallel on a one-rank communicator") {
   CHECK(dp.begin_step(/*have_batch=*/false) == 0);  // every rank is out of batches
 }
 
-// A user's own layer: parameters registered by name, forward, repr.
-class TwoLayer : public Module {
- public:
-  TwoLayer(int64_t in, int64_t hidden, int64_t out) {
-    fc1_ = register_module("fc1", make<Linear>(in, hidden));
-    fc2_ = register_module("fc2", make<Linear>(hidden, out));
-    register_parameter("scale", ones({out}).requires_grad_());
-  }
-  Tensor forward(const Tensor& x) override { return (*fc2_)(ops::relu((*fc1_)(x))) * param("scale"); }
-  std::string repr() const override { return "TwoLayer"; }
+// A parameter server needs a second rank: compiled only.
+[[maybe_unused]] static void docs_parameter_server_compiles(dist::Communicator* comm, Module* net) {
+#include "docs_snippets/parameter_server.inc"
+}
 
- private:
-  std::shared_ptr<Linear> fc1_, fc2_;
-};
+// A user's own layer: parameters registered by name, forward, repr.
+#include "docs_snippets/custom_module.inc"
 
 TEST_CASE("docs: a custom Module") {
   manual_seed(5);
@@ -296,25 +299,15 @@ TEST_CASE("docs: a custom Module") {
   CHECK(net->num_parameters() == 3 + 4 * 8 + 8 + 8 * 3 + 3);
   Tensor y = (*net)(randn({2, 4}));
   CHECK(y.sizes() == Shape{2, 3});
+  CHECK(net->repr() == "TwoLayer");
 }
 
 TEST_CASE("docs: the Trainer on synthetic data") {
   test::TempDir dir("docs_train");
-  Splits data = open_dataset_dir("synthetic:1x28x28:10:64");
-  train::TrainConfig cfg;
-  cfg.model_name = "mnist-cnn";
-  cfg.epochs = 1;
-  cfg.batch_size = 32;
-  cfg.optimizer.name = "adam";
-  cfg.optimizer.lr = 1e-3;
-  cfg.workers = 0;
-  cfg.progress = false;
-  cfg.epoch_lines = false;
-  cfg.logdir = dir.path.string();
-  train::Trainer trainer(nets::build("mnist-cnn"), data, cfg);
-  trainer.fit();
-  train::EvalResult test = trainer.evaluate(*data.test);
+  InDir in(dir.path);  // the snippet's logdir is "runs/docs"
+#include "docs_snippets/trainer.inc"
   CHECK(test.samples > 0);
   CHECK(trainer.step() == 2);
-  CHECK(!latest_checkpoint(dir.path.string()).empty());
+  CHECK(trainer.history().size() == 1);
+  CHECK(!latest_checkpoint(cfg.logdir).empty());
 }
