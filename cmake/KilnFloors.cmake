@@ -60,6 +60,22 @@ target_include_directories(kiln_kernels PUBLIC $<BUILD_INTERFACE:${KILN_GENERATE
 # Kernels never read errno, and -fno-math-errno lets sqrt and friends vectorise.
 target_compile_options(kiln_kernels PRIVATE -O3 -fno-math-errno)
 
+# With the fuzz targets (KILN_BUILD_FUZZ, preset sanitize, clang): libFuzzer steers by the edges of
+# the code it feeds: the parsers in io and dist (kiln scale's profiles, the timeline merge) and the
+# engine and layers they build (an imported ONNX graph's ops and their shape checks, an image's
+# transforms). Those floors carry the coverage instrumentation; the kernels' loops run the sanitizer
+# build's tests without it. The CLI's objects (tools/) and the targets (fuzz/) add it themselves.
+if(KILN_BUILD_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "KILN_BUILD_FUZZ needs clang (libFuzzer), not ${CMAKE_CXX_COMPILER_ID}: "
+                        "cmake --preset sanitize, or -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  set(KILN_FUZZ_COVERAGE -fsanitize=fuzzer-no-link)
+  foreach(floor engine layers io dist)
+    target_compile_options(kiln_${floor} PRIVATE ${KILN_FUZZ_COVERAGE})
+  endforeach()
+endif()
+
 # The proof, built only by its test: for every floor F and every floor G above it, an object
 # library linking kiln_F whose one source includes a header of G (expected not to compile), and
 # one linking the top floor that includes a header of every floor and the generated header

@@ -68,9 +68,10 @@ class CudaEvent {
   Event event() const { return event_; }
 
  private:
+  // The device and record state are read only where CUDA is built (engine/cuda_runtime.cpp).
   Event event_ = nullptr;
-  int device_ = 0;
-  bool recorded_ = false;
+  [[maybe_unused]] int device_ = 0;
+  [[maybe_unused]] bool recorded_ = false;
 };
 
 // Sets the current stream (and device) of this thread for its scope, restoring both after.
@@ -83,8 +84,8 @@ class StreamGuard {
   StreamGuard& operator=(const StreamGuard&) = delete;
 
  private:
-  int prev_device_, device_;
-  Stream prev_stream_;
+  [[maybe_unused]] int prev_device_, device_;  // used only where CUDA is built
+  [[maybe_unused]] Stream prev_stream_;
 };
 
 // Sets the current device for its scope.
@@ -96,7 +97,7 @@ class DeviceGuard {
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
-  int prev_, device_;
+  [[maybe_unused]] int prev_, device_;  // used only where CUDA is built
 };
 
 // The node-local rank from the launcher's environment (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID,

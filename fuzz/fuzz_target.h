@@ -1,6 +1,6 @@
 // One fuzz target per parser (fuzz/targets/<name>.cpp), each written once for two builds:
-//  - the fuzz preset (clang, libFuzzer, ASan+UBSan): KILN_FUZZ_TARGET(name) is libFuzzer's
-//    LLVMFuzzerTestOneInput and each target is its own executable, build-fuzz/fuzz/fuzz_<name>;
+//  - the sanitize preset (clang, libFuzzer, ASan+UBSan): KILN_FUZZ_TARGET(name) is libFuzzer's
+//    LLVMFuzzerTestOneInput and each target is its own executable, build-sanitize/fuzz/fuzz_<name>;
 //  - the normal build (KILN_FUZZ_REPLAY): every target is registered under its name in one
 //    program, kiln_fuzz_replay, which CTest (label io, tests fuzz.<name>) runs over the target's
 //    committed seeds and regression inputs, so every finding stays fixed without clang.

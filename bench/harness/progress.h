@@ -32,7 +32,6 @@ class Progress {
   std::FILE* out_;
   bool tty_;
   bool shown_ = false;
-  double work_done_ = 0;
   std::chrono::steady_clock::time_point t0_;
 };
 

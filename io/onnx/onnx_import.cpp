@@ -456,7 +456,7 @@ class OnnxNet : public Module {
       Step& rs = steps_[read_by.at(out)];
       if (rs.node->op_type != "Relu") continue;
       OpFn fused = conv_op(*cs.ctx, true);
-      cs.fn = [this, conv_fn = cs.fn, relu_fn = rs.fn, fused](const std::vector<Tensor>& in) {
+      cs.fn = [conv_fn = cs.fn, relu_fn = rs.fn, fused](const std::vector<Tensor>& in) {
         if (Sequential::fusion() && !trace::active()) return fused(in);
         return relu_fn({conv_fn(in)});
       };

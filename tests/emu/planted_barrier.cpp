@@ -59,7 +59,8 @@ std::vector<float> reference(int rows, int cols) {
 
 TEST_CASE("emu planted bug: a transpose without __syncthreads() gives a wrong answer") {
   // 20x30 is a single block: its tile starts with what the previous launch left there.
-  for (auto [rows, cols] : {std::pair<int, int>{33, 70}, {64, 64}, {7, 100}, {20, 30}}) {
+  for (const std::pair<int, int> rc : {std::pair<int, int>{33, 70}, {64, 64}, {7, 100}, {20, 30}}) {
+    const int rows = rc.first, cols = rc.second;
     INFO(rows, "x", cols);
     CHECK(run(kiln::cuda::planted::transpose<true, false>, rows, cols) == reference(rows, cols));
     CHECK(run(kiln::cuda::planted::transpose<false, false>, rows, cols) != reference(rows, cols));

@@ -180,7 +180,9 @@ TEST_CASE("amp conv layer: float32 master weights, half input: half output, floa
     Tensor gy = rounded(yc.sizes(), 6, t);
     yc.backward(gy);
     yg.backward(gy.to(t).to(kGpu));
-    for (const auto& [name, p] : gpu.named_parameters()) {
+    for (const auto& entry : gpu.named_parameters()) {
+      const std::string& name = entry.first;
+      const Tensor& p = entry.second;
       CAPTURE(name);
       CHECK(p.grad().dtype() == DType::float32);
       CHECK(p.grad().device() == kGpu);
@@ -373,7 +375,9 @@ TEST_CASE("amp training step: small net in half on the GPU with GradScaler vs fl
     Tensor lg = ops::cross_entropy(out.to(DType::float32), y.to(kGpu));  // the loss in float32, as AMP does
     CHECK(std::fabs(lg.item() - lc.item()) <= (t == DType::float16 ? 1e-2 : 5e-2) * std::fabs(lc.item()));
     scaler.scale(lg).backward();
-    for (const auto& [name, p] : gpu->named_parameters()) {
+    for (const auto& entry : gpu->named_parameters()) {
+      const std::string& name = entry.first;
+      const Tensor& p = entry.second;
       CAPTURE(name);
       CHECK(p.grad().dtype() == DType::float32);  // float32 master gradients
     }

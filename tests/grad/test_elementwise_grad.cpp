@@ -28,7 +28,9 @@ TEST_CASE("binary ops with broadcasting: native vs ref, and gradients") {
       {"minimum", [](auto& a, auto& b) { return ops::minimum(a, b); }},
       {"pow", [](auto& a, auto& b) { return ops::pow(a, b); }},
   };
-  for (auto& [name, f] : fns) {
+  for (auto& entry : fns) {
+    const char* name = entry.first;
+    auto& f = entry.second;
     for (auto& c : cases) {
       CAPTURE(name);
       CAPTURE(shape_str(c.a));
@@ -60,7 +62,9 @@ TEST_CASE("unary ops and activations: native vs ref, and gradients") {
       {"pow_scalar", [](auto& x) { return ops::pow(ops::abs(x) + 0.5, 1.7); }},
       {"clamp_min", [](auto& x) { return ops::clamp_min(x, 0.1); }},
   };
-  for (auto& [name, f] : fns) {
+  for (auto& entry : fns) {
+    const char* name = entry.first;
+    auto& f = entry.second;
     for (Shape s : {Shape{1}, Shape{7}, Shape{2, 3, 5}, Shape{1, 3, 4, 5}}) {
       CAPTURE(name);
       CAPTURE(shape_str(s));
@@ -87,7 +91,9 @@ TEST_CASE("unary ops of positive inputs (log, sqrt, rsqrt, reciprocal): native v
       {"scalar - x, scalar * x", [](auto& x) { return 2.0 - 0.5 * x; }},
       {"log(sqrt(x) + 1 / x)", [](auto& x) { return ops::log(ops::sqrt(x) + ops::reciprocal(x)); }},
   };
-  for (auto& [name, f] : fns) {
+  for (auto& entry : fns) {
+    const char* name = entry.first;
+    auto& f = entry.second;
     for (Shape s : {Shape{1}, Shape{7}, Shape{2, 3, 5}, Shape{1, 3, 4, 5}}) {
       CAPTURE(name);
       CAPTURE(shape_str(s));
@@ -124,7 +130,9 @@ TEST_CASE("comparisons: native vs ref with ties and broadcasting; no gradient fl
   };
   const Tensor a = grid({4, 1, 6}, 6), b = grid({3, 6}, 7), a2 = grid({4, 3, 6}, 8);
   const std::vector<double> av = a.to_vector(), bv = b.to_vector();
-  for (auto& [name, f] : fns) {
+  for (auto& entry : fns) {
+    const char* name = entry.first;
+    auto& f = entry.second;
     CAPTURE(name);
     auto fn = [f = f](const std::vector<Tensor>& in) { return f(in[0], in[1]); };
     test::RefCompareOptions o;
@@ -172,7 +180,9 @@ TEST_CASE("reductions: native vs ref, and gradients") {
       {"min 2 keep", [](auto& t) { return ops::min(t, 2, true).values; }},
       {"amax", [](auto& t) { return ops::amax(t); }},
   };
-  for (auto& [name, f] : fns) {
+  for (auto& entry : fns) {
+    const char* name = entry.first;
+    auto& f = entry.second;
     CAPTURE(name);
     auto fn = [f = f](const std::vector<Tensor>& in) { return f(in[0]); };
     CHECK_AGAINST_REF(fn, (std::vector<Tensor>{x}));

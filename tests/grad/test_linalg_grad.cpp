@@ -35,7 +35,8 @@ const test::Fn kLinearNoBias = [](const std::vector<Tensor>& in) { return ops::l
 }  // namespace
 
 TEST_CASE("matmul 2-d: against ref and gradcheck") {
-  for (auto [m, k, n] : std::vector<std::array<int64_t, 3>>{{3, 5, 4}, {1, 7, 1}, {4, 1, 3}, {1, 1, 1}, {6, 2, 5}}) {
+  for (const auto& dims : std::vector<std::array<int64_t, 3>>{{3, 5, 4}, {1, 7, 1}, {4, 1, 3}, {1, 1, 1}, {6, 2, 5}}) {
+    const int64_t m = dims[0], k = dims[1], n = dims[2];
     CAPTURE(m);
     CAPTURE(k);
     CAPTURE(n);
@@ -68,7 +69,8 @@ TEST_CASE("matmul on sizes that cross the GEMM blocks, against ref") {
 }
 
 TEST_CASE("batched matmul: 3-d @ 3-d and 3-d @ 2-d") {
-  for (auto [bt, m, k, n] : std::vector<std::array<int64_t, 4>>{{2, 3, 4, 5}, {1, 3, 4, 2}, {3, 1, 2, 1}}) {
+  for (const auto& dims : std::vector<std::array<int64_t, 4>>{{2, 3, 4, 5}, {1, 3, 4, 2}, {3, 1, 2, 1}}) {
+    const int64_t bt = dims[0], m = dims[1], k = dims[2], n = dims[3];
     CAPTURE(bt);
     Tensor a = req(make_input({bt, m, k}, 9)), b = req(make_input({bt, k, n}, 10)), b2 = req(make_input({k, n}, 11));
     CHECK_AGAINST_REF(kMatmul, (std::vector<Tensor>{a, b}));

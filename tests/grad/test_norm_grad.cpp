@@ -121,7 +121,9 @@ TEST_CASE("softmax and log_softmax over every dim: native vs ref, and gradients"
     }
   }
   // Larger: long rows (inner = 1) and an inner size spanning two 256-wide blocks.
-  for (auto [s, dim] : std::vector<std::pair<Shape, int64_t>>{{{7, 1000}, 1}, {{2, 10, 300}, 1}, {{3, 40, 5}, 0}}) {
+  for (const auto& c : std::vector<std::pair<Shape, int64_t>>{{{7, 1000}, 1}, {{2, 10, 300}, 1}, {{3, 40, 5}, 0}}) {
+    const Shape& s = c.first;
+    const int64_t dim = c.second;
     for (bool log : {false, true}) {
       CAPTURE(shape_str(s));
       CAPTURE(log);

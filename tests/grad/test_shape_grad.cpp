@@ -96,7 +96,9 @@ TEST_CASE("upsample nearest and bilinear: native vs ref, and gradients") {
       {"bilinear down 2x3", [](auto& x) { return ops::upsample_bilinear2d(x, {2, 3}, false); }},
       {"bilinear down 1x1 ac", [](auto& x) { return ops::upsample_bilinear2d(x, {1, 1}, true); }},
   };
-  for (auto& [name, f] : fns) {
+  for (auto& entry : fns) {
+    const char* name = entry.first;
+    auto& f = entry.second;
     for (Shape s : {Shape{1, 1, 3, 4}, Shape{2, 3, 4, 3}}) {
       CAPTURE(name);
       CAPTURE(shape_str(s));

@@ -39,7 +39,9 @@ TEST_CASE("view-like methods: native vs ref, and gradients") {
       {"contiguous channels-last", [](auto& x) { return x.unsqueeze(0).contiguous(MemoryFormat::channels_last); }},
       {"clone", [](auto& x) { return x.clone(); }},
   };
-  for (auto& [name, f] : fns) {
+  for (const auto& entry : fns) {
+    const char* name = entry.first;
+    const auto& f = entry.second;
     for (bool nc : {false, true}) {
       CAPTURE(name);
       CAPTURE(nc);

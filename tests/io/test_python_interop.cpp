@@ -167,7 +167,9 @@ TEST_CASE("checkpoint weights load bit-equal in safetensors.numpy") {
                                            {DType::float64, "float64"},
                                            {DType::float16, "float16"},
                                            {DType::int64, "int64"}};
-  for (auto& [name, t] : c.weights) {
+  for (const auto& entry : c.weights) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     REQUIRE_MESSAGE(j.contains(name), name);
     CHECK(j[name]["dtype"] == np.at(t.dtype()));
     CHECK(j[name]["shape"].get<std::vector<int64_t>>() == std::vector<int64_t>(t.sizes().begin(), t.sizes().end()));
@@ -324,7 +326,8 @@ TEST_CASE("TensorBoard's EventAccumulator reads every scalar and histogram back"
 
   REQUIRE(j["histograms"].size() == hists.size());
   for (size_t i = 0; i < hists.size(); ++i) {
-    const auto& [tag, t] = hists[i];
+    const std::string& tag = hists[i].first;
+    const Tensor& t = hists[i].second;
     std::vector<double> v = t.to_vector();
     auto& e = j["histograms"][tag];
     REQUIRE(e.size() == 1);

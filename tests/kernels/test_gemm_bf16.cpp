@@ -191,9 +191,10 @@ TEST_CASE("bf16 gemm paths available here") {
   if (!env || !*env)
     CHECK(std::string(native::kernel_paths(native::cpu_isa()).gemm_bf16) ==
           (native::bf16_gemm_path_available(Bf16GemmPath::avx512_bf16) ? "avx512_bf16" : "widen"));
-  for (const auto& [cpu, want] : std::vector<std::pair<const char*, const char*>>{
+  for (const auto& c : std::vector<std::pair<const char*, const char*>>{
            {"zen4", "avx512_bf16"}, {"sapphire-rapids", "avx512_bf16"}, {"skylake-sp", "widen"},
            {"knl", "widen"}, {"haswell", "widen"}, {"neoverse-v2", "widen"}}) {
+    const char *cpu = c.first, *want = c.second;
     CAPTURE(cpu);
     CHECK(std::string(native::kernel_paths(native::cpu_preset(cpu)).gemm_bf16) == want);
   }

@@ -349,8 +349,10 @@ TEST_CASE("onednn batch norm: training and eval, affine or not, saved statistics
 
 TEST_CASE("onednn softmax and log-softmax, forward and backward") {
   for (bool log : {false, true})
-    for (auto [shape, dim] : std::vector<std::pair<Shape, int64_t>>{
+    for (const auto& c : std::vector<std::pair<Shape, int64_t>>{
              {{4, 10}, 1}, {{3, 7, 5}, 1}, {{6, 5}, 0}, {{2, 3, 4, 5}, 3}, {{1, 1000}, 1}}) {
+      const Shape& shape = c.first;
+      const int64_t dim = c.second;
       CAPTURE(log);
       CAPTURE(shape_str(shape));
       auto f = [log, dim = dim](const std::vector<Tensor>& in) {
@@ -372,7 +374,9 @@ TEST_CASE("onednn eltwise activations and their backward") {
       {"tanh", [](const std::vector<Tensor>& in) { return ops::tanh(in[0]); }},
       {"gelu", [](const std::vector<Tensor>& in) { return ops::gelu(in[0]); }},
   };
-  for (const auto& [name, f] : acts) {
+  for (const auto& entry : acts) {
+    const char* name = entry.first;
+    const auto& f = entry.second;
     CAPTURE(name);
     for (Shape s : {Shape{3, 5, 7}, Shape{1}, Shape{70000}}) {
       const uint64_t before = executions();

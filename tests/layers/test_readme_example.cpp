@@ -45,7 +45,9 @@ TEST_CASE("README example: a small CNN, a loss, gradients for every parameter") 
   // far under 3; a broken initialisation (unscaled weights) spreads them by tens.
   CHECK(spread < 3.0);
   CHECK(kiln::test::near(loss.item(), std::log(10.0), spread));
-  for (auto& [name, p] : net->named_parameters()) {
+  for (const auto& entry : net->named_parameters()) {
+    const std::string& name = entry.first;
+    const kiln::Tensor& p = entry.second;
     CAPTURE(name);
     REQUIRE(p.grad().defined());
     CHECK(p.grad().sizes() == p.sizes());

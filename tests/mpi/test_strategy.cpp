@@ -77,7 +77,9 @@ TEST_CASE("strategy: sync on every rank, gradients averaged, parameters kept equ
     s->finish_gradients();
     s->step(opt.get(), 0.1);
   }
-  for (const auto& [name, p] : net.named_parameters()) {
+  for (const auto& entry : net.named_parameters()) {
+    const std::string& name = entry.first;
+    const Tensor& p = entry.second;
     CAPTURE(name);
     CHECK(spread(*comm, p) < 1e-6);
   }

@@ -134,7 +134,8 @@ TEST_CASE("googlenet: auxiliary logits in training mode only, with gradients") {
   Tensor loss = ops::cross_entropy(out, y) + ops::cross_entropy(net->aux_outputs()[0], y) * 0.3 +
                 ops::cross_entropy(net->aux_outputs()[1], y) * 0.3;
   loss.backward();
-  for (auto& [name, p] : net->named_parameters()) CHECK_MESSAGE(p.grad().defined(), name, " got no gradient");
+  for (const auto& entry : net->named_parameters())
+    CHECK_MESSAGE(entry.second.grad().defined(), entry.first, " got no gradient");
   net->eval();
   NoGradGuard ng;
   (*net)(x);

@@ -74,7 +74,9 @@ TEST_CASE("onnx import: Conv -> BatchNormalization pairs run folded in eval, wit
     imported->eval();
     Tensor y = (*imported)(x);  // gradients wanted
     ops::sum(y).backward();
-    for (auto& [n, p] : imported->named_parameters()) {
+    for (const auto& entry : imported->named_parameters()) {
+      const std::string& n = entry.first;
+      const Tensor& p = entry.second;
       CAPTURE(n);
       if (n.find("running_") == std::string::npos && n.find("num_batches") == std::string::npos)
         CHECK(p.grad().defined());

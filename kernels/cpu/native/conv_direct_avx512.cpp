@@ -6,7 +6,9 @@
 #include "kernels/cpu/native/conv_direct.h"
 
 #if defined(__AVX512F__)
+#if !defined(__clang__)  // clang has no such warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's _mm512_undefined_ps (bug 105593)
+#endif
 #include <immintrin.h>
 
 namespace kiln::native::direct {

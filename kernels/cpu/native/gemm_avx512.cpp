@@ -11,7 +11,9 @@
 #if defined(__AVX512F__)
 // GCC 12's own intrinsics use _mm512_undefined_ps() and trip its -Wmaybe-uninitialized (GCC bug
 // 105593, fixed in 13).
+#if !defined(__clang__)  // clang has no such warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "kernels/cpu/native/gemm_tile.h"

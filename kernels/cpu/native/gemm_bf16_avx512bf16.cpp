@@ -17,7 +17,9 @@
 #if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 // GCC 12's own intrinsics use _mm512_undefined_ps() and trip its -Wmaybe-uninitialized (GCC bug
 // 105593, fixed in 13).
+#if !defined(__clang__)  // clang has no such warning group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstring>
