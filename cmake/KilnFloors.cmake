@@ -1,4 +1,4 @@
-# The floors of the library (shared/DESIGN.md "Floors of the house"), bottom to top, each an object
+# The floors of the library (docs/architecture.md "Floors of the house"), bottom to top, each an object
 # library kiln_<floor> built from <floor>/**/*.cpp:
 #   kernels < engine < layers < io < dist < nets < train
 # Includes stay rooted at the repository (#include "engine/tensor.h"), but no floor has the

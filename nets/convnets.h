@@ -1,6 +1,6 @@
 // The classic image-classification convnets of the 2016-2019 HPC benchmarks (convnet-benchmarks,
-// tf_cnn_benchmarks, torchvision, the Keras examples), layer by layer as
-// shared/reference/nets.md defines them: AlexNet-OWT, OverFeat-fast, VGG-11/16/19, ResNet-18/50/101
+// tf_cnn_benchmarks, torchvision, the Keras examples), layer by layer as their papers and
+// reference implementations define them: AlexNet-OWT, OverFeat-fast, VGG-11/16/19, ResNet-18/50/101
 // (torchvision v1.5), the CIFAR-10 ResNet-56 (option-A shortcuts) and the Keras CIFAR-10 CNN.
 // Module and parameter names follow torchvision ("features.0.weight", "layer1.0.downsample.1.bias")
 // so state dicts line up with PyTorch's.

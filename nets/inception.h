@@ -1,5 +1,7 @@
 // The Inception family and the UNet of the model zoo: GoogLeNet (Inception v1), Inception v3 and
-// Ronneberger's UNet, each as /work/shared/reference/nets.md defines it (sections 1.5, 5, 6).
+// Ronneberger's UNet, layer by layer as their papers define them (Szegedy et al., "Going deeper
+// with convolutions", 2015; "Rethinking the Inception architecture", 2016; Ronneberger et al.,
+// "U-Net", 2015), with torchvision's layout where it has the net.
 // Registered in the zoo as "googlenet", "inception3", "unet" (nets/inception_zoo.cpp).
 //   Test: ctest --test-dir build -R nets.test_inception
 //   Bench: build/tools/kiln bench --model googlenet,inception3 --batch 8

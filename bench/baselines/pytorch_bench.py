@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """Times the kiln zoo nets in PyTorch exactly as `kiln bench` does, for side-by-side ratios.
 
-Every zoo net is defined here in plain torch.nn, layer for layer as kiln's nets/ builds it and
-/work/shared/reference/nets.md describes it (--list prints each parameter count next to the
-published one). Synthetic input made once; `warmup` untimed iterations; then `iters` timed
+Every zoo net is defined here in plain torch.nn, layer for layer as kiln's nets/ builds it from
+the nets' papers (--list prints each parameter count next to the published one). Synthetic input made once; `warmup` untimed iterations; then `iters` timed
 iterations of forward (torch.no_grad, eval mode) or forward+backward (train mode, backward seeded
 with a fixed random output gradient, no weight update). Prints the same columns as `kiln bench`
 and, with --out, writes the same JSON as `kiln bench --out` (`kiln compare`, `kiln plot` read it).

@@ -40,7 +40,8 @@ const std::vector<BackendUnit>& all_backend_units();
 // applies), "by shape" (a function of the descriptor). Units this build lacks: "(not built)".
 std::string backends_markdown();
 
-// Runs every unit of backend_units() against `r` (kiln::init() does, once).
+// Runs every unit of backend_units() against `r` (register_builtin_kernels() does, once, on
+// the first dispatch: engine/dispatch.cpp).
 void register_backends(Registry& r);
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // The `native` backend on CUDA devices: kiln's own CUDA kernels (kernels/cuda/native, also run by
-// the emulator in CI: ctest -L emu). Every op that exists on the CPU exists here (shared/DESIGN.md);
+// the emulator in CI: ctest -L emu). Every op that exists on the CPU exists here (docs/architecture.md, "Decisions");
 // `auto` takes cuDNN/cuBLAS first where they say yes (engine/backends/cuda_cudnn.cpp) and these
 // elsewhere (max pooling with PyTorch's indices, adaptive pooling, dropout, the losses, the
 // optimizers ...). The kernels are one list, engine/backends/cuda_native_kernels.inc, which the

@@ -140,7 +140,7 @@ TEST_CASE("ops refuse operands on different devices, naming both") {
                                          "Tensor[3] float32 cuda:0");
 }
 
-TEST_CASE("every op with a CPU kernel has a native CUDA kernel too (shared/DESIGN.md)") {
+TEST_CASE("every op with a CPU kernel has a native CUDA kernel too (docs/architecture.md)") {
   if (!cuda::built_with_cuda()) return;
   std::vector<std::string> missing;
   for (const OpTableBase* t : registry().ops()) {

@@ -3,7 +3,7 @@
 // emulator's device memory is host memory, so the oracle hands them host buffers of exactly the
 // requested bytes and AddressSanitizer (KILN_EMU_ASAN) sees an access one element past the end.
 // The list is the device build's own (engine/backends/cuda_native_kernels.inc), so the oracle's
-// problem tables check on every machine the kernels a GPU runs (shared/DESIGN.md "GPU code
+// problem tables check on every machine the kernels a GPU runs (docs/architecture.md "GPU code
 // without a GPU in CI"). Built only into kiln_tests_oracle_emu: ctest -R oracle_emu (label emu).
 #include "tests/oracle/oracle.h"
 

@@ -1,10 +1,14 @@
-// The `kiln` command-line tool: one subcommand per file in this folder.
+// The `kiln` command-line tool: its subcommands, each defined in the file named beside it.
 //   kiln bench --model alexnet,vgg11 --batch 16,64 --mode forward,train   (bench.cpp)
 //   kiln plot results.json -o chart                                       (plot.cpp)
 //   kiln compare a.json b.json                                            (compare.cpp)
 //   kiln info                                                             (info.cpp)
 //   kiln data list | fetch NAME [--from URL|PATH] | verify NAME           (data.cpp)
 //   kiln scale --compare horovod-p100                                     (scale.cpp)
+//   kiln train --model mnist-cnn --data fashion-mnist --epochs 2          (train.cpp)
+//   kiln eval --checkpoint runs/fmnist/ckpt-00000938                      (train.cpp)
+//   kiln export --model resnet50 --onnx resnet50.onnx                     (export.cpp)
+//   kiln timeline merge run.json --out merged.json                        (timeline.cpp)
 // Exit codes: 0 success, 1 a kiln::Error (message on stderr), 2 bad command line.
 // Test: ctest --test-dir build -R cli
 #include <cstdio>

@@ -1,5 +1,5 @@
 // An emulator of the CUDA execution model, so kiln's own CUDA kernels (kernels/cuda/native/*.cu)
-// also compile as plain C++17 and run in CI without a GPU (shared/DESIGN.md, "GPU code without
+// also compile as plain C++17 and run in CI without a GPU (docs/architecture.md, "GPU code without
 // a GPU in CI"). Included by kernels/cuda/launch.h when KILN_CUDA_EMU is defined; never directly.
 //
 // Blocks of a grid run one after another; each thread of a block is a fiber that runs until it
