@@ -291,6 +291,13 @@ Tensor Trainer::prepare(const Tensor& input) const {
 
 Tensor Trainer::on_device(const Tensor& t) const { return t.device() == cfg_.device ? t : t.to(cfg_.device); }
 
+EvalResult Trainer::test() {
+  KILN_CHECK(data_.test != nullptr, "Trainer::test: data set '", data_.name, "' has no test split");
+  const bool params_unchanged = strategy_->kind() == dist::StrategyKind::none || strategy_->sums_over_ranks();
+  if (params_unchanged && whole_test_validated_at_ == step_ && !history_.empty()) return history_.back().val;
+  return evaluate(*data_.test);
+}
+
 EvalResult Trainer::evaluate(const Dataset& data) {
   EvalResult r;
   if (data.size() == 0) return r;
@@ -561,7 +568,11 @@ void Trainer::train_epoch() {
     s.seconds = slowest;
     s.ps = strategy_->server_stats();
   }
-  if (val_set_ && (strategy_->is_chief() || strategy_->sums_over_ranks())) s.val = evaluate(*val_set_);
+  if (val_set_ && (strategy_->is_chief() || strategy_->sums_over_ranks())) {
+    s.val = evaluate(*val_set_);
+    const bool whole_test = val_set_ == test_set_ && data_.test && test_set_->size() == data_.test->size();
+    whole_test_validated_at_ = whole_test ? step_ : -1;
+  }
   history_.push_back(s);
   ++epoch_;
   batch_in_epoch_ = 0;

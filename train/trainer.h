@@ -138,6 +138,12 @@ class Trainer {
   EvalResult evaluate(const Dataset& data);
   // The test split as this trainer validates on (TrainConfig::limit_test applied); null without one.
   std::shared_ptr<const Dataset> test_set() const { return test_set_; }
+  // After fit(): the model's loss and accuracy on the whole test split. That is the last epoch's
+  // validation when it covered the whole test split and no parameter changed since (one process,
+  // or sync, whose finish() leaves them alone; a parameter-server chief receives the final ones in
+  // finish()); otherwise evaluate(), a collective under sync as always. kiln::Error without a test
+  // split.
+  EvalResult test();
 
   bool interrupted() const { return interrupted_; }
   // Writes logs and checkpoints: rank 0, or the only process.
@@ -190,6 +196,7 @@ class Trainer {
   double loss_sum_ = 0, correct_sum_ = 0, seen_sum_ = 0;  // this epoch so far (checkpointed)
   bool interrupted_ = false;
   std::vector<EpochSummary> history_;
+  int64_t whole_test_validated_at_ = -1;  // step_ of the last validation on the whole test split
   std::vector<float> step_losses_;
   std::string last_checkpoint_;
   int stop_signal_ = 0;  // see stop_now

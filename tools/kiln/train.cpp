@@ -165,7 +165,7 @@ int train_and_report(const ModulePtr& model, const Splits& data, const train::Tr
   // Sync: every rank evaluates its share of the test set (a collective). Parameter servers: the
   // chief alone holds the final parameters.
   if (!data.test || (!t.is_chief() && !t.strategy().sums_over_ranks())) return 0;
-  train::EvalResult r = t.evaluate(*data.test);
+  train::EvalResult r = t.test();  // the last epoch's validation where that was the same split
   if (!t.is_chief()) return 0;
   if (c.task == train::Task::segmentation)
     std::printf("test: loss %.4f IoU %.4f Dice %.4f (%lld samples)\n", r.loss, r.iou, r.dice, (long long)r.samples);
