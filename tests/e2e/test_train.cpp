@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -232,6 +233,78 @@ TEST_CASE("--keep N counts every checkpoint in the directory, whatever run wrote
     tensor_files += e.path().extension() == ".safetensors";
   CHECK(tensor_files == 4);  // two sets of weights + optimizer state; the pruned sets left nothing
   CHECK(latest_checkpoint(dir) == left[1]);
+}
+
+TEST_CASE("Trainer::test: the last validation where it covered the whole test split at the final step, else an evaluation") {
+  Splits data = open_dataset_dir(kData);  // 640 training samples, 64 test samples
+  test::TempDir tmp("e2e_test_split");
+  const auto same = [](const train::EvalResult& a, const train::EvalResult& b) {
+    return a.samples == b.samples && a.loss == b.loss && a.top1 == b.top1 && a.top5 == b.top5;
+  };
+
+  // Validated on the whole test split after the last step: that result, the same bits as an evaluation.
+  train::TrainConfig c = test::small_train_config(tmp.path);
+  c.epochs = 1;
+  c.limit_test = 0;
+  train::Trainer whole(test::fresh_mnist_cnn(3), data, c);
+  whole.fit();
+  REQUIRE(whole.history().size() == 1);
+  REQUIRE(whole.history()[0].val.samples == 64);
+  const train::EvalResult evaluated = whole.evaluate(*data.test);
+  CHECK(std::isfinite(evaluated.loss));
+  CHECK(same(whole.test(), evaluated));
+
+  // Validated on part of it (--limit-test): the whole split is evaluated.
+  c.limit_test = 32;
+  train::Trainer part(test::fresh_mnist_cnn(3), data, c);
+  part.fit();
+  REQUIRE(part.history()[0].val.samples == 32);
+  const train::EvalResult tested = part.test();
+  CHECK(tested.samples == 64);
+  CHECK(same(tested, part.evaluate(*data.test)));
+
+  // Stopped at step 13 of 20: epoch 1 validated at step 10, three steps ago: evaluated again.
+  c.epochs = 2;
+  c.limit_test = 0;
+  c.max_steps = 13;
+  train::Trainer stopped(test::fresh_mnist_cnn(3), data, c);
+  stopped.fit();
+  REQUIRE(stopped.history().size() == 1);
+  const train::EvalResult now = stopped.test();
+  CHECK(same(now, stopped.evaluate(*data.test)));
+  CHECK(now.loss != stopped.history()[0].val.loss);
+}
+
+TEST_CASE("mixed precision: bfloat16 and float16 (loss scaling) steps learn like float32") {
+  // The trainer's half-precision paths on a small learnable set: what the sanitizer build runs of
+  // them (e2e.test_train_fashion measures their accuracy on Fashion-MNIST in the default build).
+  Splits data = open_dataset_dir(kData);
+  const DType dtypes[3] = {DType::float32, DType::bfloat16, DType::float16};
+  double top1[3] = {0, 0, 0}, loss[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    train::TrainConfig c = test::small_train_config(fs::temp_directory_path());
+    c.logdir.clear();
+    c.epochs = 1;
+    c.compute_dtype = dtypes[i];
+    train::Trainer t(test::fresh_mnist_cnn(3), data, c);
+    t.fit();
+    REQUIRE(t.history().size() == 1);
+    const std::vector<float>& steps = t.step_losses();
+    REQUIRE(steps.size() == 10);
+    for (float l : steps) CHECK(std::isfinite(l));
+    CHECK(steps.back() < steps.front());
+    top1[i] = t.history()[0].val.top1;
+    loss[i] = t.history()[0].val.loss;
+  }
+  MESSAGE("top-1 float32 ", top1[0], " bfloat16 ", top1[1], " float16 ", top1[2], "; loss ", loss[0], " ",
+          loss[1], " ", loss[2]);
+  CHECK(top1[0] > 0.9);
+  for (int i = 1; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(top1[i] > 0.9);
+    CHECK(std::abs(loss[i] - loss[0]) < 0.1);
+  }
 }
 
 TEST_CASE("SIGUSR1 (SLURM's warning) ends the step, writes a checkpoint and restores the old handler") {
