@@ -78,9 +78,9 @@ int run(int argc, char** argv) {
   dist::CommOptions opts;
   opts.check = check;
   auto lib = dist::make_communicator("auto", opts);
-  opts.algorithm = "ring";
+  opts.algorithm = dist::AllreduceAlgorithm::ring;
   auto ring = dist::make_communicator("auto", opts);
-  opts.algorithm = "hierarchical";
+  opts.algorithm = dist::AllreduceAlgorithm::hierarchical;
   auto hier = dist::make_communicator("auto", opts);
   auto timing = dist::make_communicator("auto");
   const int n = lib->size(), rank = lib->rank();

@@ -146,9 +146,9 @@ void bench_conv(const std::string& p) {
   std::vector<float> src = buffer(d.src_elems(), 1), wei = buffer(d.wei_elems(), 2), bias = buffer(d.K, 3),
                      dst(static_cast<size_t>(d.dst_elems())), diff_dst = buffer(d.dst_elems(), 4), diff_src(static_cast<size_t>(d.src_elems())),
                      diff_wei(static_cast<size_t>(d.wei_elems())), diff_bias(static_cast<size_t>(d.K));
-  auto& fwd = op_table<op::conv2d_fwd>();
-  auto& bwd_d = op_table<op::conv2d_bwd_data>();
-  auto& bwd_w = op_table<op::conv2d_bwd_weights>();
+  auto& fwd = op_table<kernel_op::conv2d_fwd>();
+  auto& bwd_d = op_table<kernel_op::conv2d_bwd_data>();
+  auto& bwd_w = op_table<kernel_op::conv2d_bwd_weights>();
   const auto cpu = DeviceType::cpu;
   row(p, "fwd", d.flops(), "GF/s", [&] { fwd(cpu, d, src.data(), wei.data(), bias.data(), dst.data()); }, true);
   row(p, "bwd_d", d.flops(), "GF/s", [&] { bwd_d(cpu, d, diff_dst.data(), wei.data(), diff_src.data()); }, true);
@@ -158,7 +158,7 @@ void bench_conv(const std::string& p) {
 
 // A linear layer y[mb, out] = x[mb, in] W[out, in]^T and its two backward GEMMs.
 void bench_linear(const std::string& name, int64_t mb, int64_t in, int64_t out) {
-  auto& gemm = op_table<op::gemm>();
+  auto& gemm = op_table<kernel_op::gemm>();
   std::vector<float> x = buffer(mb * in, 1), w = buffer(out * in, 2), y(static_cast<size_t>(mb * out)), dy = buffer(mb * out, 3),
                      dx(static_cast<size_t>(mb * in)), dw(static_cast<size_t>(out * in));
   auto desc = [](bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
@@ -181,9 +181,9 @@ void bench_linear(const std::string& name, int64_t mb, int64_t in, int64_t out) 
 
 // The inner-product op family (Linear: forward with bias, backward-data, backward-weights + bias).
 void bench_ip(const std::string& name, int64_t mb, int64_t in, int64_t out) {
-  auto& fwd = op_table<op::linear_fwd>();
-  auto& bwd_d = op_table<op::linear_bwd_data>();
-  auto& bwd_w = op_table<op::linear_bwd_weights>();
+  auto& fwd = op_table<kernel_op::linear_fwd>();
+  auto& bwd_d = op_table<kernel_op::linear_bwd_data>();
+  auto& bwd_w = op_table<kernel_op::linear_bwd_weights>();
   LinearDesc d;
   d.n = mb, d.ic = in, d.oc = out, d.has_bias = true;
   std::vector<float> x = buffer(mb * in, 1), w = buffer(out * in, 2), b = buffer(out, 4), y(static_cast<size_t>(mb * out)),
@@ -227,8 +227,8 @@ void bench_batched(int64_t batch, int64_t m, int64_t n, int64_t k, bool ta, bool
 void bench_concat_sum(int64_t mb) {
   const auto cpu = DeviceType::cpu;
   header("concat and sum (rate: GB/s, 4 bytes per element read or written)");
-  auto& cc = op_table<op::concat>();
-  auto& sm = op_table<op::sum>();
+  auto& cc = op_table<kernel_op::concat>();
+  auto& sm = op_table<kernel_op::sum>();
   struct Inc {
     const char* name;
     int64_t hw;
@@ -276,8 +276,8 @@ void bench_other(int64_t mb) {
     const double bytes = 4.0 * double(x.size() + y.size());
     const std::string name = "avg_pool " + std::to_string(c) + "x" + std::to_string(h) + " k" + std::to_string(k) +
                              "s" + std::to_string(s) + "p" + std::to_string(p);
-    auto& pf = op_table<op::pool_fwd>();
-    auto& pb = op_table<op::pool_bwd>();
+    auto& pf = op_table<kernel_op::pool_fwd>();
+    auto& pb = op_table<kernel_op::pool_bwd>();
     row(name, "fwd", bytes, "GB/s", [&] { pf(cpu, d, x.data(), y.data(), nullptr); }, false);
     row(name, "bwd", bytes, "GB/s", [&] { pb(cpu, d, dy.data(), nullptr, dx.data()); }, false);
   }
@@ -287,8 +287,8 @@ void bench_other(int64_t mb) {
     d.n = mb, d.c = c, d.inner = h * h, d.size = 5, d.alpha = 1e-4, d.beta = 0.75, d.k = 2;
     const int64_t n = mb * c * h * h;
     std::vector<float> x = buffer(n, 1), y(static_cast<size_t>(n)), sc(static_cast<size_t>(n)), dy = buffer(n, 2), dx(static_cast<size_t>(n));
-    auto& lf = op_table<op::lrn_fwd>();
-    auto& lb = op_table<op::lrn_bwd>();
+    auto& lf = op_table<kernel_op::lrn_fwd>();
+    auto& lb = op_table<kernel_op::lrn_bwd>();
     {
       BackendGuard g("native", true);
       lf(cpu, d, x.data(), y.data(), sc.data());
@@ -307,8 +307,8 @@ void bench_other(int64_t mb) {
       std::vector<float> x = buffer(n, 1), y(static_cast<size_t>(n)), w = buffer(c, 2, 0.5f, 1.5f), b = buffer(c, 3),
                          rm = buffer(c, 4), rv = buffer(c, 5, 0.5f, 2.f), sm(static_cast<size_t>(c)), si(static_cast<size_t>(c)),
                          dy = buffer(n, 6), dx(static_cast<size_t>(n)), dw(static_cast<size_t>(c)), db(static_cast<size_t>(c));
-      auto& bf = op_table<op::batch_norm_fwd>();
-      auto& bb = op_table<op::batch_norm_bwd>();
+      auto& bf = op_table<kernel_op::batch_norm_fwd>();
+      auto& bb = op_table<kernel_op::batch_norm_bwd>();
       const std::string name = std::string("batch_norm ") + (training ? "train " : "eval ") + std::to_string(c) +
                                "x" + std::to_string(h);
       row(name, "fwd", 4.0 * double(training ? 3 : 2) * double(n), "GB/s",
@@ -326,8 +326,8 @@ void bench_other(int64_t mb) {
     d.outer = mb, d.dim = classes, d.inner = 1;
     const int64_t n = mb * classes;
     std::vector<float> x = buffer(n, 1, -5, 5), y(static_cast<size_t>(n)), dy = buffer(n, 2), dx(static_cast<size_t>(n));
-    auto& sf = op_table<op::softmax_fwd>();
-    auto& sb = op_table<op::softmax_bwd>();
+    auto& sf = op_table<kernel_op::softmax_fwd>();
+    auto& sb = op_table<kernel_op::softmax_bwd>();
     const std::string name = "softmax " + std::to_string(classes);
     row(name, "fwd", 8.0 * double(n), "GB/s", [&] { sf(cpu, d, x.data(), y.data()); }, false);
     row(name, "bwd", 12.0 * double(n), "GB/s", [&] { sb(cpu, d, y.data(), dy.data(), dx.data()); }, false);
@@ -345,8 +345,8 @@ void bench_other(int64_t mb) {
     b.op = bop;
     b.loop.ndim = 1, b.loop.noperands = 3, b.loop.sizes[0] = n;
     b.loop.strides[0][0] = b.loop.strides[1][0] = b.loop.strides[2][0] = 1;
-    auto& uf = op_table<op::unary>();
-    auto& bf = op_table<op::binary>();
+    auto& uf = op_table<kernel_op::unary>();
+    auto& bf = op_table<kernel_op::binary>();
     const std::string name = std::string(unary_op_name(uop)) + " 64x112x112";
     row(name, "fwd", 8.0 * double(n), "GB/s", [&] { uf(cpu, u, x.data(), y.data()); }, false);
     row(name, "bwd", 12.0 * double(n), "GB/s", [&] { bf(cpu, b, dy.data(), y.data(), dx.data()); }, false);

@@ -118,9 +118,9 @@ int main(int argc, char** argv) {
           for (size_t i = 0; i < v->size(); ++i) h[i] = BFloat16((*v)[i]).bits;
           std::memcpy(v->data(), h.data(), h.size() * sizeof(uint16_t));
         }
-      auto& fwd = op_table<op::conv2d_fwd>();
-      auto& bwd_d = op_table<op::conv2d_bwd_data>();
-      auto& bwd_w = op_table<op::conv2d_bwd_weights>();
+      auto& fwd = op_table<kernel_op::conv2d_fwd>();
+      auto& bwd_d = op_table<kernel_op::conv2d_bwd_data>();
+      auto& bwd_w = op_table<kernel_op::conv2d_bwd_weights>();
       const auto cpu = DeviceType::cpu;
       struct Pass {
         const char* name;

@@ -1,7 +1,7 @@
 // Micro-benchmark of the dispatcher's cost per call, the part of an op that is neither argument
 // checks nor the kernel: choosing the candidate for (op, device, descriptor) under the current
 // preference, and calling it.
-//   - choose: find_kernel<op::unary> for one relu, and find_kernel<op::conv2d_fwd> over the distinct convolutions of ResNet-50 at batch 1
+//   - choose: find_kernel<kernel_op::unary> for one relu, and find_kernel<kernel_op::conv2d_fwd> over the distinct convolutions of ResNet-50 at batch 1
 //     (NCHW and channels-last), in network order, as a forward pass asks for them; under `auto`
 //     and under an explicit list ("native,ref");
 //   - call: dispatch of an op of this file whose kernel does nothing, with a ConvDesc and with a
@@ -21,8 +21,8 @@ using namespace kiln;
 
 namespace {
 
-KILN_DECLARE_OP(bench_noop_conv, "bench.noop_conv", ConvDesc, void* dst);
-KILN_DECLARE_OP(bench_noop_unary, "bench.noop_unary", UnaryDesc, void* dst);
+KILN_DECLARE_KERNEL_OP(bench_noop_conv, "bench.noop_conv", ConvDesc, void* dst);
+KILN_DECLARE_KERNEL_OP(bench_noop_unary, "bench.noop_unary", UnaryDesc, void* dst);
 
 void noop_conv(const ConvDesc&, void* dst) { *static_cast<int*>(dst) += 1; }
 void noop_unary(const UnaryDesc&, void* dst) { *static_cast<int*>(dst) += 1; }
@@ -88,11 +88,11 @@ int main() {
   const size_t n = convs.size();
   std::printf("dispatch cost per call, ns (median of %d x %d calls, 1 thread)\n", repeats, calls);
   std::printf("  choose conv2d_fwd, %zu ResNet-50 convolutions, auto:          %8.1f\n", n,
-              ns_per_call(calls, repeats, [&](int i) { sink += find_kernel<op::conv2d_fwd>(DeviceType::cpu, convs[size_t(i) % n]) != nullptr; }));
+              ns_per_call(calls, repeats, [&](int i) { sink += find_kernel<kernel_op::conv2d_fwd>(DeviceType::cpu, convs[size_t(i) % n]) != nullptr; }));
   {
     BackendGuard g("native,ref");
     std::printf("  choose conv2d_fwd, %zu ResNet-50 convolutions, native,ref:    %8.1f\n", n,
-                ns_per_call(calls, repeats, [&](int i) { sink += find_kernel<op::conv2d_fwd>(DeviceType::cpu, convs[size_t(i) % n]) != nullptr; }));
+                ns_per_call(calls, repeats, [&](int i) { sink += find_kernel<kernel_op::conv2d_fwd>(DeviceType::cpu, convs[size_t(i) % n]) != nullptr; }));
   }
 
   void (*direct_conv)(const ConvDesc&, void*) = noop_conv;
@@ -102,7 +102,7 @@ int main() {
   u.loop.ndim = 1;
   u.loop.sizes[0] = 1000;
   std::printf("  choose unary (relu float32, 1000 elements), auto:            %8.1f\n",
-              ns_per_call(calls, repeats, [&](int) { sink += find_kernel<op::unary>(DeviceType::cpu, u) != nullptr; }));
+              ns_per_call(calls, repeats, [&](int) { sink += find_kernel<kernel_op::unary>(DeviceType::cpu, u) != nullptr; }));
   const double d_conv = ns_per_call(calls, repeats, [&](int i) { direct_conv(convs[size_t(i) % n], &sink); });
   const double k_conv = ns_per_call(calls, repeats, [&](int i) { dispatch<bench_noop_conv>(DeviceType::cpu, convs[size_t(i) % n], &sink); });
   const double d_unary = ns_per_call(calls, repeats, [&](int) { direct_unary(u, &sink); });

@@ -29,7 +29,8 @@ if(KILN_EMU_DEVICE)
   # The emulated device: the same kernel files compiled as C++ against the emulator, into the
   # library as its device build (kernels/cuda/emu/device.h), with the emulated runtime.
   kiln_emu_kernel_library(kiln_cuda OBJECT emu_device dev "for the emulated device")
-  target_sources(kiln_cuda PRIVATE ${PROJECT_SOURCE_DIR}/kernels/cuda/emu/device.cpp)
+  target_sources(kiln_cuda PRIVATE ${PROJECT_SOURCE_DIR}/kernels/cuda/emu/device.cpp
+                                   ${PROJECT_SOURCE_DIR}/kernels/cuda/emu/runtime_api.cpp)
   target_compile_definitions(kiln_cuda PRIVATE KILN_CUDA_EMU=1)
   list(APPEND KILN_OBJECTS kiln_cuda)
 elseif(KILN_HAVE_CUDA)

@@ -152,12 +152,36 @@ int node_color(Communicator& c) {
 
 }  // namespace
 
+const std::vector<AllreduceAlgorithmInfo>& all_allreduce_algorithms() {
+  static const std::vector<AllreduceAlgorithmInfo> table = {
+      {AllreduceAlgorithm::library, "library", "MPI/NCCL's own"},
+      {AllreduceAlgorithm::ring, "ring", "kiln's"},
+      {AllreduceAlgorithm::hierarchical, "hierarchical", "within nodes, then across their leaders"},
+  };
+  return table;
+}
+
+const char* allreduce_name(AllreduceAlgorithm a) {
+  for (const AllreduceAlgorithmInfo& i : all_allreduce_algorithms())
+    if (i.algorithm == a) return i.name;
+  KILN_THROW("allreduce_name: algorithm ", int(a), " is not in the table");
+}
+
+AllreduceAlgorithm parse_allreduce(const std::string& name) {
+  std::string known;
+  for (const AllreduceAlgorithmInfo& i : all_allreduce_algorithms()) {
+    if (name == i.name) return i.algorithm;
+    known += (known.empty() ? "'" : ", '") + std::string(i.name) + "'";
+  }
+  KILN_THROW("--allreduce: ", known, ", not '", name, "'");
+}
+
 NodeGroups split_by_node(Communicator& c) {
   const int node = node_color(c);
   // The groups reduce by their library: split() hands them the options of `c` at the time.
   const CommOptions saved = c.options();
   CommOptions library = saved;
-  library.algorithm = "library";
+  library.algorithm = AllreduceAlgorithm::library;
   c.set_options(library);
   NodeGroups g;
   try {
@@ -182,8 +206,6 @@ void hierarchical_allreduce(NodeGroups& g, const Tensor& t, ReduceOp op, const s
 
 std::unique_ptr<Communicator> make_communicator(const std::string& backend, CommOptions options,
                                                 Device device) {
-  KILN_CHECK(options.algorithm == "library" || options.algorithm == "ring" || options.algorithm == "hierarchical",
-             "communicator algorithm '", options.algorithm, "' is unknown (library, ring, hierarchical)");
   KILN_CHECK(options.timeout_s > 0 && options.warn_after_s > 0,
              "communicator timeout_s and warn_after_s must be positive");
   std::string b = backend;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/tensor.h"
 
@@ -44,13 +45,28 @@ World world_from_env();
 // True when the environment says this process is one of several (size > 1).
 bool launched_distributed();
 
+// How a communicator all-reduces (--allreduce). One table (all_allreduce_algorithms) names them
+// for the flag, its help, the logs and the settings a checkpoint records.
+enum class AllreduceAlgorithm {
+  library,       // MPI_Allreduce / ncclAllReduce
+  ring,          // kiln's reduce-scatter + allgather ring over send/recv (mpi)
+  hierarchical,  // within nodes, then across their leaders (NodeGroups below; mpi and nccl)
+};
+struct AllreduceAlgorithmInfo {
+  AllreduceAlgorithm algorithm;
+  const char* name;  // "library", "ring", "hierarchical"
+  const char* what;  // a few words for the flag's help
+};
+const std::vector<AllreduceAlgorithmInfo>& all_allreduce_algorithms();
+const char* allreduce_name(AllreduceAlgorithm a);
+// kiln::Error naming the known ones for any other name.
+AllreduceAlgorithm parse_allreduce(const std::string& name);
+
 struct CommOptions {
   double timeout_s = 300;     // a collective not done by then: kiln::Error naming the silent ranks
   double warn_after_s = 60;   // then a line on stderr naming the ranks and the collective awaited
   bool check = true;          // match signatures across ranks before each collective
-  std::string algorithm = "library";  // allreduce: "library" (MPI_Allreduce / ncclAllReduce),
-                                      // "ring" (kiln's reduce-scatter + allgather ring over send/recv,
-                                      // mpi) or "hierarchical" (NodeGroups below; mpi and nccl)
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::library;
 };
 
 constexpr int kAnySource = -1;

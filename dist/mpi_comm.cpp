@@ -48,39 +48,24 @@
 #include <vector>
 
 #include "dist/host_reduce.h"
+#include "dist/mpi_detail.h"
+#include "dist/mpi_liveness.h"
 #include "dist/signature.h"
 #include "engine/cuda_copy.h"
 
 namespace kiln::dist {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using mpi_detail::Clock;
+using mpi_detail::kRingTag;
+using mpi_detail::kSignatureTag;
+using mpi_detail::MpiLock;
 
-bool g_serialized = false;
-std::mutex g_mpi_mutex;
+std::string mpi_error_string(int rc) { return mpi_detail::error_string(rc); }
 
-// Held around each MPI call when the library runs at MPI_THREAD_SERIALIZED.
-struct MpiLock {
-  std::unique_lock<std::mutex> lock;
-  MpiLock() {
-    if (g_serialized) lock = std::unique_lock<std::mutex>(g_mpi_mutex);
-  }
-};
-
-std::string mpi_error_string(int rc) {
-  char buf[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
-  return std::string(buf, size_t(len));
-}
-
-constexpr int kSignatureTag = 7001;
 constexpr int kCollective = -1;     // Requests::peers of a collective (no single peer)
 constexpr int kUnnamedSend = -2;    // of a send that names nobody when pending
 constexpr int kAnyPeer = -3;        // of a receive from any rank (expect_from() names the likely ones)
-constexpr int kRingTag = 7002;
-constexpr int kPingTag = 7003;  // liveness probes on their own communicator (probe_)
-constexpr int kPongTag = 7004;
 constexpr size_t kRingSegmentBytes = size_t(1) << 20;
 
 MPI_Datatype mpi_type(DType t) {
@@ -119,67 +104,6 @@ MPI_Op mpi_op(DType t, ReduceOp op) {
   return slot;
 }
 
-// Who a rank is, exchanged when a communicator is made: so that a rank that stops answering can be
-// looked up in /proc when it runs on the same host (stopped, or dead), which no MPI call says.
-struct Identity {
-  int64_t pid = 0;
-  int64_t start_ticks = 0;  // /proc/<pid>/stat field 22: a reused pid has another
-  char host[64] = {};
-};
-
-// The state letter and start time of /proc/<pid>/stat ('?' when there is no such process).
-std::pair<char, int64_t> proc_state(int64_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!f || !std::getline(f, text)) return {'?', 0};
-  const size_t close = text.rfind(')');  // the command name may hold spaces and parentheses
-  if (close == std::string::npos) return {'?', 0};
-  std::istringstream rest(text.substr(close + 1));
-  std::string field;
-  char state = '?';
-  int64_t start = 0;
-  for (int i = 3; rest >> field; ++i) {  // field 3 is the state, 22 the start time
-    if (i == 3) state = field.empty() ? '?' : field[0];
-    if (i == 22) {
-      start = std::atoll(field.c_str());
-      break;
-    }
-  }
-  return {state, start};
-}
-
-// When this process last ran again after not running for over 2 s (SIGSTOP then SIGCONT, a
-// frozen host), and for how long (steady-clock ns; 0: never): a rank stopped while the others gave
-// up on it must not blame them for its own stop. A thread ticks every 100 ms and a gap between two
-// ticks is time the whole process did not run. SIGCONT itself says nothing: Open MPI sends it to
-// every rank when it ends a job.
-std::atomic<int64_t> g_resumed_ns{0}, g_stopped_for_ns{0};
-void watch_stops() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    std::thread([] {
-      Clock::time_point last = Clock::now();
-      for (;;) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        const Clock::time_point now = Clock::now();
-        if (now - last > std::chrono::seconds(2)) {
-          g_stopped_for_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(now - last).count());
-          g_resumed_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
-        }
-        last = now;
-      }
-    }).detach();
-  });
-}
-
-Identity my_identity() {
-  Identity id;
-  id.pid = int64_t(::getpid());
-  id.start_ticks = proc_state(id.pid).second;
-  ::gethostname(id.host, sizeof(id.host) - 1);
-  return id;
-}
-
 // Why a request exists: its peer rank (-1: a collective, no single peer) and whether timing out
 // may cancel it.
 struct Requests {
@@ -215,10 +139,7 @@ class MpiComm final : public Communicator {
     MPI_Comm_set_errhandler(probe_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(data_, &rank_);
     MPI_Comm_size(data_, &size_);
-    ids_.resize(size_t(size_));
-    watch_stops();
-    Identity me = my_identity();
-    MPI_Allgather(&me, sizeof(Identity), MPI_BYTE, ids_.data(), sizeof(Identity), MPI_BYTE, probe_);
+    liveness_ = std::make_unique<MpiLiveness>(probe_, rank_, size_);
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
     cuda_aware_ = MPIX_Query_cuda_support() == 1;
 #endif
@@ -244,9 +165,9 @@ class MpiComm final : public Communicator {
     Staged s(this, t, true);
     const int64_t n = t.numel();
     if (n == 0 || size_ == 1) return;
-    if (options_.algorithm == "ring") {
+    if (options_.algorithm == AllreduceAlgorithm::ring) {
       ring_allreduce(ctx, static_cast<char*>(s.ptr), n, t.dtype(), op);
-    } else if (options_.algorithm == "hierarchical") {
+    } else if (options_.algorithm == AllreduceAlgorithm::hierarchical) {
       hierarchical_allreduce(s.host.defined() ? s.host : t, op == ReduceOp::average ? ReduceOp::sum : op, name);
     } else {
       check_count(ctx, n);
@@ -349,7 +270,7 @@ class MpiComm final : public Communicator {
     // second, the ranks expect_from() named are looked at here too.
     if (src == kAnySource && !expected_.empty() && Clock::now() - last_liveness_ > std::chrono::seconds(1)) {
       last_liveness_ = Clock::now();
-      const std::string dead = dead_peers(expected_);
+      const std::string dead = liveness_->dead_peers(expected_);
       KILN_CHECK(dead.empty(), "rank ", rank_, ": ", ctx.what, " '", ctx.name, "': ", dead);
     }
     Staged s(this, t, false);
@@ -498,21 +419,20 @@ class MpiComm final : public Communicator {
         c.suspended_s += std::chrono::duration<double>(now - last_look).count();
       }
       last_look = now;
-      waiting_on_ = first_pending_peer(r);
-      wait_stopped_ms_ = int32_t(std::min(c.suspended_s * 1e3, 2e9));
-      answer_pings();
+      liveness_->set_wait(first_pending_peer(r), c.suspended_s);
+      liveness_->answer_pings(options_.timeout_s);
       double waited = std::chrono::duration<double>(now - c.start).count();
       // Dead peers (same host: /proc) are looked for every 0.1 s: a launcher that ends the job on a
       // death (Open MPI 5's within about 0.5 s) must not beat kiln's own line naming the rank.
       if (waited > 0.1 && now - last_dead_check > std::chrono::milliseconds(100)) {
         last_dead_check = now;
-        const std::string dead = dead_peers(pending_peers(r));
+        const std::string dead = liveness_->dead_peers(pending_peers(r));
         if (!dead.empty()) {
           abandon(r);
           broken_ = true;
           broken_why_ = std::string("the communicator is unusable after ") + c.what + " '" + c.name + "'" +
                         seq_str(c) + " lost a rank";
-          KILN_THROW("rank ", rank_, ": ", c.what, " '", c.name, "'", seq_str(c), ": ", dead, self_suspended(c));
+          KILN_THROW("rank ", rank_, ": ", c.what, " '", c.name, "'", seq_str(c), ": ", dead, liveness_->self_suspended(c.start, c.suspended_s, options_.timeout_s));
         }
       }
       if (waited > options_.warn_after_s && !c.warned) {
@@ -528,7 +448,7 @@ class MpiComm final : public Communicator {
         // Inside a library collective every rank announced itself, so the signatures cannot say
         // who stalled; and a rank waiting on a stalled rank looks silent to the others too. Ask:
         // a rank that waits answers pings; a stopped or dead one does not.
-        const std::string silent = blame(pending_peers(r));
+        const std::string silent = liveness_->blame(pending_peers(r), options_.timeout_s);
         if (!silent.empty()) who = silent;
         const char* why = silent.empty() ? " (dead, stopped, or issuing a different collective)" : "";
         abandon(r);
@@ -538,29 +458,9 @@ class MpiComm final : public Communicator {
         char secs[32];
         std::snprintf(secs, sizeof(secs), "%.0f", options_.timeout_s);
         KILN_THROW("rank ", rank_, ": ", c.what, " '", c.name, "'", seq_str(c), " timed out after ", secs,
-                   " s waiting for ", who, why, self_suspended(c));
+                   " s waiting for ", who, why, liveness_->self_suspended(c.start, c.suspended_s, options_.timeout_s));
       }
     }
-  }
-
-  // What a rank that was itself stopped during the wait adds to its error, so that, woken while
-  // the job ends, it does not blame the ranks that gave up on it.
-  std::string self_suspended(const OpContext& c) const {
-    const int64_t resumed = g_resumed_ns.load();
-    const int64_t start = std::chrono::duration_cast<std::chrono::nanoseconds>(c.start.time_since_epoch()).count();
-    const bool resumed_lately = resumed > 0 && double(start - resumed) < options_.timeout_s * 1e9;
-    if (c.suspended_s <= 0 && !resumed_lately) return "";
-    char b[200];
-    if (resumed_lately)
-      std::snprintf(b, sizeof b, " (this rank itself did not run for %.1f s, until %.1f s ago: stopped or frozen; the "
-                    "others may have ended the job because of it)",
-                    double(g_stopped_for_ns.load()) * 1e-9,
-                    double(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count() -
-                           resumed) * 1e-9);
-    else
-      std::snprintf(b, sizeof b, " (this rank itself did not run for %.1f s of the wait: stopped or frozen; the others "
-                    "may have ended the job because of it)", c.suspended_s);
-    return b;
   }
 
   static std::string seq_str(const OpContext& c) { return c.seq >= 0 ? " #" + std::to_string(c.seq) : ""; }
@@ -579,183 +479,10 @@ class MpiComm final : public Communicator {
     return ranks;
   }
 
-  // Answers the liveness pings other ranks sent (called while this rank waits).
-  void answer_pings() {
-    for (;;) {
-      int flag = 0;
-      MPI_Status st;
-      {
-        MpiLock lock;
-        if (MPI_Iprobe(MPI_ANY_SOURCE, kPingTag, probe_, &flag, &st) != MPI_SUCCESS || !flag) return;
-        int32_t token = 0;
-        MPI_Recv(&token, 1, MPI_INT32_T, st.MPI_SOURCE, kPingTag, probe_, MPI_STATUS_IGNORE);
-        // The answer is whom this rank waits for (-1: a collective, or nobody in particular), so a
-        // pinger can follow the chain of waits to the rank that stalled, and for how many ms this
-        // rank itself lately did not run: a stopped rank that the launcher continues as it ends
-        // the job answers, and must still be the one named. Static: the buffer must outlive the
-        // freed request.
-        static thread_local int32_t answer[64][2];
-        static thread_local unsigned next = 0;
-        int32_t* a = answer[next++ % 64];
-        a[0] = waiting_on_.load();
-        a[1] = stopped_lately_ms();
-        MPI_Request req;  // tiny: eager, completes without the pinger's help
-        MPI_Isend(a, 2, MPI_INT32_T, st.MPI_SOURCE, kPongTag, probe_, &req);
-        MPI_Request_free(&req);
-      }
-    }
-  }
-
-  // How long this rank did not run (ms, 0: it ran), if that ended within the last --comm-timeout
-  // or during the current wait: what a ping's answer reports.
-  int32_t stopped_lately_ms() const {
-    const int64_t resumed = g_resumed_ns.load();
-    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-    int32_t ms = wait_stopped_ms_.load();
-    if (resumed > 0 && double(now - resumed) < options_.timeout_s * 1e9)
-      ms = std::max(ms, int32_t(std::min(double(g_stopped_for_ns.load()) * 1e-6, 2e9)));
-    return ms;
-  }
-
   // The first peer a wait still needs (-1: a collective or none), for the answer to a ping.
   int32_t first_pending_peer(const Requests& r) const {
     const std::vector<int> ranks = pending_peers(r);
     return ranks.empty() ? -1 : ranks.front();
-  }
-
-  // "pid 4711 on node3: stopped (state T)", "pid 4711 on node3: gone", or "" when the rank runs
-  // on another host (nothing to look at) or is running.
-  std::string local_state(int r, bool* dead = nullptr) const {
-    const Identity& id = ids_[size_t(r)];
-    if (std::strncmp(id.host, ids_[size_t(rank_)].host, sizeof(id.host)) != 0 || id.pid <= 0) return "";
-    const auto [state, start] = proc_state(id.pid);
-    const std::string who = "pid " + std::to_string(id.pid) + " on " + id.host;
-    const bool gone = state == '?' || state == 'Z' || state == 'X' || (id.start_ticks && start != id.start_ticks);
-    if (dead) *dead = gone;
-    if (gone) return who + ": its process is gone (" + (state == 'Z' ? "a zombie" : "exited or killed") + ")";
-    if (state == 'T' || state == 't') return who + ": stopped (state " + std::string(1, state) + ", SIGSTOP or a debugger)";
-    return "";
-  }
-
-  // "rank 1 (pid 4711 on node3: its process is gone ...) has died" for the candidates (every
-  // other rank when empty) this host can see are dead; "" when none is.
-  std::string dead_peers(std::vector<int> candidates) const {
-    if (candidates.empty())
-      for (int p = 0; p < size_; ++p)
-        if (p != rank_) candidates.push_back(p);
-    std::string out;
-    for (int p : candidates) {
-      bool dead = false;
-      const std::string st = local_state(p, &dead);
-      if (dead) out += std::string(out.empty() ? "" : "; ") + "rank " + std::to_string(p) + " (" + st + ") has died";
-    }
-    return out;
-  }
-
-  // Pings `candidates` (every other rank when empty) for up to `window` seconds. Returns those
-  // that stay silent; the others' answers (whom each waits for, and how long each lately did not
-  // run) go to *waits and *stopped_ms.
-  std::vector<int> ping(std::vector<int> candidates, double window, std::map<int, int>* waits,
-                        std::map<int, int>* stopped_ms = nullptr) {
-    if (candidates.empty())
-      for (int p = 0; p < size_; ++p)
-        if (p != rank_) candidates.push_back(p);
-    std::sort(candidates.begin(), candidates.end());
-    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-    std::vector<int32_t> out(candidates.size(), rank_), in(2 * candidates.size(), -1);
-    std::vector<MPI_Request> sends(candidates.size()), recvs(candidates.size());
-    {
-      MpiLock lock;
-      for (size_t i = 0; i < candidates.size(); ++i) {
-        MPI_Irecv(&in[2 * i], 2, MPI_INT32_T, candidates[i], kPongTag, probe_, &recvs[i]);
-        MPI_Isend(&out[i], 1, MPI_INT32_T, candidates[i], kPingTag, probe_, &sends[i]);
-      }
-    }
-    const auto t0 = Clock::now();
-    std::vector<char> answered(candidates.size(), 0);
-    size_t left = candidates.size();
-    while (left > 0 && std::chrono::duration<double>(Clock::now() - t0).count() < window) {
-      answer_pings();  // the others probe too
-      {
-        MpiLock lock;
-        for (size_t i = 0; i < candidates.size(); ++i) {
-          if (answered[i]) continue;
-          int done = 0;
-          MPI_Test(&recvs[i], &done, MPI_STATUS_IGNORE);
-          if (done) answered[i] = 1, --left;
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    std::vector<int> silent;
-    {
-      MpiLock lock;
-      for (size_t i = 0; i < candidates.size(); ++i) {
-        if (!answered[i]) {
-          silent.push_back(candidates[i]);
-          MPI_Cancel(&recvs[i]);
-          MPI_Request_free(&recvs[i]);
-        } else {
-          if (waits) (*waits)[candidates[i]] = in[2 * i];
-          if (stopped_ms && in[2 * i + 1] > 0) (*stopped_ms)[candidates[i]] = in[2 * i + 1];
-        }
-        MPI_Request_free(&sends[i]);  // a ping to a dead rank may never complete
-      }
-    }
-    return silent;
-  }
-
-  // Whom to blame for a timed-out wait on `candidates` (every other rank when empty): the ranks
-  // that do not answer a ping, found by following the chain of waits from the ranks this one
-  // waits for ("rank 2, which waits for rank 1 (no answer to a ping in 0.8 s: pid 4711 on node3:
-  // stopped ...)"). A rank that answers but reports that it lately did not run for seconds (stopped,
-  // then continued by the launcher as the job ends) is named the same way. "" when everyone answers
-  // and nobody's wait leads to a silent or stopped rank.
-  std::string blame(std::vector<int> candidates) {
-    const double window = std::min(3.0, std::max(0.5, options_.timeout_s / 10));
-    std::vector<char> seen(size_t(size_), 0);
-    seen[size_t(rank_)] = 1;
-    std::string chain;
-    for (int hop = 0; hop < size_; ++hop) {
-      for (int p : candidates) seen[size_t(p)] = 1;
-      std::map<int, int> waits, stopped_ms;
-      const std::vector<int> silent = ping(candidates, window, &waits, &stopped_ms);
-      if (!silent.empty()) {
-        std::string why;
-        for (int p : silent) {
-          const std::string st = local_state(p);
-          if (!st.empty()) why += "; rank " + std::to_string(p) + ", " + st;
-        }
-        char w[32];
-        std::snprintf(w, sizeof w, "%.1f", window);
-        return chain + ranks_text(silent) + " (no answer to a ping in " + w + " s" +
-               (why.empty() ? std::string(": stopped, dead, or blocked outside kiln's communication") : why) + ")";
-      }
-      if (!stopped_ms.empty()) {
-        std::vector<int> stopped;
-        std::string why;
-        for (const auto& [p, ms] : stopped_ms) {
-          stopped.push_back(p);
-          char w[160];
-          std::snprintf(w, sizeof w, "%srank %d did not run for %.1f s before it answered a ping: stopped or frozen",
-                        why.empty() ? "" : "; ", p, ms * 1e-3);
-          why += w;
-        }
-        return chain + ranks_text(stopped) + " (" + why + ")";
-      }
-      // Everyone answered and ran: the stall is further down the chain of waits, if anywhere.
-      std::vector<int> next;
-      std::string via;
-      for (const auto& [p, target] : waits) {
-        if (target < 0 || target >= size_ || seen[size_t(target)]) continue;
-        next.push_back(target);
-        via += (via.empty() ? "" : " and ") + ("rank " + std::to_string(p) + ", which waits for ");
-      }
-      if (next.empty()) return "";
-      chain += via;
-      candidates = next;
-    }
-    return "";
   }
 
   std::string pending(const Requests& r) const {
@@ -765,14 +492,7 @@ class MpiComm final : public Communicator {
         if (r.reqs[i] != MPI_REQUEST_NULL && r.peers[i] == kAnyPeer) return "any rank";
       return "rank(s) unknown (inside the MPI library's collective)";
     }
-    return ranks_text(ranks);
-  }
-
-  // "rank 3" or "ranks 0, 1".
-  static std::string ranks_text(const std::vector<int>& ranks) {
-    std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-    for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-    return s;
+    return MpiLiveness::ranks_text(ranks);
   }
 
   // After a timeout: cancel the receives (MPI allows it), let sends finish on their own; a
@@ -840,12 +560,10 @@ class MpiComm final : public Communicator {
   bool broken_ = false;
   std::string broken_why_;
   std::vector<std::unique_ptr<Signature[]>> graveyard_;
-  std::vector<Identity> ids_;     // every rank's pid and host, for blame
+  std::unique_ptr<MpiLiveness> liveness_;  // every rank's identity, pings, blame
   std::vector<int> expected_;     // expect_from()
   Clock::time_point last_liveness_{};  // recv from any rank: the last look at expected_
   NodeGroups groups_;  // hierarchical allreduce
-  std::atomic<int32_t> waiting_on_{-1};  // the peer the current wait needs (answer to pings)
-  std::atomic<int32_t> wait_stopped_ms_{0};  // how long this process did not run during the current wait
 };
 
 // kiln's ring: reduce-scatter then allgather, n-1 steps each; chunk c of the buffer is
@@ -907,9 +625,23 @@ std::unique_ptr<Communicator> make_mpi_communicator(CommOptions options) {
   return std::make_unique<MpiComm>(MPI_COMM_WORLD, std::move(options));
 }
 
+namespace mpi_detail {
+bool g_serialized = false;
+std::mutex& call_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::string error_string(int rc) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(buf, size_t(len));
+}
+}  // namespace mpi_detail
+
 namespace detail {
-bool mpi_serialized() { return g_serialized; }
-void set_mpi_serialized(bool s) { g_serialized = s; }
+bool mpi_serialized() { return mpi_detail::g_serialized; }
+void set_mpi_serialized(bool s) { mpi_detail::g_serialized = s; }
 void release_mpi_ops() {
   for (auto& row : g_half_ops)
     for (MPI_Op& o : row)

@@ -89,7 +89,7 @@ class NcclComm final : public Communicator {
     check_tensor(t, "allreduce", name);
     announce(CollectiveKind::allreduce, t.dtype(), t.numel(), -1, op, name);
     if (t.numel() == 0) return;
-    if (options_.algorithm == "hierarchical" && size_ > 1) {
+    if (options_.algorithm == AllreduceAlgorithm::hierarchical && size_ > 1) {
       if (!groups_.node) groups_ = split_by_node(*this);
       hierarchical_allreduce(groups_, t, op == ReduceOp::average ? ReduceOp::sum : op, name);
       if (op == ReduceOp::average) ops::scale_(t, 1.0 / size_);
@@ -300,7 +300,7 @@ class NcclComm final : public Communicator {
 
 std::unique_ptr<Communicator> make_nccl_communicator(CommOptions options, Device device) {
   CommOptions host_options = options;
-  host_options.algorithm = "library";
+  host_options.algorithm = AllreduceAlgorithm::library;
   const bool distributed = launched_distributed() || (mpi_available() && mpi_initialized());
   if (!distributed) {
     // One rank: the GPU the caller named (cuda:N), else the current one.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <numeric>
 #include <sstream>
 
@@ -19,9 +20,6 @@ namespace {
 
 // kFinal: done + wants the result; kReply: a server's header before the parameters it sends.
 enum Kind : int { kPush = 1, kPull = 2, kDone = 3, kFinal = 4, kReply = 5, kStats = 6, kState = 7 };
-// kind, clock (worker: its pushes; server: its optimizer steps), lr, payload numel, stop (a worker:
-// it asks the job to stop; a server: the job stops after this step)
-constexpr int kHeaderLen = 5;
 
 const char* kind_name(int k) {
   switch (k) {
@@ -40,9 +38,30 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The header every message starts with, float64 on the wire in this order.
+struct Header {
+  static constexpr int kLen = 5;
+  int kind = 0;
+  int64_t clock = 0;   // a worker: its pushes; a server: its optimizer steps
+  double lr = 0;       // a worker's learning rate for the step it pushes
+  int64_t numel = 0;   // the payload that follows (elements or bytes)
+  bool stop = false;   // a worker: it asks the job to stop; a server: the job stops after this step
+
+  Tensor tensor() const {
+    return from_vector(std::vector<double>{double(kind), double(clock), lr, double(numel), stop ? 1.0 : 0.0}, {kLen},
+                       TensorOptions(DType::float64));
+  }
+  // A number that is not a whole number in range reads as -1 (a kind, clock or size no check takes).
+  static Header of(const std::vector<double>& v) {
+    KILN_CHECK(v.size() == size_t(kLen), "parameter server: a message header of ", v.size(), " numbers, not ", kLen);
+    const auto whole = [](double d) { return d >= -9.0e15 && d <= 9.0e15 && d == std::floor(d) ? int64_t(d) : -1; };
+    const int64_t kind = whole(v[0]);
+    return {kind >= 0 && kind < 1000 ? int(kind) : -1, whole(v[1]), v[2], whole(v[3]), v[4] != 0};
+  }
+};
+
 Tensor make_header(int kind, int64_t clock, double lr, int64_t numel, bool stop = false) {
-  return from_vector(std::vector<double>{double(kind), double(clock), lr, double(numel), stop ? 1.0 : 0.0},
-                     {kHeaderLen}, TensorOptions(DType::float64));
+  return Header{kind, clock, lr, numel, stop}.tensor();
 }
 
 int64_t bytes_of(const Tensor& t) { return t.numel() * int64_t(t.element_size()); }
@@ -242,7 +261,15 @@ std::string PsStats::str() const {
 // ---------------------------------------------------------------------------------------------
 // Server
 
+// The server's state and its handling of each message kind; run() is the receive loop.
 struct ParameterServer::Impl {
+  explicit Impl(ParameterServer& s) : comm(s.comm_), o(s.o_), stats(s.stats_), index(s.index_) {}
+
+  Communicator& comm;
+  const PsOptions& o;
+  PsStats& stats;
+  const int& index;
+  int64_t numel = 0;              // this shard's elements
   NamedTensors shard;             // this server's parameters (the model's own tensors)
   std::unique_ptr<optim::Optimizer> opt;
   Tensor recv_buf, acc_buf, reply_buf;
@@ -253,15 +280,194 @@ struct ParameterServer::Impl {
   int n_pushed = 0;               // sync: pushes in the current round
   double lr = 0;
   int final_waiter = -1;          // the chief after FINAL
+  int done = 0;                   // workers that said DONE or FINAL
   double sum_staleness = 0, sum_lag = 0;
   // Stops: a worker's push asks (stop_asked); the job stops once stopping is latched, and every
   // reply says so. Synchronous servers latch at a round's close only, so all replies of one round
   // agree and every worker stops after the same step.
   bool stop_asked = false, stopping = false;
+
+  // One optimizer step with grads viewing `buf`.
+  void apply(const Tensor& buf) {
+    int64_t off = 0;
+    for (auto& [name, p] : shard) {
+      p.set_grad(slot(buf, off, p));
+      off += p.numel();
+    }
+    opt->set_lr(lr);
+    opt->step();
+    for (auto& [name, p] : shard) p.set_grad(Tensor());
+    stats.steps++;
+  }
+  int64_t min_active_clock() const {
+    int64_t lo = -1;
+    for (int w = 0; w < workers; ++w)
+      if (active[size_t(w)] && (lo < 0 || clock[size_t(w)] < lo)) lo = clock[size_t(w)];
+    return lo;
+  }
+  // Whether a pull of worker w may be answered now: synchronous, once its push is in a closed
+  // round; asynchronous, within the staleness bound of the slowest running worker.
+  bool answerable(int w) const {
+    if (o.synchronous) return !pushed[size_t(w)];
+    if (o.staleness < 0) return true;
+    return clock[size_t(w)] - min_active_clock() <= o.staleness;
+  }
+  void latch_stop() {
+    if (stop_asked || (o.stop_requested && o.stop_requested())) stopping = true;
+  }
+  // A REPLY header and its payload to worker w; returns the bytes sent.
+  int64_t reply(int w, const Tensor& payload) {
+    Tensor h = make_header(kReply, stats.steps, lr, payload.numel(), stopping);
+    comm.send(h, w, o.tag + 2);
+    comm.send(payload, w, o.tag + 2);
+    return bytes_of(h) + bytes_of(payload);
+  }
+  // The shard's parameters to worker w (the traffic the statistics count; STATS and STATE replies
+  // are the chief's bookkeeping).
+  void send_params(int w) {
+    if (!o.synchronous) latch_stop();
+    int64_t off = 0;
+    for (auto& [name, p] : shard) {
+      slot(reply_buf, off, p).copy_(p.detach());
+      off += p.numel();
+    }
+    stats.bytes_sent += reply(w, reply_buf);
+  }
+  void serve_pending() {
+    for (int w = 0; w < workers; ++w) {
+      if (!pending[size_t(w)] || !answerable(w)) continue;
+      int64_t gap = o.synchronous ? 0 : clock[size_t(w)] - std::max<int64_t>(0, min_active_clock());
+      stats.max_staleness = std::max(stats.max_staleness, gap);
+      sum_staleness += double(gap);
+      stats.pulls++;
+      send_params(w);
+      version_at_pull[size_t(w)] = stats.steps;
+      pending[size_t(w)] = 0;
+    }
+  }
+  // Synchronous: the round closes when every running worker has pushed (the done ones no longer count).
+  void try_close_round() {
+    if (!o.synchronous || n_pushed == 0) return;
+    for (int w = 0; w < workers; ++w)
+      if (active[size_t(w)] && !pushed[size_t(w)]) return;
+    if (n_pushed > 1) acc_buf.copy_(ops::mul(acc_buf, 1.0 / n_pushed));
+    apply(acc_buf);
+    acc_buf.zero_();
+    std::fill(pushed.begin(), pushed.end(), 0);
+    n_pushed = 0;
+    latch_stop();
+  }
+  std::string waiting_for() const {
+    std::ostringstream os;
+    const char* sep = "";
+    for (int w = 0; w < workers; ++w)
+      if (active[size_t(w)]) { os << sep << w; sep = ", "; }
+    return os.str();
+  }
+  // Whom the next wait is for, should it time out or another rank ask: synchronous, the workers
+  // the round still needs; else (and once the round has them all) those not already waiting for
+  // a reply.
+  void expect_next() {
+    std::vector<int> expect;
+    for (int v = 0; v < workers; ++v)
+      if (active[size_t(v)] && o.synchronous && !pushed[size_t(v)]) expect.push_back(v);
+    if (expect.empty())
+      for (int v = 0; v < workers; ++v)
+        if (active[size_t(v)] && !pending[size_t(v)]) expect.push_back(v);
+    comm.expect_from(expect);
+  }
+
+  void on_push(int w, const Header& h) {
+    KILN_CHECK(h.numel == numel, "parameter server ", index, " (rank ", comm.rank(), "): worker ", w, " pushes ",
+               h.numel, " elements, this shard holds ", numel, " (do all ranks build the same model?)");
+    KILN_CHECK(!(o.synchronous && pushed[size_t(w)]), "parameter server ", index, ": worker ", w,
+               " pushed twice in one synchronous round");
+    KILN_CHECK(h.clock == clock[size_t(w)] + 1, "parameter server ", index, ": worker ", w, " pushes its step ",
+               h.clock, " after ", clock[size_t(w)], " pushes");
+    comm.recv(recv_buf, w, o.tag + 1);
+    stats.bytes_received += bytes_of(recv_buf);
+    stats.pushes++;
+    if (h.stop) stop_asked = true;
+    clock[size_t(w)]++;
+    lr = h.lr;
+    const int64_t lag = stats.steps - version_at_pull[size_t(w)];
+    stats.max_update_lag = std::max(stats.max_update_lag, lag);
+    sum_lag += double(lag);
+    if (o.synchronous) {
+      if (n_pushed == 0) acc_buf.copy_(recv_buf);
+      else acc_buf.copy_(ops::add(acc_buf, recv_buf));
+      pushed[size_t(w)] = 1;
+      n_pushed++;
+      try_close_round();
+    } else {
+      apply(recv_buf);
+    }
+    serve_pending();  // a push may close a round or advance the slowest clock
+  }
+  void on_pull(int w) {
+    pending[size_t(w)] = 1;
+    if (!answerable(w)) stats.deferred_pulls++;
+    serve_pending();
+  }
+  PsStats stats_now() const {
+    PsStats now = stats;
+    if (now.pulls > 0) now.mean_staleness = sum_staleness / double(now.pulls);
+    if (now.pushes > 0) now.mean_update_lag = sum_lag / double(now.pushes);
+    return now;
+  }
+  void on_done(int w, bool final) {
+    active[size_t(w)] = 0;
+    done++;
+    if (final) final_waiter = w;
+    try_close_round();
+    serve_pending();
+  }
+  void receive_one() {
+    Tensor header = empty({Header::kLen}, TensorOptions(DType::float64));
+    const double t0 = now_s();
+    const int w = comm.recv(header, kAnySource, o.tag);
+    stats.wait_s += now_s() - t0;
+    stats.bytes_received += bytes_of(header);
+    const Header h = Header::of(header.to_vector());
+    KILN_CHECK(w >= 0 && w < workers, "parameter server ", index, " (rank ", comm.rank(), "): got a ",
+               kind_name(h.kind), " from rank ", w, ", which is not a worker (workers are ranks 0..", workers - 1, ")");
+    KILN_CHECK(active[size_t(w)], "parameter server ", index, ": ", kind_name(h.kind), " from worker ", w,
+               " after it said it was done");
+    switch (h.kind) {
+      case kPush: return on_push(w, h);
+      case kPull: return on_pull(w);
+      case kStats: reply(w, stats_tensor(stats_now())); return;  // the chief asks at an epoch's end
+      case kState: reply(w, pack_state(opt.get())); return;       // the chief, for a checkpoint
+      case kDone:
+      case kFinal: return on_done(w, h.kind == kFinal);
+    }
+    KILN_THROW("parameter server ", index, ": unknown message kind ", h.kind, " from worker ", w);
+  }
+
+  const PsStats& run() {
+    NoGradGuard ng;
+    try {
+      while (done < workers) {
+        expect_next();
+        receive_one();
+      }
+      comm.expect_from({});
+      if (final_waiter >= 0 && numel > 0) {
+        send_params(final_waiter);
+        reply(final_waiter, pack_state(opt.get()));  // with the final parameters, for the chief's checkpoint
+      }
+    } catch (const Error& e) {
+      comm.expect_from({});
+      throw Error("parameter server " + std::to_string(index) + " (rank " + std::to_string(comm.rank()) +
+                  "), serving workers still running [" + waiting_for() + "]: " + e.what());
+    }
+    stats = stats_now();
+    return stats;
+  }
 };
 
 ParameterServer::ParameterServer(Communicator& comm, const NamedTensors& params, PsOptions o)
-    : impl_(std::make_unique<Impl>()), comm_(comm), o_(std::move(o)) {
+    : comm_(comm), o_(std::move(o)), impl_(std::make_unique<Impl>(*this)) {
   KILN_CHECK(is_server(comm_, o_), "ParameterServer on rank ", comm_.rank(), ": with ", o_.servers,
              " server(s) of ", comm_.size(), " ranks, servers are ranks ", comm_.size() - o_.servers, "..",
              comm_.size() - 1);
@@ -271,6 +477,7 @@ ParameterServer::ParameterServer(Communicator& comm, const NamedTensors& params,
   map_ = shard_parameters(params, o_.servers);
   index_ = comm_.rank() - (comm_.size() - o_.servers);
   Impl& m = *impl_;
+  m.numel = map_.numel[size_t(index_)];
   for (int i : map_.params[size_t(index_)]) m.shard.push_back(params[size_t(i)]);
   int64_t n = map_.numel[size_t(index_)];
   m.recv_buf = shard_buffer(params, map_.params[size_t(index_)], n, index_);
@@ -296,174 +503,7 @@ ParameterServer::~ParameterServer() = default;
 
 optim::Optimizer* ParameterServer::optimizer() { return impl_->opt.get(); }
 
-const PsStats& ParameterServer::run() {
-  Impl& m = *impl_;
-  const int W = m.workers;
-  const int64_t numel = map_.numel[size_t(index_)];
-  Tensor header = empty({kHeaderLen}, TensorOptions(DType::float64));
-  NoGradGuard ng;
-
-  // One optimizer step with grads viewing `buf`.
-  auto apply = [&](const Tensor& buf) {
-    int64_t off = 0;
-    for (auto& [name, p] : m.shard) {
-      p.set_grad(slot(buf, off, p));
-      off += p.numel();
-    }
-    m.opt->set_lr(m.lr);
-    m.opt->step();
-    for (auto& [name, p] : m.shard) p.set_grad(Tensor());
-    stats_.steps++;
-  };
-  auto min_active_clock = [&]() {
-    int64_t lo = -1;
-    for (int w = 0; w < W; ++w)
-      if (m.active[size_t(w)] && (lo < 0 || m.clock[size_t(w)] < lo)) lo = m.clock[size_t(w)];
-    return lo;
-  };
-  auto answerable = [&](int w) {
-    if (o_.synchronous) return !m.pushed[size_t(w)];
-    if (o_.staleness < 0) return true;
-    return m.clock[size_t(w)] - min_active_clock() <= o_.staleness;
-  };
-  auto latch_stop = [&]() {
-    if (m.stop_asked || (o_.stop_requested && o_.stop_requested())) m.stopping = true;
-  };
-  auto send_params = [&](int w) {
-    if (!o_.synchronous) latch_stop();
-    int64_t off = 0;
-    for (auto& [name, p] : m.shard) {
-      slot(m.reply_buf, off, p).copy_(p.detach());
-      off += p.numel();
-    }
-    Tensor h = make_header(kReply, stats_.steps, m.lr, numel, m.stopping);
-    comm_.send(h, w, o_.tag + 2);
-    comm_.send(m.reply_buf, w, o_.tag + 2);
-    stats_.bytes_sent += bytes_of(h) + bytes_of(m.reply_buf);
-  };
-  auto serve_pending = [&]() {
-    for (int w = 0; w < W; ++w) {
-      if (!m.pending[size_t(w)] || !answerable(w)) continue;
-      int64_t gap = o_.synchronous ? 0 : m.clock[size_t(w)] - std::max<int64_t>(0, min_active_clock());
-      stats_.max_staleness = std::max(stats_.max_staleness, gap);
-      m.sum_staleness += double(gap);
-      stats_.pulls++;
-      send_params(w);
-      m.version_at_pull[size_t(w)] = stats_.steps;
-      m.pending[size_t(w)] = 0;
-    }
-  };
-  // Synchronous: the round closes when every running worker has pushed (the done ones no longer count).
-  auto try_close_round = [&]() {
-    if (!o_.synchronous || m.n_pushed == 0) return;
-    for (int w = 0; w < W; ++w)
-      if (m.active[size_t(w)] && !m.pushed[size_t(w)]) return;
-    if (m.n_pushed > 1) m.acc_buf.copy_(ops::mul(m.acc_buf, 1.0 / m.n_pushed));
-    apply(m.acc_buf);
-    m.acc_buf.zero_();
-    std::fill(m.pushed.begin(), m.pushed.end(), 0);
-    m.n_pushed = 0;
-    latch_stop();
-  };
-  auto waiting_for = [&]() {
-    std::ostringstream os;
-    const char* sep = "";
-    for (int w = 0; w < W; ++w)
-      if (m.active[size_t(w)]) { os << sep << w; sep = ", "; }
-    return os.str();
-  };
-
-  int done = 0;
-  int w = -1;
-  try {
-    while (done < W) {
-      // Whom this wait is for, should it time out or another rank ask: synchronous, the workers
-      // the round still needs; else (and once the round has them all) those not already waiting
-      // for a reply.
-      std::vector<int> expect;
-      for (int v = 0; v < W; ++v)
-        if (m.active[size_t(v)] && o_.synchronous && !m.pushed[size_t(v)]) expect.push_back(v);
-      if (expect.empty())
-        for (int v = 0; v < W; ++v)
-          if (m.active[size_t(v)] && !m.pending[size_t(v)]) expect.push_back(v);
-      comm_.expect_from(expect);
-      double t0 = now_s();
-      w = comm_.recv(header, kAnySource, o_.tag);
-      stats_.wait_s += now_s() - t0;
-      stats_.bytes_received += bytes_of(header);
-      std::vector<double> h = header.to_vector();
-      int kind = int(h[0]);
-      KILN_CHECK(w >= 0 && w < W, "parameter server ", index_, " (rank ", comm_.rank(), "): got a ",
-                 kind_name(kind), " from rank ", w, ", which is not a worker (workers are ranks 0..", W - 1, ")");
-      KILN_CHECK(m.active[size_t(w)], "parameter server ", index_, ": ", kind_name(kind), " from worker ", w,
-                 " after it said it was done");
-      if (kind == kPush) {
-        KILN_CHECK(int64_t(h[3]) == numel, "parameter server ", index_, " (rank ", comm_.rank(), "): worker ",
-                   w, " pushes ", int64_t(h[3]), " elements, this shard holds ", numel,
-                   " (do all ranks build the same model?)");
-        KILN_CHECK(!(o_.synchronous && m.pushed[size_t(w)]), "parameter server ", index_, ": worker ", w,
-                   " pushed twice in one synchronous round");
-        KILN_CHECK(int64_t(h[1]) == m.clock[size_t(w)] + 1, "parameter server ", index_, ": worker ", w,
-                   " pushes its step ", int64_t(h[1]), " after ", m.clock[size_t(w)], " pushes");
-        comm_.recv(m.recv_buf, w, o_.tag + 1);
-        stats_.bytes_received += bytes_of(m.recv_buf);
-        stats_.pushes++;
-        if (h[4] != 0) m.stop_asked = true;
-        m.clock[size_t(w)]++;
-        m.lr = h[2];
-        int64_t lag = stats_.steps - m.version_at_pull[size_t(w)];
-        stats_.max_update_lag = std::max(stats_.max_update_lag, lag);
-        m.sum_lag += double(lag);
-        if (o_.synchronous) {
-          if (m.n_pushed == 0) m.acc_buf.copy_(m.recv_buf);
-          else m.acc_buf.copy_(ops::add(m.acc_buf, m.recv_buf));
-          m.pushed[size_t(w)] = 1;
-          m.n_pushed++;
-          try_close_round();
-        } else {
-          apply(m.recv_buf);
-        }
-        serve_pending();  // a push may close a round or advance the slowest clock
-      } else if (kind == kPull) {
-        m.pending[size_t(w)] = 1;
-        if (!answerable(w)) stats_.deferred_pulls++;
-        serve_pending();
-      } else if (kind == kStats) {  // the chief asks at an epoch's end; answered at once
-        PsStats now = stats_;
-        if (now.pulls > 0) now.mean_staleness = m.sum_staleness / double(now.pulls);
-        if (now.pushes > 0) now.mean_update_lag = m.sum_lag / double(now.pushes);
-        comm_.send(make_header(kReply, stats_.steps, m.lr, kStatsLen, m.stopping), w, o_.tag + 2);
-        comm_.send(stats_tensor(now), w, o_.tag + 2);
-      } else if (kind == kState) {  // the chief, for a checkpoint: this shard's optimizer state now
-        Tensor bytes = pack_state(m.opt.get());
-        comm_.send(make_header(kReply, stats_.steps, m.lr, bytes.numel(), m.stopping), w, o_.tag + 2);
-        comm_.send(bytes, w, o_.tag + 2);
-      } else if (kind == kDone || kind == kFinal) {
-        m.active[size_t(w)] = 0;
-        done++;
-        if (kind == kFinal) m.final_waiter = w;
-        try_close_round();
-        serve_pending();
-      } else {
-        KILN_THROW("parameter server ", index_, ": unknown message kind ", h[0], " from worker ", w);
-      }
-    }
-    comm_.expect_from({});
-    if (m.final_waiter >= 0 && numel > 0) {
-      send_params(m.final_waiter);
-      Tensor bytes = pack_state(m.opt.get());  // with the final parameters, for the chief's checkpoint
-      comm_.send(make_header(kReply, stats_.steps, m.lr, bytes.numel(), m.stopping), m.final_waiter, o_.tag + 2);
-      comm_.send(bytes, m.final_waiter, o_.tag + 2);
-    }
-  } catch (const Error& e) {
-    comm_.expect_from({});
-    throw Error("parameter server " + std::to_string(index_) + " (rank " + std::to_string(comm_.rank()) +
-                "), serving workers still running [" + waiting_for() + "]: " + e.what());
-  }
-  if (stats_.pulls > 0) stats_.mean_staleness = m.sum_staleness / double(stats_.pulls);
-  if (stats_.pushes > 0) stats_.mean_update_lag = m.sum_lag / double(stats_.pushes);
-  return stats_;
-}
+const PsStats& ParameterServer::run() { return impl_->run(); }
 
 // ---------------------------------------------------------------------------------------------
 // Worker
@@ -483,23 +523,24 @@ PsWorker::~PsWorker() = default;
 
 std::vector<double> PsWorker::receive_reply(int s) {
   const int rank = ps_server_rank(comm_.size(), o_, s);
-  Tensor header = empty({kHeaderLen}, TensorOptions(DType::float64));
+  Tensor header = empty({Header::kLen}, TensorOptions(DType::float64));
   comm_.recv(header, rank, o_.tag + 2);
-  std::vector<double> h = header.to_vector();
-  KILN_CHECK(int(h[0]) == kReply, "PS worker ", comm_.rank(), ": parameter server ", s, " (rank ", rank,
-             ") answered with ", kind_name(int(h[0])), ", not a REPLY");
+  const std::vector<double> h = header.to_vector();
+  const int kind = Header::of(h).kind;
+  KILN_CHECK(kind == kReply, "PS worker ", comm_.rank(), ": parameter server ", s, " (rank ", rank,
+             ") answered with ", kind_name(kind), ", not a REPLY");
   return h;
 }
 
 void PsWorker::pull_from(int s) {
   const int rank = ps_server_rank(comm_.size(), o_, s);
-  const std::vector<double> h = receive_reply(s);
-  KILN_CHECK(int64_t(h[3]) == buf_[size_t(s)].numel(), "PS worker ", comm_.rank(),
-             ": parameter server ", s, " (rank ", rank, ") answered with ", kind_name(int(h[0])), " of ",
-             int64_t(h[3]), " elements; expected a REPLY of ", buf_[size_t(s)].numel());
-  if (h[4] != 0) stop_agreed_ = true;
+  const Header h = Header::of(receive_reply(s));
+  KILN_CHECK(h.numel == buf_[size_t(s)].numel(), "PS worker ", comm_.rank(), ": parameter server ", s, " (rank ",
+             rank, ") answered with ", kind_name(h.kind), " of ", h.numel, " elements; expected a REPLY of ",
+             buf_[size_t(s)].numel());
+  if (h.stop) stop_agreed_ = true;
   comm_.recv(buf_[size_t(s)], rank, o_.tag + 2);
-  stats_.bytes_received += kHeaderLen * int64_t(sizeof(double)) + bytes_of(buf_[size_t(s)]);
+  stats_.bytes_received += Header::kLen * int64_t(sizeof(double)) + bytes_of(buf_[size_t(s)]);
   stats_.pulls++;
   NoGradGuard ng;
   int64_t off = 0;
@@ -556,10 +597,10 @@ void PsWorker::push_pull() {
 
 PsOptimizerState PsWorker::receive_state(int s) {
   const int rank = ps_server_rank(comm_.size(), o_, s);
-  const std::vector<double> v = receive_reply(s);
-  KILN_CHECK(v[3] >= 8 && v[3] < 9e15, "PS worker ", comm_.rank(), ": parameter server ", s,
-             " answered a STATE request with ", kind_name(int(v[0])), " of ", v[3], " bytes");
-  Tensor bytes = empty({int64_t(v[3])}, DType::uint8);
+  const Header h = Header::of(receive_reply(s));
+  KILN_CHECK(h.numel >= 8 && h.numel < int64_t(9e15), "PS worker ", comm_.rank(), ": parameter server ", s,
+             " answered a STATE request with ", kind_name(h.kind), " of ", h.numel, " bytes");
+  Tensor bytes = empty({h.numel}, DType::uint8);
   comm_.recv(bytes, rank, o_.tag + 2);
   return unpack_state(bytes, s);
 }
@@ -583,9 +624,9 @@ std::vector<PsStats> PsWorker::server_stats() {
   for (int s = 0; s < o_.servers; ++s) {
     const int rank = ps_server_rank(size, o_, s);
     comm_.send(make_header(kStats, clock_, lr_, 0), rank, o_.tag);
-    const std::vector<double> h = receive_reply(s);
-    KILN_CHECK(int64_t(h[3]) == kStatsLen, "PS worker ", comm_.rank(), ": parameter server ", s, " answered a STATS ",
-               "request with ", h[3], " numbers, not ", kStatsLen);
+    const Header h = Header::of(receive_reply(s));
+    KILN_CHECK(h.numel == kStatsLen, "PS worker ", comm_.rank(), ": parameter server ", s, " answered a STATS ",
+               "request with ", h.numel, " numbers, not ", kStatsLen);
     Tensor v = empty({kStatsLen}, TensorOptions(DType::float64));
     comm_.recv(v, rank, o_.tag + 2);
     out.push_back(stats_of(v.to_vector()));

@@ -114,12 +114,12 @@ class ParameterServer {
 
  private:
   struct Impl;
-  std::unique_ptr<Impl> impl_;
   Communicator& comm_;
   PsOptions o_;
   PsShardMap map_;
-  int index_;
+  int index_ = 0;
   PsStats stats_;
+  std::unique_ptr<Impl> impl_;  // last: it refers to the members above
 };
 
 class PsWorker {

@@ -87,6 +87,9 @@ struct Network {
 // pushes B/K to each server and pulls it back; a NIC carries what crosses nodes.
 // ps-hier: ring all-reduce within the node first, then one push and pull per node (tf_cnn_benchmarks'
 // distributed_replicated).
+// The schemes of the modelled jobs (published ones included), not dist/comm.h's
+// AllreduceAlgorithm (--allreduce: how kiln's communicator all-reduces): its "library" has no one
+// cost, and parameter servers are a strategy of kiln's (dist/ps.h), not an all-reduce.
 enum class Algorithm { ring, hierarchical, tree, ps, ps_hier };
 Algorithm algorithm_from_name(const std::string& name);  // kiln::Error naming it when unknown
 const char* algorithm_name(Algorithm a);

@@ -3,6 +3,8 @@
 #include "dist/settings.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -43,6 +45,15 @@ const std::string* find(const Settings& s, const std::string& name) {
 }
 
 }  // namespace
+
+std::string setting_number(double v) {
+  char buf[32];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
 
 std::string settings_differences(const std::vector<Settings>& ranks) {
   if (ranks.empty()) return "";

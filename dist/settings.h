@@ -19,6 +19,10 @@ struct Setting {
 };
 using Settings = std::vector<Setting>;
 
+// A number as a setting's value: the shortest text that reads back as `v` ("0.05", not
+// "0.050000000000000003"), so equal values compare equal and the message reads as typed.
+std::string setting_number(double v);
+
 // Collective over every rank of `comm` (each calls it once, with its own list, in the same
 // place). Returns when every rank's list equals rank 0's; else kiln::Error on every rank:
 //   the ranks' settings differ (every rank of a job must run with the same):

@@ -3,6 +3,8 @@
 //   ctest --test-dir build -R dist.test_strategy
 #include "dist/strategy.h"
 
+#include <algorithm>
+
 #include "dist/comm_thread.h"
 #include "dist/sync_bn.h"
 #include "dist/timeline.h"
@@ -36,8 +38,6 @@ void check_dist_config(const DistConfig& c, int ranks) {
   if (c.strategy != StrategyKind::none) {  // none uses no communicator
     const CommOptions& co = c.comm_options;
     KILN_CHECK(co.timeout_s > 0 && co.warn_after_s > 0, "--comm-timeout and --comm-warn must be positive");
-    KILN_CHECK(co.algorithm == "library" || co.algorithm == "ring" || co.algorithm == "hierarchical",
-               "--allreduce: 'library', 'ring' or 'hierarchical', not '", co.algorithm, "'");
   }
   switch (c.strategy) {
     case StrategyKind::none:
@@ -68,6 +68,26 @@ PsOptions ps_options(const DistConfig& c, const optim::OptimizerConfig& optimize
   return po;
 }
 
+Settings describe(const DistConfig& d) {
+  const auto yes = [](bool b) { return std::string(b ? "yes" : "no"); };
+  Settings s = {
+      {"strategy", strategy_name(d.strategy)},
+      {"scale lr by workers", yes(d.scale_lr)},
+      {"allreduce algorithm", allreduce_name(d.comm_options.algorithm)},
+      {"collective checks", yes(d.comm_options.check)},
+  };
+  if (d.strategy == StrategyKind::sync)
+    s.insert(s.end(), {{"bucket MB", setting_number(d.sync.bucket_mb)},
+                       {"overlap", yes(d.sync.overlap)},
+                       {"fp16 allreduce", yes(d.sync.fp16_compression)},
+                       {"sync batch norm", yes(d.sync_bn)}});
+  if (d.strategy == StrategyKind::ps || d.strategy == StrategyKind::async)
+    s.insert(s.end(), {{"parameter servers", std::to_string(d.ps_servers)},
+                       {"ps synchronous", yes(d.ps_synchronous)},
+                       {"staleness bound", std::to_string(d.staleness)}});
+  return s;
+}
+
 // --- Strategy: the local behaviour, which the others refine
 
 Strategy::~Strategy() = default;
@@ -79,6 +99,50 @@ void Strategy::serve(const std::function<bool()>&) {
 int Strategy::begin_step(bool have_batch, bool stop_requested, bool* stop_any) {
   if (stop_any) *stop_any = stop_requested;
   return have_batch ? 1 : 0;
+}
+
+namespace {
+
+// A worker's own figures.
+JobEpoch own_epoch(const WorkerEpoch& w) {
+  JobEpoch j;
+  j.loss = w.samples > 0 ? w.loss_sum / w.samples : 0;
+  j.top1 = w.samples > 0 ? w.correct / w.samples : 0;
+  j.images_per_s = w.seconds > 0 ? w.images / w.seconds : 0;
+  j.seconds = w.seconds;
+  j.rank_images_per_s = {j.images_per_s};
+  return j;
+}
+
+}  // namespace
+
+JobEpoch Strategy::job_epoch(const WorkerEpoch& w) {
+  JobEpoch j = own_epoch(w);
+  const int n = workers();
+  if (n <= 1) return j;
+  // Every worker's sums and its own images and seconds (a slot each), summed over the workers:
+  // loss and accuracy weighted by samples, images/s all images over the slowest worker's time.
+  const int me = std::max(0, worker_index());
+  std::vector<double> v(size_t(3 + 2 * n), 0.0);
+  v[0] = w.loss_sum, v[1] = w.correct, v[2] = w.samples;
+  v[size_t(3 + me)] = w.images;
+  v[size_t(3 + n + me)] = w.seconds;
+  Tensor t = from_vector(v, {int64_t(v.size())}, DType::float64);
+  sum_over_workers(t, "epoch figures");
+  const double* a = t.data<double>();
+  double all_images = 0, slowest = 0;
+  j.rank_images_per_s.clear();
+  for (int k = 0; k < n; ++k) {
+    const double im = a[3 + k], sec = a[3 + n + k];
+    all_images += im;
+    slowest = std::max(slowest, sec);
+    j.rank_images_per_s.push_back(sec > 0 ? im / sec : 0);
+  }
+  j.loss = a[2] > 0 ? a[0] / a[2] : 0;
+  j.top1 = a[2] > 0 ? a[1] / a[2] : 0;
+  j.images_per_s = slowest > 0 ? all_images / slowest : 0;
+  j.seconds = slowest;
+  return j;
 }
 
 void Strategy::step(optim::Optimizer* optimizer, double) {
@@ -129,7 +193,7 @@ class SyncStrategy final : public Strategy {
   bool sync_bn_ = false;
 };
 
-class PsStrategy final : public Strategy {
+class PsStrategy final : public Strategy, public ParameterServers {
  public:
   PsStrategy(const DistConfig& c, Communicator& comm, Module& model, const optim::OptimizerConfig& server_optimizer)
       : comm_(comm), model_(model), options_(ps_options(c, server_optimizer)) {
@@ -148,14 +212,36 @@ class PsStrategy final : public Strategy {
   void sum_over_workers(const Tensor& t, const std::string& what) override {
     if (worker_ && workers_comm_->size() > 1) workers_comm_->allreduce(t, ReduceOp::sum, what);
   }
-  bool server_optimizer_state(PsOptimizerState* state) override {
+  ParameterServers* parameter_servers() override { return this; }
+  bool optimizer_state(PsOptimizerState* state) override {
     if (!worker_ || !worker_->is_chief()) return false;
     *state = worker_->server_state();
     return !state->json.empty();
   }
-  void set_server_optimizer_state(PsOptimizerState state) override { initial_ = std::move(state); }
-  std::vector<PsStats> server_stats() override {
+  void set_optimizer_state(PsOptimizerState state) override { initial_ = std::move(state); }
+  std::vector<PsStats> stats() override {
     return worker_ && worker_->is_chief() ? worker_->server_stats() : std::vector<PsStats>{};
+  }
+  JobEpoch job_epoch(const WorkerEpoch& w) override {
+    if (workers() <= 1) return own_epoch(w);
+    if (options_.synchronous) {  // every worker ends the epoch at the same round: summed as sync
+      JobEpoch j = Strategy::job_epoch(w);
+      j.ps = stats();
+      return j;
+    }
+    // Asynchronous workers reach their epoch ends at different times (and a stop may come to each
+    // at a different step), so no collective here: the job's images/s is what the servers took
+    // since the chief's last epoch end (pushes to server 0 x batch) over the chief's epoch time;
+    // loss and accuracy stay the chief's.
+    JobEpoch j = own_epoch(w);
+    j.ps = stats();
+    if (!j.ps.empty()) {
+      const int64_t pushes = j.ps.front().pushes - pushes_at_epoch_start_;
+      pushes_at_epoch_start_ = j.ps.front().pushes;
+      j.images_per_s = w.seconds > 0 ? double(pushes) * double(w.batch_size) / w.seconds : 0;
+      j.chief_only_metrics = true;
+    }
+    return j;
   }
 
   void serve(const std::function<bool()>& stop_requested) override {
@@ -195,6 +281,7 @@ class PsStrategy final : public Strategy {
   std::unique_ptr<Communicator> workers_comm_;  // the workers (servers: the servers)
   PsOptimizerState initial_;                    // servers: set_server_optimizer_state
   PsStats served_;                    // servers, after serve()
+  int64_t pushes_at_epoch_start_ = 0;  // async, the chief: server 0's pushes at its last epoch end
 };
 
 }  // namespace

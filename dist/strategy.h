@@ -30,6 +30,7 @@
 
 #include "dist/comm.h"
 #include "dist/ps.h"
+#include "dist/settings.h"
 #include "dist/sync.h"
 #include "engine/optim.h"
 #include "layers/module.h"
@@ -65,7 +66,7 @@ struct DistConfig {
 };
 
 // kiln::Error naming the flag at the first field that is wrong: --sync-bn without sync; for the
-// strategies with a communicator its timeouts and allreduce algorithm; sync: the bucket size;
+// strategies with a communicator its timeouts; sync: the bucket size;
 // async, ps: the parameter servers' options (check_ps_options). ranks: the job's size, or 0
 // where it is not known yet (the check that leaves a worker is then skipped). make_strategy
 // calls it with the communicator's size.
@@ -78,6 +79,45 @@ std::string communicator_backend(const DistConfig& c);
 // The parameter servers' options for `c` (async, ps): the servers' optimizer is `optimizer`, its
 // lr set by the workers each step.
 PsOptions ps_options(const DistConfig& c, const optim::OptimizerConfig& optimizer = {});
+
+// The rows of `c` that the ranks of a job compare at start (dist::check_settings) and a run
+// records: the strategy and its own settings (sync: buckets, overlap, fp16, sync batch norm;
+// async, ps: the servers, synchrony, staleness).
+Settings describe(const DistConfig& c);
+
+// One worker's epoch, from which a strategy makes the job's (Strategy::job_epoch).
+struct WorkerEpoch {
+  double loss_sum = 0, correct = 0, samples = 0;  // this worker's sums over the epoch
+  double images = 0, seconds = 0;                 // this worker's images and seconds
+  int64_t batch_size = 0;                         // per step
+};
+
+// The job's epoch. With several workers in step (sync, ps), loss and top1 are the job's (every
+// worker's samples weighted alike), images_per_s all images over the slowest worker's seconds and
+// rank_images_per_s each worker's own; asynchronous workers do not wait for each other, so there
+// images_per_s is the servers' intake over the chief's epoch and loss and top1 the chief's
+// (chief_only_metrics). ps: the servers' statistics (the chief of a parameter-server job).
+struct JobEpoch {
+  double loss = 0, top1 = 0, images_per_s = 0, seconds = 0;
+  std::vector<double> rank_images_per_s;
+  std::vector<PsStats> ps;
+  bool chief_only_metrics = false;
+};
+
+// What the ranks of a parameter-server job (async, ps) ask of the servers; see
+// Strategy::parameter_servers().
+class ParameterServers {
+ public:
+  virtual ~ParameterServers() = default;
+  // The chief: every server's statistics so far (asked of them now); other workers: {}.
+  virtual std::vector<PsStats> stats() = 0;
+  // The chief: the servers' optimizer state, whole (after finish(), the final one), for a
+  // checkpoint; false elsewhere (the rank's own optimizer holds it).
+  virtual bool optimizer_state(PsOptimizerState* state) = 0;
+  // A server before serve(): the whole job's optimizer state to start from (a resumed
+  // checkpoint's); each server takes its shard's part.
+  virtual void set_optimizer_state(PsOptimizerState state) = 0;
+};
 
 // What a strategy measured; for logs and `kiln bench`.
 struct StrategyReport {
@@ -114,14 +154,12 @@ class Strategy {
   // The job's figures: sums `t` (float64, on the CPU) over every worker, servers not included; a
   // collective every worker calls at the same point (epoch ends). One worker: nothing.
   virtual void sum_over_workers(const Tensor& t, const std::string& what) { sum_over_ranks(t, what); }
-  // The chief of a ps/async job: every server's statistics so far (asked of them now); others: {}.
-  virtual std::vector<PsStats> server_stats() { return {}; }
-  // The chief of a ps/async job: the servers' optimizer state, whole (asked of them now; after
-  // finish(), the final one), for a checkpoint; false elsewhere (the rank's own optimizer holds it).
-  virtual bool server_optimizer_state(PsOptimizerState* state) { (void)state; return false; }
-  // A ps/async server before serve(): the whole job's optimizer state to start from (a resumed
-  // checkpoint's); each server takes its shard's part.
-  virtual void set_server_optimizer_state(PsOptimizerState state) { (void)state; }
+  // The job's figures of an epoch from this worker's: one worker, its own; workers in step, a
+  // collective among them at the epoch's end (sum_over_workers); asynchronous workers: their own
+  // loss and accuracy, and on the chief the servers' intake as the job's images/s.
+  virtual JobEpoch job_epoch(const WorkerEpoch& mine);
+  // A parameter-server job's servers (async, ps); null for the others.
+  virtual ParameterServers* parameter_servers() { return nullptr; }
 
   // A server: serves its shard until every worker has called finish(). A worker: kiln::Error.
   // `stop_requested` is polled for a stop request of this process (a signal to a server), which

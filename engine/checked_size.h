@@ -49,4 +49,32 @@ inline uint64_t checked_nbytes(const std::vector<int64_t>& dims, size_t element_
   return checked_mul(uint64_t(checked_numel(dims, what)), element_size, what);
 }
 
+// A bound on the bytes of any one tensor, for work whose sizes come from untrusted input (an
+// imported ONNX graph's nodes, io/onnx): while a TensorBytesLimit lives on a thread, empty()
+// there refuses a larger tensor before it allocates, and code that sizes work of its own (index
+// tables, say) calls check_tensor_bytes first. Scopes nest; the innermost holds. `what` names the
+// limit and how to change it, for the error: "the limit on one tensor of an imported ONNX graph
+// (KILN_ONNX_MAX_TENSOR_BYTES)".
+class TensorBytesLimit {
+ public:
+  TensorBytesLimit(uint64_t bytes, const char* what);
+  ~TensorBytesLimit();
+  TensorBytesLimit(const TensorBytesLimit&) = delete;
+  TensorBytesLimit& operator=(const TensorBytesLimit&) = delete;
+
+  uint64_t bytes() const { return bytes_; }
+  const char* what() const { return what_; }
+  // The innermost limit on this thread, or null.
+  static const TensorBytesLimit* current();
+
+ private:
+  uint64_t bytes_;
+  const char* what_;
+  const TensorBytesLimit* prev_;
+};
+
+// Throws "<what>: shape [..] of E-byte elements needs N bytes (X GiB), over <limit>
+// of Y GiB" when such a tensor exceeds the innermost limit on this thread; nothing without one.
+void check_tensor_bytes(const std::vector<int64_t>& dims, size_t element_size, std::string_view what);
+
 }  // namespace kiln

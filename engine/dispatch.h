@@ -11,8 +11,8 @@
 // initialisers: static archives drop them). A program adds its own candidates or ops with
 // registry().add<Op>(...) before other threads run ops (examples/custom_kernel).
 //
-//   dispatch<op::conv2d_fwd>(DeviceType::cpu, desc, src, wei, bias, dst);
-//   dispatch_with<op::conv2d_fwd>(dev, desc, payload, ...);  // forward state for backward
+//   dispatch<kernel_op::conv2d_fwd>(DeviceType::cpu, desc, src, wei, bias, dst);
+//   dispatch_with<kernel_op::conv2d_fwd>(dev, desc, payload, ...);  // forward state for backward
 //
 // KILN_TRACE_DISPATCH=1 prints each distinct (op, device, backend, descriptor) choice to stderr.
 //   Test: ctest --test-dir build -R 'dispatch|oracle'; bench: build/bench/bench_dispatch

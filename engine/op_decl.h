@@ -1,8 +1,11 @@
-// Op declarations: each op's name, descriptor type and kernel signature in one type.
-//   struct kiln::op::conv2d_fwd  { name = "conv2d_fwd"; Desc = ConvDesc;
-//                                  Kernel = void(const ConvDesc&, const void* src, ...); }
+// Kernel-op declarations: each kernel op's name, descriptor type and kernel signature in one type.
+//   struct kiln::kernel_op::conv2d_fwd  { name = "conv2d_fwd"; Desc = ConvDesc;
+//                                         Kernel = void(const ConvDesc&, const void* src, ...); }
+// Two namespaces, never mixed: kiln::kernel_op:: names what the dispatcher runs (a descriptor and
+// raw pointers, one kernel per backend); kiln::ops:: are the functions a user calls on tensors
+// (engine/ops/), which check shapes, record autograd and dispatch one or more kernel ops.
 // Built-in ops are listed once in engine/op_list.inc. A program declares its own with
-// KILN_DECLARE_OP (examples/custom_kernel). Registering a kernel of another signature for an op,
+// KILN_DECLARE_KERNEL_OP (examples/custom_kernel). Registering a kernel of another signature for an op,
 // or calling it with the wrong arguments, fails to compile (engine/dispatch.h).
 //
 // KernelPayload is the opaque state a forward kernel may hand to its backward (Flashlight's
@@ -46,17 +49,17 @@ struct OpDecl<void(const D&, A...)> {
   using Table = OpTable<D, A...>;
 };
 
-// KILN_DECLARE_OP(type, "name", Desc, arguments...): declares op `type` with kernels
+// KILN_DECLARE_KERNEL_OP(type, "name", Desc, arguments...): declares op `type` with kernels
 // void(const Desc&, arguments...). Argument names are documentation.
-#define KILN_DECLARE_OP(type, op_name, D, ...)                          \
-  struct type : ::kiln::OpDecl<void(const D&, __VA_ARGS__)> {          \
-    static constexpr const char* name = op_name;                       \
+#define KILN_DECLARE_KERNEL_OP(type, op_name, D, ...)          \
+  struct type : ::kiln::OpDecl<void(const D&, __VA_ARGS__)> { \
+    static constexpr const char* name = op_name;              \
   }
 
-namespace op {
-#define KILN_OP_DECL(id, D, ...) KILN_DECLARE_OP(id, #id, D, __VA_ARGS__);
+namespace kernel_op {
+#define KILN_KERNEL_OP(id, D, ...) KILN_DECLARE_KERNEL_OP(id, #id, D, __VA_ARGS__);
 #include "engine/op_list.inc"
-#undef KILN_OP_DECL
-}  // namespace op
+#undef KILN_KERNEL_OP
+}  // namespace kernel_op
 
 }  // namespace kiln

@@ -26,7 +26,7 @@ static Tensor& fill_random(Tensor& t, RandomKind kind, double a, double b, Gener
   const uint64_t n = uint64_t(t.numel());
   d.offset = g.advance(kind == RandomKind::normal ? 2 * n : n);
   t.bump_version();
-  dispatch<op::random>(t.device().type, d, t.data_ptr());
+  dispatch<kernel_op::random>(t.device().type, d, t.data_ptr());
   return t;
 }
 

@@ -17,7 +17,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/iter.h"
 #include "engine/ops/reduce.h"
-#include "engine/trace.h"
+#include "engine/graph_op.h"
 #include "kernels/common/elementwise.h"
 
 namespace kiln {
@@ -109,6 +109,7 @@ Tensor empty_strided(const Shape& shape, const Shape& strides, TensorOptions opt
                          "empty_strided: extent");
   }
   size_t nbytes = any_zero ? 0 : checked_mul(extent, element_size(opts.dtype), "empty_strided: bytes");
+  if (nbytes > 0 && TensorBytesLimit::current()) check_tensor_bytes(shape, element_size(opts.dtype), "a new tensor");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = allocate_storage(nbytes, opts.device);
   impl->sizes = shape;
@@ -287,24 +288,26 @@ static bool view_strides(const Shape& sizes, const Shape& strides, const Shape& 
 }
 
 Tensor Tensor::view(const Shape& shape0) const {
-  if (trace::top_level()) return trace::traced("reshape", {*this}, {}, [&] { return view(shape0); });
-  Shape shape = infer_shape(shape0, numel(), "view", sizes());
-  Shape st;
-  KILN_CHECK(view_strides(sizes(), strides(), shape, st), "view: cannot view ", shape_str(sizes()), " with strides ",
-             shape_str(strides()), " as ", shape_str(shape), "; use reshape()");
-  Tensor y = make_view(*this, shape, st, storage_offset());
-  autograd::record_fn("ViewBackward", {*this}, {&y}, [s = sizes()](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{g[0].reshape(s)};
+  return graph::call(GraphOp::reshape, {*this}, graph::no_attrs, [&](const Tensor*) {
+    Shape shape = infer_shape(shape0, numel(), "view", sizes());
+    Shape st;
+    KILN_CHECK(view_strides(sizes(), strides(), shape, st), "view: cannot view ", shape_str(sizes()), " with strides ",
+               shape_str(strides()), " as ", shape_str(shape), "; use reshape()");
+    Tensor y = make_view(*this, shape, st, storage_offset());
+    autograd::record_fn("ViewBackward", {*this}, {&y}, [s = sizes()](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{g[0].reshape(s)};
+    });
+    return y;
   });
-  return y;
 }
 
 Tensor Tensor::reshape(const Shape& shape0) const {
-  if (trace::top_level()) return trace::traced("reshape", {*this}, {}, [&] { return reshape(shape0); });
-  Shape shape = infer_shape(shape0, numel(), "reshape", sizes());
-  Shape st;
-  if (view_strides(sizes(), strides(), shape, st)) return view(shape);
-  return clone().view(shape);
+  return graph::call(GraphOp::reshape, {*this}, graph::no_attrs, [&](const Tensor*) {
+    Shape shape = infer_shape(shape0, numel(), "reshape", sizes());
+    Shape st;
+    if (view_strides(sizes(), strides(), shape, st)) return view(shape);
+    return clone().view(shape);
+  });
 }
 
 Tensor Tensor::permute(const Shape& dims) const {
@@ -337,26 +340,26 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 }
 
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
-  if (trace::top_level())
-    return trace::traced("slice", {*this}, {trace::ints("slice", {d, start, end, step})},
-                         [&] { return slice(d, start, end, step); });
-  d = wrap_dim(d, dim(), "slice");
-  KILN_CHECK(step > 0, "slice: step must be positive, got ", step);
-  const int64_t n = size(d);
-  if (start < 0) start += n;
-  if (end < 0) end += n;
-  start = std::min(std::max<int64_t>(start, 0), n);
-  end = std::min(std::max<int64_t>(end, start), n);
-  Shape sz = sizes(), st = strides();
-  sz[size_t(d)] = (end - start + step - 1) / step;
-  st[size_t(d)] *= step;
-  Tensor y = make_view(*this, sz, st, storage_offset() + start * stride(d));
-  autograd::record_fn("SliceBackward", {*this}, {&y}, [xs = sizes(), dt = dtype(), d, start, end, step](std::vector<Tensor>& g) {
-    Tensor gx = zeros(xs, TensorOptions(dt).with_device(g[0].device()));
-    gx.slice(d, start, end, step).copy_(g[0]);
-    return std::vector<Tensor>{gx};
+  const auto attrs = [&] { return std::vector<trace::Attr>{trace::ints("slice", {d, start, end, step})}; };
+  return graph::call(GraphOp::slice, {*this}, attrs, [&, d, start, end](const Tensor*) mutable {
+    d = wrap_dim(d, dim(), "slice");
+    KILN_CHECK(step > 0, "slice: step must be positive, got ", step);
+    const int64_t n = size(d);
+    if (start < 0) start += n;
+    if (end < 0) end += n;
+    start = std::min(std::max<int64_t>(start, 0), n);
+    end = std::min(std::max<int64_t>(end, start), n);
+    Shape sz = sizes(), st = strides();
+    sz[size_t(d)] = (end - start + step - 1) / step;
+    st[size_t(d)] *= step;
+    Tensor y = make_view(*this, sz, st, storage_offset() + start * stride(d));
+    autograd::record_fn("SliceBackward", {*this}, {&y}, [xs = sizes(), dt = dtype(), d, start, end, step](std::vector<Tensor>& g) {
+      Tensor gx = zeros(xs, TensorOptions(dt).with_device(g[0].device()));
+      gx.slice(d, start, end, step).copy_(g[0]);
+      return std::vector<Tensor>{gx};
+    });
+    return y;
   });
-  return y;
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -416,18 +419,19 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
-  if (trace::top_level()) return trace::traced("reshape", {*this}, {}, [&] { return flatten(start, end); });
-  if (dim() == 0) return reshape({1});
-  start = wrap_dim(start, dim(), "flatten");
-  end = wrap_dim(end, dim(), "flatten");
-  KILN_CHECK(start <= end, "flatten: start dim ", start, " after end dim ", end);
-  Shape s;
-  for (int64_t d = 0; d < start; ++d) s.push_back(size(d));
-  int64_t m = 1;
-  for (int64_t d = start; d <= end; ++d) m *= size(d);
-  s.push_back(m);
-  for (int64_t d = end + 1; d < dim(); ++d) s.push_back(size(d));
-  return reshape(s);
+  return graph::call(GraphOp::reshape, {*this}, graph::no_attrs, [&, start, end](const Tensor*) mutable {
+    if (dim() == 0) return reshape({1});
+    start = wrap_dim(start, dim(), "flatten");
+    end = wrap_dim(end, dim(), "flatten");
+    KILN_CHECK(start <= end, "flatten: start dim ", start, " after end dim ", end);
+    Shape s;
+    for (int64_t d = 0; d < start; ++d) s.push_back(size(d));
+    int64_t m = 1;
+    for (int64_t d = start; d <= end; ++d) m *= size(d);
+    s.push_back(m);
+    for (int64_t d = end + 1; d < dim(); ++d) s.push_back(size(d));
+    return reshape(s);
+  });
 }
 
 // ---------------------------------------------------------------- copies
@@ -449,7 +453,7 @@ static void copy_kernel(const Tensor& dst, const Tensor& src) {
   d.src_dtype = src.dtype();
   d.dst_dtype = dst.dtype();
   d.loop = make_loop(dst, {&src});
-  dispatch<op::copy>(dst.device().type, d, src.data_ptr(), dst.data_ptr());
+  dispatch<kernel_op::copy>(dst.device().type, d, src.data_ptr(), dst.data_ptr());
 }
 
 Tensor Tensor::clone() const {
@@ -460,18 +464,20 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::contiguous() const {
-  if (trace::top_level()) return trace::traced("identity", {*this}, {}, [&] { return contiguous(); });
-  return is_contiguous() ? *this : clone();
+  return graph::call(GraphOp::identity, {*this}, graph::no_attrs, [&](const Tensor*) {
+    return is_contiguous() ? *this : clone();
+  });
 }
 
 Tensor Tensor::contiguous(MemoryFormat format) const {
-  if (trace::top_level()) return trace::traced("identity", {*this}, {}, [&] { return contiguous(format); });
-  if (format == MemoryFormat::contiguous || dim() != 4) return contiguous();
-  if (suggest_memory_format() == MemoryFormat::channels_last) return *this;
-  Tensor y = empty_like(*this, format);
-  copy_kernel(y, *this);
-  autograd::record_fn("ContiguousBackward", {*this}, {&y}, [](std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
-  return y;
+  return graph::call(GraphOp::identity, {*this}, graph::no_attrs, [&](const Tensor*) {
+    if (format == MemoryFormat::contiguous || dim() != 4) return contiguous();
+    if (suggest_memory_format() == MemoryFormat::channels_last) return *this;
+    Tensor y = empty_like(*this, format);
+    copy_kernel(y, *this);
+    autograd::record_fn("ContiguousBackward", {*this}, {&y}, [](std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+    return y;
+  });
 }
 
 Tensor Tensor::to(DType t) const {
@@ -527,7 +533,7 @@ Tensor& Tensor::fill_(double value) {
   d.value = value;
   d.loop = make_loop(*this, {});
   bump_version();
-  dispatch<op::fill>(device().type, d, data_ptr());
+  dispatch<kernel_op::fill>(device().type, d, data_ptr());
   return *this;
 }
 

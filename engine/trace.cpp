@@ -2,13 +2,15 @@
 //   ctest --test-dir build -R onnx
 #include "engine/trace.h"
 
+#include "engine/graph_op.h"
+
 namespace kiln::trace {
 namespace detail {
 thread_local Recorder* recorder = nullptr;
 thread_local int depth = 0;
 }  // namespace detail
 
-void record(const char* op, std::vector<Tensor> inputs, const Tensor& output, std::vector<Attr> attrs) {
+void record(GraphOp op, std::vector<Tensor> inputs, const Tensor& output, std::vector<Attr> attrs) {
   if (!detail::recorder) return;
   Event e;
   e.op = op;

@@ -1,5 +1,5 @@
-// Op tracing: a Recorder installed on this thread (trace::Scope) sees every call of the traced
-// functional ops (conv2d, linear, batch_norm, relu, pooling, add, cat, pad, upsample, ...) with its
+// Op tracing: a Recorder installed on this thread (trace::Scope) sees every call of the graph ops
+// (engine/graph_ops.inc: conv2d, linear, batch_norm, relu, pooling, add, cat, pad, upsample, ...) with its
 // input tensors, output tensor and attributes, at the outermost level only (an op built from other
 // traced ops is recorded once). io/onnx/onnx_export.cpp builds an ONNX graph from one forward this way, so any
 // module, composite or not, exports without describing its own wiring. Off by default; when off
@@ -11,6 +11,10 @@
 #include <vector>
 
 #include "engine/tensor.h"
+
+namespace kiln {
+enum class GraphOp : uint8_t;  // engine/graph_op.h
+}
 
 namespace kiln::trace {
 
@@ -25,7 +29,7 @@ inline Attr ints(std::string name, std::vector<int64_t> v) { return Attr{std::mo
 inline Attr real(std::string name, double v) { return Attr{std::move(name), {}, v, true}; }
 
 struct Event {
-  const char* op = "";          // the ops:: function name ("conv2d", "max_pool2d", ...)
+  GraphOp op{};                 // graph::name(op): the ops:: function ("conv2d", "max_pool2d", ...)
   std::vector<Tensor> inputs;   // in the function's argument order; undefined for an absent bias
   Tensor output;
   std::vector<Attr> attrs;
@@ -77,21 +81,7 @@ class Nest {
   Nest& operator=(const Nest&) = delete;
 };
 
-void record(const char* op, std::vector<Tensor> inputs, const Tensor& output, std::vector<Attr> attrs);
-
-// Runs the op `f` (the op itself, re-entered one level down, so its own calls are not recorded)
-// and records it. Traced ops start with:
-//   if (trace::top_level()) return trace::traced("relu", {x}, {}, [&] { return relu(x); });
-template <class F>
-Tensor traced(const char* op, std::vector<Tensor> inputs, std::vector<Attr> attrs, F&& f) {
-  Tensor y;
-  {
-    Nest nest;
-    y = f();
-  }
-  record(op, std::move(inputs), y, std::move(attrs));
-  return y;
-}
+// Called by graph::call() (engine/graph_op.h), the one place graph ops are traced.
+void record(GraphOp op, std::vector<Tensor> inputs, const Tensor& output, std::vector<Attr> attrs);
 
 }  // namespace kiln::trace
-

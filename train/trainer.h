@@ -167,8 +167,14 @@ class Trainer {
   void load_checkpoint(const std::string& path);
 
  private:
-  struct State;
+  struct State;  // train/trainer_state.h
+  struct StepResult {
+    float loss = 0;      // the batch's mean loss
+    double correct = 0;  // classification: top-1 hits in the batch
+  };
   void train_epoch();
+  StepResult train_step(Batch& b, bool replay, double lr);
+  void end_epoch(double images, double secs);
   bool stop_after_step(ProgressBar* bar);
   void log_step(double loss_sum, double correct, double samples, double images, double lr);
   void stop_now(ProgressBar* bar, int sig);
@@ -186,7 +192,7 @@ class Trainer {
   std::shared_ptr<const Dataset> train_set_, val_set_, test_set_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LRSchedule> schedule_;
-  std::unique_ptr<amp::GradScaler> scaler_;  // float16 only
+  std::unique_ptr<amp::GradScaler> scaler_;  // enabled for float16; an identity otherwise
   std::unique_ptr<State> st_;  // loader, logs, running sums
   std::shared_ptr<dist::Communicator> comm_;
   std::unique_ptr<dist::Strategy> strategy_;  // after comm_: destroyed before it

@@ -34,13 +34,6 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-std::vector<std::string> known_backends() {
-  std::set<std::string> names;
-  for (const OpTableBase* op : registry().ops())
-    for (const std::string& c : op->candidates()) names.insert(c.substr(0, c.find('/')));
-  return {names.begin(), names.end()};
-}
-
 // Class indices in [0, C) shaped like the logits without their class dimension, from a fixed
 // seed so every run (and every framework) sees the same labels.
 Tensor random_labels(const Tensor& logits) {
@@ -163,30 +156,36 @@ RunResult run_onnx(const RunSpec& spec, RunObserver* observer) {
 }
 }  // namespace
 
-void validate(const RunSpec& spec) {
-  if (!is_onnx_model(spec.model)) nets::find(spec.model);  // lists the known names when unknown
-  const Device device(spec.device);
-  if (device.is_cuda()) cuda::check_device(device);  // "built without CUDA", "no CUDA device", "no device N"
-  KILN_CHECK(spec.dtype == "float32" || spec.dtype == "bfloat16" || spec.dtype == "float16", "--dtype ", spec.dtype,
-             ": kiln bench times float32, or bfloat16/float16 (mixed precision: float32 weights, half activations)");
-  if (spec.backend != "auto") {
-    const std::vector<std::string> known = known_backends();
-    std::string list;
-    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
-    for (const std::string& b : detail::split_csv(spec.backend))
-      KILN_CHECK(b == "auto" || std::find(known.begin(), known.end(), b) != known.end(), "--backend: unknown backend '",
-                 b, "' (known: auto, ", list, ")");
-  }
+void resolve(RunSpec& spec) {
+  spec.net = is_onnx_model(spec.model) ? nullptr : &nets::find(spec.model);
+}
+
+namespace {
+const nets::NetInfo& net_of(const RunSpec& spec) { return spec.net ? *spec.net : nets::find(spec.model); }
+
+// What run(Module&, ...) itself needs of a spec (validate() checks it and the rest).
+void check_run(const RunSpec& spec) {
   KILN_CHECK(spec.layout == "auto" || spec.layout == "nhwc" || spec.layout == "nchw", "--layout: 'auto', 'nhwc' or ",
              "'nchw', not '", spec.layout, "'");
   KILN_CHECK(spec.batch > 0 && spec.iters > 0 && spec.warmup >= 0, "bench: batch and iters must be positive (batch ",
              spec.batch, ", iters ", spec.iters, ", warmup ", spec.warmup, ")");
 }
+}  // namespace
+
+void validate(const RunSpec& spec) {
+  if (!is_onnx_model(spec.model)) net_of(spec);  // lists the known names when unknown
+  const Device device(spec.device);
+  if (device.is_cuda()) cuda::check_device(device);  // "built without CUDA", "no CUDA device", "no device N"
+  KILN_CHECK(spec.dtype == "float32" || spec.dtype == "bfloat16" || spec.dtype == "float16", "--dtype ", spec.dtype,
+             ": kiln bench times float32, or bfloat16/float16 (mixed precision: float32 weights, half activations)");
+  check_backend_list(spec.backend, "--backend");
+  check_run(spec);
+}
 
 RunResult run(const RunSpec& spec, RunObserver* observer) {
   validate(spec);
   if (is_onnx_model(spec.model)) return run_onnx(spec, observer);
-  const nets::NetInfo& info = nets::find(spec.model);
+  const nets::NetInfo& info = net_of(spec);
   // Each run starts from an empty allocator cache, so one net's blocks neither serve nor
   // inflate the next one's (a sweep over many nets would otherwise hold the sum of their peaks).
   CpuAllocator::instance().empty_cache();
@@ -200,37 +199,60 @@ RunResult run(const RunSpec& spec, RunObserver* observer) {
   return r;
 }
 
-RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver* observer) {
-  KILN_CHECK(spec.layout == "auto" || spec.layout == "nhwc" || spec.layout == "nchw", "--layout: 'auto', 'nhwc' or ",
-             "'nchw', not '", spec.layout, "'");
-  KILN_CHECK(spec.batch > 0 && spec.iters > 0 && spec.warmup >= 0, "bench: batch and iters must be positive (batch ",
-             spec.batch, ", iters ", spec.iters, ", warmup ", spec.warmup, ")");
-  if (spec.threads > 0) set_num_threads(spec.threads);
-  BackendGuard backend(spec.backend == "auto" ? "" : spec.backend);
-  net.assign_paths();
-  const MacCount macs = count_macs(net, sample);
+namespace {
 
+// The timed batch [batch, sample...]: random values in the spec's dtype, layout and device.
+Tensor make_input(const Shape& sample, const RunSpec& spec, Generator& gen) {
   Shape shape = sample;
   shape.insert(shape.begin(), spec.batch);
-  Generator gen(1234);
   const Device device(spec.device);
-  const bool cuda = device.is_cuda();
-  std::optional<cuda::DeviceGuard> on_device;  // kernels launch on the current device
-  if (cuda) on_device.emplace(device.index);
   const bool half = spec.dtype != "float32";
   Tensor x = randn(shape, {}, &gen);
-  KILN_CHECK(spec.layout == "auto" || spec.layout == "nhwc" || spec.layout == "nchw", "--layout: 'auto', 'nhwc' or ",
-             "'nchw', not '", spec.layout, "'");
   // auto: channels-last on CPUs (the layout oneDNN and the native kernels take without
   // reorders) and for half types on GPUs (tensor-core convolutions in cuDNN are NHWC); float32
   // on GPUs stays NCHW, cuDNN's fastest float32 layout.
-  const bool nhwc = spec.layout == "nhwc" || (spec.layout == "auto" && (!cuda || half));
+  const bool nhwc = spec.layout == "nhwc" || (spec.layout == "auto" && (!device.is_cuda() || half));
   if (x.dim() == 4 && nhwc) x = x.contiguous(MemoryFormat::channels_last);
   // Half types: the input and so every activation in bfloat16/float16; the weights stay float32
   // masters that Conv2d casts per step (Linear computes in float32), as PyTorch's autocast does.
   if (spec.dtype == "bfloat16") x = x.to(DType::bfloat16);
   if (spec.dtype == "float16") x = x.to(DType::float16);
-  if (cuda) x = x.to(device);
+  return device.is_cuda() ? x.to(device) : x;
+}
+
+// r's statistics from its per-step times r.ms (and the ranks' communication waits).
+void summarize(RunResult& r, const std::vector<double>& waits, const MacCount& macs) {
+  const RunSpec& spec = r.spec;
+  std::vector<double> w(waits.end() - std::min(waits.size(), size_t(spec.iters)), waits.end());
+  std::sort(w.begin(), w.end());
+  r.comm_wait_ms = w.empty() ? 0 : w[w.size() / 2];
+  if (spec.comm) r.ranks = spec.comm->size();
+  std::vector<double> s = r.ms;
+  std::sort(s.begin(), s.end());
+  r.ms_min = s.front();
+  r.ms_max = s.back();
+  r.ms_median = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
+  r.ms_mean = std::accumulate(s.begin(), s.end(), 0.0) / double(s.size());
+  r.images_per_s = double(spec.batch) * 1000.0 / r.ms_median;
+  r.gflop_per_iter = 2.0 * macs.total * double(spec.batch) * (spec.train ? 3.0 : 1.0) * 1e-9;
+  r.gflops = r.gflop_per_iter / (r.ms_median * 1e-3);
+}
+
+}  // namespace
+
+RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver* observer) {
+  check_run(spec);
+  if (spec.threads > 0) set_num_threads(spec.threads);
+  BackendGuard backend(spec.backend == "auto" ? "" : spec.backend);
+  net.assign_paths();
+  const MacCount macs = count_macs(net, sample);
+
+  Generator gen(1234);
+  const Device device(spec.device);
+  const bool cuda = device.is_cuda();
+  std::optional<cuda::DeviceGuard> on_device;  // kernels launch on the current device
+  if (cuda) on_device.emplace(device.index);
+  const Tensor x = make_input(sample, spec, gen);
   // Device work is asynchronous: each timed step ends when the device is done.
   auto sync = [&] {
     if (cuda) cuda::synchronize();
@@ -321,21 +343,7 @@ RunResult run(Module& net, const Shape& sample, const RunSpec& spec, RunObserver
   }
 
   strategy->finish();
-  {
-    std::vector<double> w(waits.end() - std::min(waits.size(), size_t(spec.iters)), waits.end());
-    std::sort(w.begin(), w.end());
-    r.comm_wait_ms = w.empty() ? 0 : w[w.size() / 2];
-  }
-  if (spec.comm) r.ranks = spec.comm->size();
-  std::vector<double> s = r.ms;
-  std::sort(s.begin(), s.end());
-  r.ms_min = s.front();
-  r.ms_max = s.back();
-  r.ms_median = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
-  r.ms_mean = std::accumulate(s.begin(), s.end(), 0.0) / double(s.size());
-  r.images_per_s = double(spec.batch) * 1000.0 / r.ms_median;
-  r.gflop_per_iter = 2.0 * macs.total * double(spec.batch) * (spec.train ? 3.0 : 1.0) * 1e-9;
-  r.gflops = r.gflop_per_iter / (r.ms_median * 1e-3);
+  summarize(r, waits, macs);
   if (spec.layers) r.layers = layer_rows(net, rows, macs, r);
   if (observer) observer->end(r);
   return r;

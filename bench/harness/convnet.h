@@ -17,10 +17,17 @@
 #include "dist/strategy.h"
 #include "layers/module.h"
 
+namespace kiln::nets {
+struct NetInfo;  // nets/zoo.h
+}
+
 namespace kiln::bench {
 
 struct RunSpec {
   std::string model;
+  // The zoo entry of `model`, looked up once where the spec is made (resolve()); null for an
+  // .onnx file, or for a spec whose maker did not resolve it (run() looks it up then).
+  const nets::NetInfo* net = nullptr;
   int64_t batch = 16;
   bool train = false;  // false: forward only; true: forward + backward
   int warmup = 2;
@@ -106,8 +113,12 @@ class RunObserver {
   virtual void end(const RunResult& result) {}
 };
 
+// Sets spec.net from spec.model (nets::find: an unknown name fails, listing the known ones);
+// nothing for an .onnx file.
+void resolve(RunSpec& spec);
 // Fails (kiln::Error) on what this build cannot time: an unknown model, a device other than the
-// CPU, a dtype other than float32, an unknown backend name, non-positive batch or iterations.
+// CPU, a dtype other than float32, an unknown backend name, an unknown layout, non-positive batch
+// or iterations.
 void validate(const RunSpec& spec);
 
 // True when `model` names an ONNX file (ends in .onnx): run() imports it (io/onnx/onnx.h) instead of

@@ -2,6 +2,8 @@
 // off is compiled out here (KILN_IF_<switch>) and in its own file, nowhere else.
 #include "engine/backends/backends.h"
 
+#include <algorithm>
+
 #include "engine/dispatch.h"
 
 #define KILN_IF_ALWAYS(...) __VA_ARGS__
@@ -47,6 +49,13 @@ const std::vector<BackendUnit>& all_backend_units() {
   return units;
 }
 
+std::vector<std::string> backend_choices() {
+  std::vector<std::string> names = {"auto"};
+  for (const BackendUnit& u : backend_units())
+    if (std::find(names.begin(), names.end(), u.name) == names.end()) names.push_back(u.name);
+  return names;
+}
+
 std::string backends_markdown() {
   auto built = [](const BackendUnit& u) {
     for (const BackendUnit& b : backend_units())
@@ -60,9 +69,9 @@ std::string backends_markdown() {
   }
   out += "\n" + rule + "\n";
   static const char* const kOps[] = {
-#define KILN_OP_DECL(id, ...) #id,
+#define KILN_KERNEL_OP(id, ...) #id,
 #include "engine/op_list.inc"
-#undef KILN_OP_DECL
+#undef KILN_KERNEL_OP
   };
   for (const char* name : kOps) {
     out += std::string("| ") + name + " |";

@@ -32,6 +32,9 @@ struct BackendUnit {
 const std::vector<BackendUnit>& backend_units();
 // Every unit kiln has, built here or not (register_kernels null): the docs' columns.
 const std::vector<BackendUnit>& all_backend_units();
+// What a backend preference may name in this build: "auto", then each unit's name once, in
+// registration order ("auto", "onednn", "native", "ref", "cudnn"): the choices of `--backend`.
+std::vector<std::string> backend_choices();
 
 // The op x backend table of docs/backends/ops.md (`kiln info --backends-markdown`): one row per
 // built-in op (engine/op_list.inc), one column per unit of all_backend_units(); a cell says

@@ -47,49 +47,49 @@ void register_cpu_onednn(BackendRegistrar& r) {
   // Forward and backward-data: 1.1-2.3x native on AlexNet and on ResNet-50's 3x3 layers, ~1.14x
   // over ResNet-50 as a whole even with the per-call reorders (its 1x1 layers at 56x56/28x28
   // lose 10-35% to them). With a payload: the backward primitives travel from forward to backward.
-  using FwdP = op::conv2d_fwd::PayloadKernel;
-  using DataP = op::conv2d_bwd_data::PayloadKernel;
-  using WeiP = op::conv2d_bwd_weights::PayloadKernel;
-  r.add<op::conv2d_fwd>(k::supports_conv_fwd, FwdP(k::conv2d_fwd), kPreferred);
-  r.add<op::conv2d_bwd_data>(k::supports_conv_bwd_data, DataP(k::conv2d_bwd_data), kPreferred);
-  r.add<op::conv2d_bwd_weights>(k::supports_conv_bwd_weights, WeiP(k::conv2d_bwd_weights), conv_bwd_weights_priority);
+  using FwdP = kernel_op::conv2d_fwd::PayloadKernel;
+  using DataP = kernel_op::conv2d_bwd_data::PayloadKernel;
+  using WeiP = kernel_op::conv2d_bwd_weights::PayloadKernel;
+  r.add<kernel_op::conv2d_fwd>(k::supports_conv_fwd, FwdP(k::conv2d_fwd), kPreferred);
+  r.add<kernel_op::conv2d_bwd_data>(k::supports_conv_bwd_data, DataP(k::conv2d_bwd_data), kPreferred);
+  r.add<kernel_op::conv2d_bwd_weights>(k::supports_conv_bwd_weights, WeiP(k::conv2d_bwd_weights), conv_bwd_weights_priority);
 
   // Average pooling 1.4-2.4x native; oneDNN says no to max pooling (PyTorch's indices), which
   // stays native. LRN: oneDNN ~0.95x native forward, 0.06x backward.
-  r.add<op::pool_fwd>(k::supports_pool_fwd, k::pool_fwd, kPreferred);
-  r.add<op::pool_bwd>(k::supports_pool_bwd, k::pool_bwd, kPreferred);
-  r.add<op::lrn_fwd>(k::supports_lrn, k::lrn_fwd);
-  r.add<op::lrn_bwd>(k::supports_lrn, k::lrn_bwd);
+  r.add<kernel_op::pool_fwd>(k::supports_pool_fwd, k::pool_fwd, kPreferred);
+  r.add<kernel_op::pool_bwd>(k::supports_pool_bwd, k::pool_bwd, kPreferred);
+  r.add<kernel_op::lrn_fwd>(k::supports_lrn, k::lrn_fwd);
+  r.add<kernel_op::lrn_bwd>(k::supports_lrn, k::lrn_bwd);
 
   // Softmax forward 4.5-5.7x native over 1000-21841 classes; backward 0.6-0.95x. Batch norm
   // 0.3-0.67x native on plain NCHW.
-  r.add<op::softmax_fwd>(k::supports_softmax, k::softmax_fwd, kPreferred);
-  r.add<op::softmax_bwd>(k::supports_softmax, k::softmax_bwd);
-  r.add<op::batch_norm_fwd>(k::supports_batch_norm, k::batch_norm_fwd);
-  r.add<op::batch_norm_bwd>(k::supports_batch_norm, k::batch_norm_bwd);
+  r.add<kernel_op::softmax_fwd>(k::supports_softmax, k::softmax_fwd, kPreferred);
+  r.add<kernel_op::softmax_bwd>(k::supports_softmax, k::softmax_bwd);
+  r.add<kernel_op::batch_norm_fwd>(k::supports_batch_norm, k::batch_norm_fwd);
+  r.add<kernel_op::batch_norm_bwd>(k::supports_batch_norm, k::batch_norm_bwd);
 
-  r.add<op::unary>(k::supports_unary, k::unary);
-  r.add<op::binary>(k::supports_binary, k::binary);
+  r.add<kernel_op::unary>(k::supports_unary, k::unary);
+  r.add<kernel_op::binary>(k::supports_binary, k::binary);
 
   // Batched products: one matmul primitive, 0.9-1.16x dnnl_sgemm per product and 0.83-1.15x
   // native (bench_backends --only matmul, medians of 9, interleaved): native stays first (within
   // noise, and its bits do not depend on the thread count). Two candidates: matmul takes the
   // batched and strided products, sgemm the plain ones.
-  r.add<op::gemm>(k::supports_matmul, k::matmul);
-  r.add<op::gemm>(k::supports_gemm, k::gemm);
+  r.add<kernel_op::gemm>(k::supports_matmul, k::matmul);
+  r.add<kernel_op::gemm>(k::supports_gemm, k::gemm);
 
   // Inner product on plain nc/oi layouts, as a fraction of native's speed at the AlexNet/VGG/
   // GoogLeNet classifier shapes, batch 16 and 64 (bench_backends --only linear): 2 threads:
   // forward 0.57-0.89, backward-data 0.76-1.33, backward-weights 0.51-1.16; 1 thread, CPU time:
   // forward 0.72-1.04, backward-data 0.82-1.34, backward-weights 0.57-1.16.
-  r.add<op::linear_fwd>(k::supports_linear, k::linear_fwd);
-  r.add<op::linear_bwd_data>(k::supports_linear, k::linear_bwd_data);
-  r.add<op::linear_bwd_weights>(k::supports_linear, k::linear_bwd_weights);
+  r.add<kernel_op::linear_fwd>(k::supports_linear, k::linear_fwd);
+  r.add<kernel_op::linear_bwd_data>(k::supports_linear, k::linear_bwd_data);
+  r.add<kernel_op::linear_bwd_weights>(k::supports_linear, k::linear_bwd_weights);
 
   // concat 0.94-1.05x native on GoogLeNet's inception outputs (both ~29 GB/s, the copy
   // bandwidth), sum 0.68-0.93x (bench_backends --only concat --threads 1, batch 16).
-  r.add<op::concat>(k::supports_concat, k::concat);
-  r.add<op::sum>(k::supports_sum, k::sum);
+  r.add<kernel_op::concat>(k::supports_concat, k::concat);
+  r.add<kernel_op::sum>(k::supports_sum, k::sum);
 }
 
 }  // namespace kiln

@@ -421,64 +421,64 @@ void ref_upsample_bwd(const UpsampleDesc& d, const void* g, void* o) {
 }  // namespace
 
 void register_cpu_ref(BackendRegistrar& r) {
-  r.add<op::unary>(ref_supports_unary, ref_unary);
-  r.add<op::binary>(ref_supports_binary, ref_binary);
-  r.add<op::compare>(nullptr, ref_compare);
-  r.add<op::copy>(nullptr, ref_copy);
-  r.add<op::fill>(nullptr, ref_fill);
-  r.add<op::random>(nullptr, ref_random);
-  r.add<op::reduce>(native::supports_reduce, ref_reduce);
-  r.add<op::index_scatter>(takes_float<IndexScatterDesc>, ref_index_scatter);
-  r.add<op::gather>(nullptr, ref_gather);
-  r.add<op::scatter>(nullptr, ref_scatter);
-  r.add<op::where>(nullptr, ref_where);
-  r.add<op::sort>(native::supports_sort, ref_sort);
-  r.add<op::cumsum>(native::supports_cumsum, ref_cumsum);
+  r.add<kernel_op::unary>(ref_supports_unary, ref_unary);
+  r.add<kernel_op::binary>(ref_supports_binary, ref_binary);
+  r.add<kernel_op::compare>(nullptr, ref_compare);
+  r.add<kernel_op::copy>(nullptr, ref_copy);
+  r.add<kernel_op::fill>(nullptr, ref_fill);
+  r.add<kernel_op::random>(nullptr, ref_random);
+  r.add<kernel_op::reduce>(native::supports_reduce, ref_reduce);
+  r.add<kernel_op::index_scatter>(takes_float<IndexScatterDesc>, ref_index_scatter);
+  r.add<kernel_op::gather>(nullptr, ref_gather);
+  r.add<kernel_op::scatter>(nullptr, ref_scatter);
+  r.add<kernel_op::where>(nullptr, ref_where);
+  r.add<kernel_op::sort>(native::supports_sort, ref_sort);
+  r.add<kernel_op::cumsum>(native::supports_cumsum, ref_cumsum);
 
-  r.add<op::gemm>(takes_float<GemmDesc>, ref_gemm);
-  r.add<op::linear_fwd>(ref_supports_linear, ref_linear_fwd);
-  r.add<op::linear_bwd_data>(ref_supports_linear, ref_linear_bwd_data);
-  r.add<op::linear_bwd_weights>(ref_supports_linear, ref_linear_bwd_weights);
+  r.add<kernel_op::gemm>(takes_float<GemmDesc>, ref_gemm);
+  r.add<kernel_op::linear_fwd>(ref_supports_linear, ref_linear_fwd);
+  r.add<kernel_op::linear_bwd_data>(ref_supports_linear, ref_linear_bwd_data);
+  r.add<kernel_op::linear_bwd_weights>(ref_supports_linear, ref_linear_bwd_weights);
 
-  r.add<op::conv2d_fwd>(takes_float<ConvDesc>, ref_fwd);
-  r.add<op::conv2d_bwd_data>(takes_float<ConvDesc>, ref_bwd_data);
-  r.add<op::conv2d_bwd_weights>(takes_float<ConvDesc>, ref_bwd_weights);
+  r.add<kernel_op::conv2d_fwd>(takes_float<ConvDesc>, ref_fwd);
+  r.add<kernel_op::conv2d_bwd_data>(takes_float<ConvDesc>, ref_bwd_data);
+  r.add<kernel_op::conv2d_bwd_weights>(takes_float<ConvDesc>, ref_bwd_weights);
 
-  r.add<op::pool_fwd>(native::supports_pool, ref_pool_fwd);
-  r.add<op::pool_bwd>(native::supports_pool, ref_pool_bwd);
-  r.add<op::adaptive_pool_fwd>(native::supports_adaptive_pool, ref_adaptive_fwd);
-  r.add<op::adaptive_pool_bwd>(native::supports_adaptive_pool, ref_adaptive_bwd);
-  r.add<op::lrn_fwd>(native::supports_lrn, ref_lrn_fwd);
-  r.add<op::lrn_bwd>(native::supports_lrn, ref_lrn_bwd);
+  r.add<kernel_op::pool_fwd>(native::supports_pool, ref_pool_fwd);
+  r.add<kernel_op::pool_bwd>(native::supports_pool, ref_pool_bwd);
+  r.add<kernel_op::adaptive_pool_fwd>(native::supports_adaptive_pool, ref_adaptive_fwd);
+  r.add<kernel_op::adaptive_pool_bwd>(native::supports_adaptive_pool, ref_adaptive_bwd);
+  r.add<kernel_op::lrn_fwd>(native::supports_lrn, ref_lrn_fwd);
+  r.add<kernel_op::lrn_bwd>(native::supports_lrn, ref_lrn_bwd);
 
-  r.add<op::batch_norm_fwd>(native::supports_batch_norm, ref_bn_fwd);
-  r.add<op::batch_norm_bwd>(native::supports_batch_norm, ref_bn_bwd);
-  r.add<op::dropout_fwd>(native::supports_dropout, ref_dropout_fwd);
-  r.add<op::dropout_bwd>(native::supports_dropout, ref_dropout_bwd);
-  r.add<op::softmax_fwd>(native::supports_softmax, ref_softmax_fwd);
-  r.add<op::softmax_bwd>(native::supports_softmax, ref_softmax_bwd);
+  r.add<kernel_op::batch_norm_fwd>(native::supports_batch_norm, ref_bn_fwd);
+  r.add<kernel_op::batch_norm_bwd>(native::supports_batch_norm, ref_bn_bwd);
+  r.add<kernel_op::dropout_fwd>(native::supports_dropout, ref_dropout_fwd);
+  r.add<kernel_op::dropout_bwd>(native::supports_dropout, ref_dropout_bwd);
+  r.add<kernel_op::softmax_fwd>(native::supports_softmax, ref_softmax_fwd);
+  r.add<kernel_op::softmax_bwd>(native::supports_softmax, ref_softmax_bwd);
 
-  r.add<op::cross_entropy_fwd>(native::supports_class_loss, ref_ce_fwd);
-  r.add<op::cross_entropy_bwd>(native::supports_class_loss, ref_ce_bwd);
-  r.add<op::nll_fwd>(native::supports_class_loss, ref_nll_fwd);
-  r.add<op::nll_bwd>(native::supports_class_loss, ref_nll_bwd);
-  r.add<op::point_loss_fwd>(native::supports_point_loss, ref_point_fwd);
-  r.add<op::point_loss_bwd>(native::supports_point_loss, ref_point_bwd);
+  r.add<kernel_op::cross_entropy_fwd>(native::supports_class_loss, ref_ce_fwd);
+  r.add<kernel_op::cross_entropy_bwd>(native::supports_class_loss, ref_ce_bwd);
+  r.add<kernel_op::nll_fwd>(native::supports_class_loss, ref_nll_fwd);
+  r.add<kernel_op::nll_bwd>(native::supports_class_loss, ref_nll_bwd);
+  r.add<kernel_op::point_loss_fwd>(native::supports_point_loss, ref_point_fwd);
+  r.add<kernel_op::point_loss_bwd>(native::supports_point_loss, ref_point_bwd);
 
-  r.add<op::sgd_step>(native::supports_optim_sgd, ref_sgd);
-  r.add<op::adam_step>(native::supports_optim_adam, ref_adam);
-  r.add<op::lars_step>(native::supports_optim_lars, ref_lars);
-  r.add<op::sum_squares>(native::supports_optim_vec, ref_sum_squares);
-  r.add<op::scale>(native::supports_optim_vec, ref_scale);
-  r.add<op::multi_tensor_step>(native::supports_multi_tensor, ref_multi_step);
-  r.add<op::multi_tensor_sum_squares>(native::supports_multi_tensor, ref_multi_sum_squares);
+  r.add<kernel_op::sgd_step>(native::supports_optim_sgd, ref_sgd);
+  r.add<kernel_op::adam_step>(native::supports_optim_adam, ref_adam);
+  r.add<kernel_op::lars_step>(native::supports_optim_lars, ref_lars);
+  r.add<kernel_op::sum_squares>(native::supports_optim_vec, ref_sum_squares);
+  r.add<kernel_op::scale>(native::supports_optim_vec, ref_scale);
+  r.add<kernel_op::multi_tensor_step>(native::supports_multi_tensor, ref_multi_step);
+  r.add<kernel_op::multi_tensor_sum_squares>(native::supports_multi_tensor, ref_multi_sum_squares);
 
-  r.add<op::concat>(native::supports_concat, ref_concat);
-  r.add<op::sum>(native::supports_sum, ref_sum);
-  r.add<op::pad_fwd>(native::supports_pad, ref_pad_fwd);
-  r.add<op::pad_bwd>(native::supports_pad, ref_pad_bwd);
-  r.add<op::upsample_fwd>(native::supports_upsample, ref_upsample_fwd);
-  r.add<op::upsample_bwd>(native::supports_upsample, ref_upsample_bwd);
+  r.add<kernel_op::concat>(native::supports_concat, ref_concat);
+  r.add<kernel_op::sum>(native::supports_sum, ref_sum);
+  r.add<kernel_op::pad_fwd>(native::supports_pad, ref_pad_fwd);
+  r.add<kernel_op::pad_bwd>(native::supports_pad, ref_pad_bwd);
+  r.add<kernel_op::upsample_fwd>(native::supports_upsample, ref_upsample_fwd);
+  r.add<kernel_op::upsample_bwd>(native::supports_upsample, ref_upsample_bwd);
 }
 
 }  // namespace kiln

@@ -17,23 +17,23 @@ namespace kiln {
 
 void register_cuda_cudnn(BackendRegistrar& r) {
   namespace k = cudnn;
-  r.add<op::conv2d_fwd>(k::supports_conv_fwd, k::conv2d_fwd);
-  r.add<op::conv2d_bwd_data>(k::supports_conv_bwd_data, k::conv2d_bwd_data);
-  r.add<op::conv2d_bwd_weights>(k::supports_conv_bwd_weights, k::conv2d_bwd_weights);
-  r.add<op::unary>(k::supports_unary, k::unary);
-  r.add<op::binary>(k::supports_binary, k::binary);
-  r.add<op::gemm>(k::supports_gemm, k::gemm);
-  r.add<op::linear_fwd>(linear_gemm_supported, linear_gemm_fwd);
-  r.add<op::linear_bwd_data>(linear_gemm_supported, linear_gemm_bwd_data);
-  r.add<op::linear_bwd_weights>(linear_gemm_supported, linear_gemm_bwd_weights);
-  r.add<op::batch_norm_fwd>(k::supports_batch_norm_fwd, k::batch_norm_fwd);
-  r.add<op::batch_norm_bwd>(k::supports_batch_norm_bwd, k::batch_norm_bwd);
-  r.add<op::softmax_fwd>(k::supports_softmax, k::softmax_fwd);
-  r.add<op::softmax_bwd>(k::supports_softmax, k::softmax_bwd);
-  r.add<op::pool_fwd>(k::supports_pool, k::pool_fwd);
-  r.add<op::pool_bwd>(k::supports_pool, k::pool_bwd);
-  r.add<op::lrn_fwd>(k::supports_lrn, k::lrn_fwd);
-  r.add<op::lrn_bwd>(k::supports_lrn, k::lrn_bwd);
+  r.add<kernel_op::conv2d_fwd>(k::supports_conv_fwd, k::conv2d_fwd);
+  r.add<kernel_op::conv2d_bwd_data>(k::supports_conv_bwd_data, k::conv2d_bwd_data);
+  r.add<kernel_op::conv2d_bwd_weights>(k::supports_conv_bwd_weights, k::conv2d_bwd_weights);
+  r.add<kernel_op::unary>(k::supports_unary, k::unary);
+  r.add<kernel_op::binary>(k::supports_binary, k::binary);
+  r.add<kernel_op::gemm>(k::supports_gemm, k::gemm);
+  r.add<kernel_op::linear_fwd>(linear_gemm_supported, linear_gemm_fwd);
+  r.add<kernel_op::linear_bwd_data>(linear_gemm_supported, linear_gemm_bwd_data);
+  r.add<kernel_op::linear_bwd_weights>(linear_gemm_supported, linear_gemm_bwd_weights);
+  r.add<kernel_op::batch_norm_fwd>(k::supports_batch_norm_fwd, k::batch_norm_fwd);
+  r.add<kernel_op::batch_norm_bwd>(k::supports_batch_norm_bwd, k::batch_norm_bwd);
+  r.add<kernel_op::softmax_fwd>(k::supports_softmax, k::softmax_fwd);
+  r.add<kernel_op::softmax_bwd>(k::supports_softmax, k::softmax_bwd);
+  r.add<kernel_op::pool_fwd>(k::supports_pool, k::pool_fwd);
+  r.add<kernel_op::pool_bwd>(k::supports_pool, k::pool_bwd);
+  r.add<kernel_op::lrn_fwd>(k::supports_lrn, k::lrn_fwd);
+  r.add<kernel_op::lrn_bwd>(k::supports_lrn, k::lrn_bwd);
 }
 
 }  // namespace kiln

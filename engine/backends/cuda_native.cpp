@@ -17,9 +17,9 @@ namespace kiln {
 
 void register_cuda_native(BackendRegistrar& r) {
   add_cuda_native_kernels(r);
-  r.add<op::linear_fwd>(linear_gemm_supported, linear_gemm_fwd);
-  r.add<op::linear_bwd_data>(linear_gemm_supported, linear_gemm_bwd_data);
-  r.add<op::linear_bwd_weights>(linear_gemm_supported, linear_gemm_bwd_weights);
+  r.add<kernel_op::linear_fwd>(linear_gemm_supported, linear_gemm_fwd);
+  r.add<kernel_op::linear_bwd_data>(linear_gemm_supported, linear_gemm_bwd_data);
+  r.add<kernel_op::linear_bwd_weights>(linear_gemm_supported, linear_gemm_bwd_weights);
 }
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
+#include "engine/graph_op.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/reduce.h"
 #include "engine/trace.h"
@@ -22,13 +23,11 @@ namespace {
 
 using ops::ConvHW;
 
-Tensor to_float(const Tensor& t) { return t.defined() ? t.to(DType::float32) : t; }
-
 // --- kernel calls on dense operands of the descriptor's dtype and layout
 
-auto& fwd_op() { return op_table<op::conv2d_fwd>(); }
-auto& bwd_data_op() { return op_table<op::conv2d_bwd_data>(); }
-auto& bwd_weights_op() { return op_table<op::conv2d_bwd_weights>(); }
+auto& fwd_op() { return op_table<kernel_op::conv2d_fwd>(); }
+auto& bwd_data_op() { return op_table<kernel_op::conv2d_bwd_data>(); }
+auto& bwd_weights_op() { return op_table<kernel_op::conv2d_bwd_weights>(); }
 
 MemoryFormat format_of(const ConvDesc& d) { return d.nhwc ? MemoryFormat::channels_last : MemoryFormat::contiguous; }
 
@@ -137,6 +136,9 @@ void check_fits(const char* op, const Tensor& x, const Tensor& weight, int64_t H
              ", padding ", padding.str(), ")");
 }
 
+Tensor conv_transpose2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride,
+                             ConvHW padding, ConvHW output_padding, ConvHW dilation, int64_t groups);
+
 }  // namespace
 
 namespace ops {
@@ -144,36 +146,50 @@ namespace ops {
 Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual, ConvHW stride,
                    ConvHW padding, ConvHW dilation, int64_t groups, bool relu);
 
+}  // namespace ops
+
+namespace {
+
+std::vector<trace::Attr> conv_attrs(ops::ConvHW stride, ops::ConvHW padding, ops::ConvHW dilation, int64_t groups) {
+  return {trace::ints("stride", {stride.h, stride.w}), trace::ints("padding", {padding.h, padding.w}),
+          trace::ints("dilation", {dilation.h, dilation.w}), trace::ints("groups", {groups})};
+}
+
+}  // namespace
+
+namespace ops {
+
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding, ConvHW dilation,
               int64_t groups) {
-  if (trace::top_level())
-    return trace::traced("conv2d", {x, weight, bias},
-                         {trace::ints("stride", {stride.h, stride.w}), trace::ints("padding", {padding.h, padding.w}),
-                          trace::ints("dilation", {dilation.h, dilation.w}), trace::ints("groups", {groups})},
-                         [&] { return conv2d(x, weight, bias, stride, padding, dilation, groups); });
-  return conv2d_impl(x, weight, bias, Tensor(), stride, padding, dilation, groups, false);
+  return graph::call(
+      GraphOp::conv2d, {x, weight, bias}, [&] { return conv_attrs(stride, padding, dilation, groups); },
+      [&](const Tensor* in) {
+        return conv2d_impl(in[0], in[1], in[2], Tensor(), stride, padding, dilation, groups, false);
+      });
 }
 
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding,
                    ConvHW dilation, int64_t groups) {
-  if (trace::top_level())
-    return trace::traced("conv2d_relu", {x, weight, bias},
-                         {trace::ints("stride", {stride.h, stride.w}), trace::ints("padding", {padding.h, padding.w}),
-                          trace::ints("dilation", {dilation.h, dilation.w}), trace::ints("groups", {groups})},
-                         [&] { return conv2d_relu(x, weight, bias, stride, padding, dilation, groups); });
-  return conv2d_impl(x, weight, bias, Tensor(), stride, padding, dilation, groups, true);
+  return graph::call(
+      GraphOp::conv2d_relu, {x, weight, bias}, [&] { return conv_attrs(stride, padding, dilation, groups); },
+      [&](const Tensor* in) {
+        return conv2d_impl(in[0], in[1], in[2], Tensor(), stride, padding, dilation, groups, true);
+      });
 }
 
 Tensor conv2d_sum(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual, ConvHW stride,
                   ConvHW padding, ConvHW dilation, int64_t groups, bool relu) {
-  if (trace::top_level())
-    return trace::traced("conv2d_sum", {x, weight, bias, residual},
-                         {trace::ints("stride", {stride.h, stride.w}), trace::ints("padding", {padding.h, padding.w}),
-                          trace::ints("dilation", {dilation.h, dilation.w}), trace::ints("groups", {groups}),
-                          trace::ints("relu", {relu ? 1 : 0})},
-                         [&] { return conv2d_sum(x, weight, bias, residual, stride, padding, dilation, groups, relu); });
   KILN_CHECK(residual.defined(), "conv2d_sum: undefined residual");
-  return conv2d_impl(x, weight, bias, residual, stride, padding, dilation, groups, relu);
+  return graph::call(
+      GraphOp::conv2d_sum, {x, weight, bias, residual},
+      [&] {
+        std::vector<trace::Attr> a = conv_attrs(stride, padding, dilation, groups);
+        a.push_back(trace::ints("relu", {relu ? 1 : 0}));
+        return a;
+      },
+      [&](const Tensor* in) {
+        return conv2d_impl(in[0], in[1], in[2], in[3], stride, padding, dilation, groups, relu);
+      });
 }
 
 Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual, ConvHW stride,
@@ -230,19 +246,16 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     const auto* fused = fwd_op().find(dev.type, s);
     const auto* plain = fwd_op().find(dev.type, alone);
     if (!fused || (plain && plain->backend != fused->backend)) {
-      Tensor y = ops::add(conv2d_impl(x, weight, bias, Tensor(), stride, padding, dilation, groups, false), residual);
+      Tensor y = ops::add(ops::conv2d(x, weight, bias, stride, padding, dilation, groups), residual);
       return relu ? ops::relu(y) : y;
     }
     d.nhwc = s.nhwc;
   } else {
     d = pick_layout(fwd_op(), d, cl, dev);
   }
-  // Half types run as they are where a kernel takes them (bfloat16 on oneDNN), else through
-  // float32 copies.
-  if (is_half(d.dtype) && !fwd_op().find(dev.type, d))
-    return conv2d_impl(x.to(DType::float32), weight.to(DType::float32), to_float(bias), to_float(residual), stride,
-                       padding, dilation, groups, relu)
-        .to(x.dtype());
+  // Half types run as they are where a kernel takes them (bfloat16 on oneDNN); else graph::call
+  // runs this again on float32 copies.
+  if (is_half(d.dtype) && !fwd_op().find(dev.type, d)) return graph::float32_fallback();
   // The post-ops are the forward kernel's business; backward descriptors never carry them.
   ConvDesc fd = d;
   fd.relu = relu;
@@ -299,19 +312,27 @@ Tensor conv2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, co
 
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride, ConvHW padding,
                         ConvHW output_padding, ConvHW dilation, int64_t groups) {
-  if (trace::top_level())
-    return trace::traced(
-        "conv_transpose2d", {x, weight, bias},
-        {trace::ints("stride", {stride.h, stride.w}), trace::ints("padding", {padding.h, padding.w}),
-         trace::ints("output_padding", {output_padding.h, output_padding.w}),
-         trace::ints("dilation", {dilation.h, dilation.w}), trace::ints("groups", {groups})},
-        [&] { return conv_transpose2d(x, weight, bias, stride, padding, output_padding, dilation, groups); });
-  const char* op = "conv_transpose2d";
-  check_operands(op, x, weight, bias);
-  if (is_half(x.dtype()))
-    return conv_transpose2d(x.to(DType::float32), weight.to(DType::float32), to_float(bias), stride, padding,
-                            output_padding, dilation, groups)
-        .to(x.dtype());
+  check_operands("conv_transpose2d", x, weight, bias);  // dtypes agree before half types become float32
+  return graph::call(
+      GraphOp::conv_transpose2d, {x, weight, bias},
+      [&] {
+        return std::vector<trace::Attr>{
+            trace::ints("stride", {stride.h, stride.w}), trace::ints("padding", {padding.h, padding.w}),
+            trace::ints("output_padding", {output_padding.h, output_padding.w}),
+            trace::ints("dilation", {dilation.h, dilation.w}), trace::ints("groups", {groups})};
+      },
+      [&](const Tensor* in) {
+        return conv_transpose2d_impl(in[0], in[1], in[2], stride, padding, output_padding, dilation, groups);
+      });
+}
+
+}  // namespace ops
+
+namespace {
+
+Tensor conv_transpose2d_impl(const Tensor& x, const Tensor& weight, const Tensor& bias, ConvHW stride,
+                             ConvHW padding, ConvHW output_padding, ConvHW dilation, int64_t groups) {
+  const char* op = "conv_transpose2d";  // operands checked by ops::conv_transpose2d
   check_geometry(op, x, weight, stride, padding, dilation, groups);
   const int64_t C_in = x.size(1);
   KILN_CHECK(weight.size(0) % groups == 0, op, ": weight ", shape_str(weight.sizes()), " has ", weight.size(0),
@@ -350,7 +371,7 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
   Tensor xc = x.contiguous().detach(), wc = weight.contiguous().detach();
   Tensor y = run_bwd_data(d, xc, wc, dev);
   if (bias.defined())
-    y = binary_raw(int(BinaryOp::add), y, bias.detach().reshape({1, C_out, 1, 1}));
+    y = ops::binary_raw(int(BinaryOp::add), y, bias.detach().reshape({1, C_out, 1, 1}));
   autograd::record_fn("ConvTranspose2dBackward", {x, weight, bias}, {&y},
                       [d, xc, wc, dev, need_x = x.requires_grad(), need_w = weight.requires_grad(),
                        need_b = bias.requires_grad()](std::vector<Tensor>& g) {
@@ -358,13 +379,12 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
                         Tensor gx, gw, gb;
                         if (need_x) gx = run_fwd(d, gy, wc, Tensor(), dev);
                         if (need_w) run_bwd_weights(d, gy, xc, &gw, nullptr, dev);
-                        if (need_b) gb = sum(gy, {0, 2, 3});
+                        if (need_b) gb = ops::sum(gy, {0, 2, 3});
                         return std::vector<Tensor>{gx, gw, gb};
                       });
   return y;
 }
 
-}  // namespace ops
-
+}  // namespace
 
 }  // namespace kiln

@@ -2,9 +2,9 @@
 
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
+#include "engine/graph_op.h"
 #include "engine/ops/iter.h"
 #include "engine/ops/reduce.h"
-#include "engine/trace.h"
 #include "kernels/common/elementwise.h"
 
 namespace kiln {
@@ -108,7 +108,7 @@ Tensor unary_raw(int op, const Tensor& x, double alpha) {
   d.dtype = x.dtype();
   d.alpha = alpha;
   d.loop = make_loop(y, {&x});
-  auto& table = op_table<op::unary>();
+  auto& table = op_table<kernel_op::unary>();
   // Half types go through float32 copies unless a kernel computes them in place (bfloat16 on
   // the native CPU kernels).
   if (is_half(x.dtype()) && !table.find(x.device().type, d))
@@ -129,7 +129,7 @@ Tensor binary_raw(int op, const Tensor& a, const Tensor& b, double alpha) {
   d.dtype = a.dtype();
   d.alpha = alpha;
   d.loop = make_loop(y, {&a, &b});
-  auto& table = op_table<op::binary>();
+  auto& table = op_table<kernel_op::binary>();
   if (is_half(a.dtype()) && !table.find(a.device().type, d))
     return binary_raw(op, a.to(DType::float32), b.to(DType::float32), alpha).to(a.dtype());
   table(a.device().type, d, a.data_ptr(), b.data_ptr(), y.data_ptr());
@@ -145,7 +145,7 @@ Tensor compare_raw(int op, const Tensor& a, const Tensor& b) {
   d.op = CompareOp(op);
   d.dtype = a.dtype();
   d.loop = make_loop(y, {&a, &b});
-  dispatch<op::compare>(a.device().type, d, a.data_ptr(), b.data_ptr(), y.data_ptr());
+  dispatch<kernel_op::compare>(a.device().type, d, a.data_ptr(), b.data_ptr(), y.data_ptr());
   return y;
 }
 
@@ -164,15 +164,16 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
 #define KILN_B(op) int(BinaryOp::op)
 
 Tensor add(const Tensor& a0, const Tensor& b0) {
-  if (trace::top_level()) return trace::traced("add", {a0, b0}, {}, [&] { return add(a0, b0); });
-  Tensor a, b;
-  promote(a0, b0, "add", a, b);
-  if (a.dtype() == DType::boolean) return logical_or(a, b);  // PyTorch: + and max are "or" on booleans
-  Tensor y = binary_raw(KILN_B(add), a, b);
-  autograd::record_fn("AddBackward", {a, b}, {&y}, [as = a.sizes(), bs = b.sizes()](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{sum_to(g[0], as), sum_to(g[0], bs)};
+  return graph::call(GraphOp::add, {a0, b0}, graph::no_attrs, [](const Tensor* in) {
+    Tensor a, b;
+    promote(in[0], in[1], "add", a, b);
+    if (a.dtype() == DType::boolean) return logical_or(a, b);  // PyTorch: + and max are "or" on booleans
+    Tensor y = binary_raw(KILN_B(add), a, b);
+    autograd::record_fn("AddBackward", {a, b}, {&y}, [as = a.sizes(), bs = b.sizes()](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{sum_to(g[0], as), sum_to(g[0], bs)};
+    });
+    return y;
   });
-  return y;
 }
 
 Tensor sub(const Tensor& a0, const Tensor& b0) {
@@ -374,40 +375,45 @@ Tensor square(const Tensor& x) {
 Tensor reciprocal(const Tensor& x) { return pow(x, -1.0); }
 
 Tensor relu(const Tensor& x) {
-  if (trace::top_level()) return trace::traced("relu", {x}, {}, [&] { return relu(x); });
-  Tensor y = unary_raw(KILN_U(relu), x);
-  autograd::record_fn("ReluBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{binary_raw(KILN_B(relu_bwd), g[0], y)};  // y > 0 iff x > 0
+  return graph::call(GraphOp::relu, {x}, graph::no_attrs, [](const Tensor* in) {
+    Tensor y = unary_raw(KILN_U(relu), in[0]);
+    autograd::record_fn("ReluBackward", {in[0]}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{binary_raw(KILN_B(relu_bwd), g[0], y)};  // y > 0 iff x > 0
+    });
+    return y;
   });
-  return y;
 }
 
 Tensor leaky_relu(const Tensor& x, double slope) {
-  if (trace::top_level())
-    return trace::traced("leaky_relu", {x}, {trace::real("slope", slope)}, [&] { return leaky_relu(x, slope); });
-  Tensor y = unary_raw(KILN_U(leaky_relu), x, slope);
-  autograd::record_fn("LeakyReluBackward", {x}, {&y}, [x, slope](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{binary_raw(KILN_B(leaky_relu_bwd), g[0], x, slope)};
-  });
-  return y;
+  return graph::call(
+      GraphOp::leaky_relu, {x}, [&] { return std::vector<trace::Attr>{trace::real("slope", slope)}; },
+      [slope](const Tensor* in) {
+        Tensor y = unary_raw(KILN_U(leaky_relu), in[0], slope);
+        autograd::record_fn("LeakyReluBackward", {in[0]}, {&y}, [x = in[0], slope](std::vector<Tensor>& g) {
+          return std::vector<Tensor>{binary_raw(KILN_B(leaky_relu_bwd), g[0], x, slope)};
+        });
+        return y;
+      });
 }
 
 Tensor sigmoid(const Tensor& x) {
-  if (trace::top_level()) return trace::traced("sigmoid", {x}, {}, [&] { return sigmoid(x); });
-  Tensor y = unary_raw(KILN_U(sigmoid), x);
-  autograd::record_fn("SigmoidBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{binary_raw(KILN_B(sigmoid_bwd), g[0], y)};
+  return graph::call(GraphOp::sigmoid, {x}, graph::no_attrs, [](const Tensor* in) {
+    Tensor y = unary_raw(KILN_U(sigmoid), in[0]);
+    autograd::record_fn("SigmoidBackward", {in[0]}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{binary_raw(KILN_B(sigmoid_bwd), g[0], y)};
+    });
+    return y;
   });
-  return y;
 }
 
 Tensor tanh(const Tensor& x) {
-  if (trace::top_level()) return trace::traced("tanh", {x}, {}, [&] { return tanh(x); });
-  Tensor y = unary_raw(KILN_U(tanh), x);
-  autograd::record_fn("TanhBackward", {x}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
-    return std::vector<Tensor>{binary_raw(KILN_B(tanh_bwd), g[0], y)};
+  return graph::call(GraphOp::tanh, {x}, graph::no_attrs, [](const Tensor* in) {
+    Tensor y = unary_raw(KILN_U(tanh), in[0]);
+    autograd::record_fn("TanhBackward", {in[0]}, {&y}, [y = y.detach()](std::vector<Tensor>& g) {
+      return std::vector<Tensor>{binary_raw(KILN_B(tanh_bwd), g[0], y)};
+    });
+    return y;
   });
-  return y;
 }
 
 Tensor gelu(const Tensor& x) {
@@ -449,8 +455,9 @@ Tensor logical_not(const Tensor& x) {
 #undef KILN_U
 #undef KILN_B
 
-Tensor add_n(const std::vector<Tensor>& xs) {
-  if (trace::top_level()) return trace::traced("add_n", xs, {}, [&] { return add_n(xs); });
+namespace {
+
+Tensor add_n_body(const std::vector<Tensor>& xs) {
   KILN_CHECK(!xs.empty(), "add_n: expected a non-empty list of tensors");
   for (size_t i = 0; i < xs.size(); ++i) {
     KILN_CHECK(xs[i].defined(), "add_n: tensor ", i, " is undefined");
@@ -475,7 +482,7 @@ Tensor add_n(const std::vector<Tensor>& xs) {
       srcs.push_back(keep.back().data_ptr());
     }
     y = empty(x0.sizes(), TensorOptions(x0.dtype()).with_device(x0.device()), f);
-    if (d.n > 0) dispatch<op::sum>(DeviceType::cpu, d, srcs.data(), y.data_ptr());
+    if (d.n > 0) dispatch<kernel_op::sum>(DeviceType::cpu, d, srcs.data(), y.data_ptr());
   } else {
     NoGradGuard ng;
     y = x0.detach();
@@ -486,6 +493,12 @@ Tensor add_n(const std::vector<Tensor>& xs) {
     return std::vector<Tensor>(k, g[0]);
   });
   return y;
+}
+
+}  // namespace
+
+Tensor add_n(const std::vector<Tensor>& xs) {
+  return graph::call(GraphOp::add_n, xs, graph::no_attrs, [&](const Tensor*) { return add_n_body(xs); });
 }
 
 }  // namespace ops

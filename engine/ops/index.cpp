@@ -60,7 +60,7 @@ Tensor run_gather(const Tensor& x, int64_t d, const Tensor& index, bool per_row,
   g.idx_n = per_row ? index.numel() : (index.dim() ? index.size(d) : 1);  // gather's index has x's rank
   g.per_row = per_row;
   Tensor y = empty(out_shape, TensorOptions(x.dtype()).with_device(x.device()));
-  if (y.numel() > 0) dispatch<op::gather>(x.device().type, g, xc.data_ptr(), index.data<int64_t>(), y.data_ptr());
+  if (y.numel() > 0) dispatch<kernel_op::gather>(x.device().type, g, xc.data_ptr(), index.data<int64_t>(), y.data_ptr());
   return y;
 }
 
@@ -78,7 +78,7 @@ void run_scatter(Tensor& dst, int64_t d, const Tensor& index, const Tensor& src,
   s.accumulate = accumulate;
   dst.bump_version();
   if (sc.numel() > 0 && dst.numel() > 0)
-    dispatch<op::scatter>(dst.device().type, s, sc.data_ptr(), index.data<int64_t>(), dst.data_ptr());
+    dispatch<kernel_op::scatter>(dst.device().type, s, sc.data_ptr(), index.data<int64_t>(), dst.data_ptr());
 }
 
 Tensor scatter_impl(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, bool add, const char* op) {
@@ -236,7 +236,7 @@ Tensor where(const Tensor& cond, const Tensor& a0, const Tensor& b0) {
   WhereDesc d;
   d.dtype = t;
   d.loop = make_loop(y, {&cond, &a, &b});
-  if (y.numel() > 0) dispatch<op::where>(a.device().type, d, cond.data_ptr(), a.data_ptr(), b.data_ptr(), y.data_ptr());
+  if (y.numel() > 0) dispatch<kernel_op::where>(a.device().type, d, cond.data_ptr(), a.data_ptr(), b.data_ptr(), y.data_ptr());
   autograd::record_fn("WhereBackward", {a, b}, {&y}, [cond, as = a.sizes(), bs = b.sizes()](std::vector<Tensor>& g) {
     const Tensor z = zeros({}, TensorOptions(g[0].dtype()).with_device(g[0].device()));
     NoGradGuard ng;
@@ -276,7 +276,7 @@ ValuesIndices sort_impl(const Tensor& x0, int64_t k, int64_t dim, bool descendin
   r.values = empty(out, TensorOptions(x.dtype()).with_device(x.device()));
   r.indices = empty(out, TensorOptions(DType::int64).with_device(x.device()));
   if (r.values.numel() > 0)
-    dispatch<op::sort>(x.device().type, s, x.data_ptr(), r.values.data_ptr(), r.indices.data<int64_t>());
+    dispatch<kernel_op::sort>(x.device().type, s, x.data_ptr(), r.values.data_ptr(), r.indices.data<int64_t>());
   autograd::record_fn(k == a.n ? "SortBackward" : "TopkBackward", {x0}, {&r.values},
                       [d, idx = r.indices, xs = x0.sizes()](std::vector<Tensor>& g) {
                         Tensor gx = zeros(xs, TensorOptions(g[0].dtype()).with_device(g[0].device()));
@@ -307,14 +307,14 @@ Tensor cumsum(const Tensor& x0, int64_t dim) {
   s.n = a.n;
   s.inner = a.inner;
   Tensor y = empty(x.sizes(), TensorOptions(compute).with_device(x.device()));
-  if (y.numel() > 0) dispatch<op::cumsum>(x.device().type, s, x.data_ptr(), y.data_ptr());
+  if (y.numel() > 0) dispatch<kernel_op::cumsum>(x.device().type, s, x.data_ptr(), y.data_ptr());
   if (is_half(x0.dtype())) y = y.to(x0.dtype());
   autograd::record_fn("CumsumBackward", {x0}, {&y}, [s](std::vector<Tensor>& g) {
     ScanDesc r = s;
     r.reverse = true;
     const Tensor gc = g[0].to(r.dtype).contiguous();
     Tensor gx = empty(gc.sizes(), TensorOptions(r.dtype).with_device(gc.device()));
-    if (gx.numel() > 0) dispatch<op::cumsum>(gc.device().type, r, gc.data_ptr(), gx.data_ptr());
+    if (gx.numel() > 0) dispatch<kernel_op::cumsum>(gc.device().type, r, gc.data_ptr(), gx.data_ptr());
     return std::vector<Tensor>{gx.to(g[0].dtype())};
   });
   return y;

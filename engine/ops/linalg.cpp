@@ -9,7 +9,7 @@
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
 #include "engine/ops/reduce.h"
-#include "engine/trace.h"
+#include "engine/graph_op.h"
 #include "kernels/common/gemm.h"
 #include "kernels/common/linear.h"
 
@@ -84,7 +84,7 @@ void run_gemm(const Mat& a, const Mat& b, Tensor& c, int64_t batch, double beta 
     if (beta == 0.0) c.zero_();
     return;
   }
-  dispatch<op::gemm>(c.device().type, d, a.ptr, b.ptr, c.data_ptr());
+  dispatch<kernel_op::gemm>(c.device().type, d, a.ptr, b.ptr, c.data_ptr());
 }
 
 // dtype and device of results; captured by backward instead of a tensor, which would keep its
@@ -111,13 +111,23 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b, const char
   KILN_CHECK(a.device() == b.device(), op, ": device mismatch, ", a.device(), " vs ", b.device());
 }
 
+Tensor matmul_body(const Tensor& a, const Tensor& b);
+
 }  // namespace
 
 namespace ops {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_operands("matmul", a, b, "a", "b");
-  if (is_half(a.dtype())) return matmul(a.to(DType::float32), b.to(DType::float32)).to(a.dtype());
+  return graph::call(GraphOp::matmul, {a, b}, graph::no_attrs,
+                     [](const Tensor* in) { return matmul_body(in[0], in[1]); });
+}
+
+}  // namespace ops
+
+namespace {
+
+Tensor matmul_body(const Tensor& a, const Tensor& b) {
   // (Messages are built only on failure.)
 #define KILN_SHAPES "matmul: ", shape_str(a.sizes()), " @ ", shape_str(b.sizes())
   KILN_CHECK((a.dim() == 2 && b.dim() == 2) || (a.dim() == 3 && (b.dim() == 2 || b.dim() == 3)), KILN_SHAPES,
@@ -167,20 +177,30 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return y;
 }
 
+}  // namespace
+
+namespace ops {
+
 namespace {
 // Whether a half-type inner product runs in its own type on `dev`: where forward and both
 // backward passes have a candidate (CUDA: cuBLAS or kiln's kernels; CPU: native's bfloat16
 // GEMM, float32 sums rounded once, as the float32 copies would give up to summation order).
+Tensor linear_body(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
 bool half_linear_runs(DeviceType dev, const LinearDesc& d) {
-  return find_kernel<op::linear_fwd>(dev, d) &&
-         find_kernel<op::linear_bwd_data>(dev, d) &&
-         find_kernel<op::linear_bwd_weights>(dev, d);
+  return find_kernel<kernel_op::linear_fwd>(dev, d) &&
+         find_kernel<kernel_op::linear_bwd_data>(dev, d) &&
+         find_kernel<kernel_op::linear_bwd_weights>(dev, d);
 }
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (trace::top_level())
-    return trace::traced("linear", {x, weight, bias}, {}, [&] { return linear(x, weight, bias); });
+  return graph::call(GraphOp::linear, {x, weight, bias}, graph::no_attrs,
+                     [](const Tensor* in) { return linear_body(in[0], in[1], in[2]); });
+}
+
+namespace {
+Tensor linear_body(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_operands("linear", x, weight, "input", "weight");
   KILN_CHECK(weight.dim() == 2, "linear: weight must be 2-d [out, in], got ", shape_str(weight.sizes()));
   KILN_CHECK(x.dim() >= 1, "linear: input must have at least 1 dim, got ", shape_str(x.sizes()));
@@ -205,15 +225,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   d.oc = out;
   d.has_bias = bias.defined();
   // Half types run as they are where every pass has a candidate (cuBLAS, float32 accumulation on
-  // tensor cores; native bfloat16 on the CPU); otherwise through float32 copies.
-  if (is_half(x.dtype()) && !half_linear_runs(x.device().type, d))
-    return linear(x.to(DType::float32), weight.to(DType::float32), bias.defined() ? bias.to(DType::float32) : bias)
-        .to(x.dtype());
+  // tensor cores; native bfloat16 on the CPU); otherwise graph::call runs it on float32 copies.
+  if (is_half(x.dtype()) && !half_linear_runs(x.device().type, d)) return graph::float32_fallback();
   Tensor X = x.detach().reshape({rows, in}).contiguous();
   Tensor W = weight.detach().contiguous();
   Tensor B = bias.defined() ? bias.detach().contiguous() : Tensor();
   Tensor y2 = empty({rows, out}, TensorOptions(x.dtype()).with_device(x.device()));
-  dispatch<op::linear_fwd>(
+  dispatch<kernel_op::linear_fwd>(
       x.device().type, d, X.data_ptr(), W.data_ptr(), B.defined() ? B.data_ptr() : nullptr, y2.data_ptr());
   Tensor y = y2.view(out_shape);
   const bool need_x = x.requires_grad(), need_w = weight.requires_grad(), need_b = bias.requires_grad();
@@ -226,7 +244,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                         const DeviceType dev = kind.device.type;
                         if (need_x) {
                           gx = empty({d.n, d.ic}, kind.opts());
-                          dispatch<op::linear_bwd_data>(
+                          dispatch<kernel_op::linear_bwd_data>(
                               dev, d, g2.data_ptr(), W.data_ptr(), gx.data_ptr());
                           gx = gx.view(xs);
                         }
@@ -235,7 +253,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                         if (need_w || need_b) {
                           LinearDesc db = d;
                           db.has_bias = need_b;
-                          dispatch<op::linear_bwd_weights>(
+                          dispatch<kernel_op::linear_bwd_weights>(
                               dev, db, need_w ? X.data_ptr() : nullptr, g2.data_ptr(),
                               need_w ? gw.data_ptr() : nullptr, need_b ? gb.data_ptr() : nullptr);
                         }
@@ -243,8 +261,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                       });
   return y;
 }
+}  // namespace
 
 }  // namespace ops
-
 
 }  // namespace kiln

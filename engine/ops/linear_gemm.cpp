@@ -55,35 +55,35 @@ bool linear_gemm_supported(const LinearDesc& d) {
                         gemm_desc(d.dtype, false, false, d.n, d.ic, d.oc, d.oc, d.ic, d.ic, 0),
                         gemm_desc(d.dtype, true, false, d.oc, d.ic, d.n, d.oc, d.ic, d.ic, 0)};
   for (const GemmDesc& x : g)
-    if (!find_kernel<op::gemm>(kCuda, x)) return false;
+    if (!find_kernel<kernel_op::gemm>(kCuda, x)) return false;
   if (d.has_bias) {
     const GemmDesc b[] = {gemm_desc(d.dtype, false, false, d.n, d.oc, 1, 1, d.oc, d.oc, 1),
                           gemm_desc(d.dtype, false, false, 1, d.oc, d.n, d.n, d.oc, d.oc, 0)};
     for (const GemmDesc& x : b)
-      if (!find_kernel<op::gemm>(kCuda, x)) return false;
+      if (!find_kernel<kernel_op::gemm>(kCuda, x)) return false;
   }
   return true;
 }
 
 // dst[n, oc] = src[n, ic] . wei[oc, ic]^T (+ ones[n] . bias[oc]).
 void linear_gemm_fwd(const LinearDesc& d, const void* src, const void* wei, const void* bias, void* dst) {
-  dispatch<op::gemm>(kCuda, gemm_desc(d.dtype, false, true, d.n, d.oc, d.ic, d.ic, d.ic, d.oc, 0), src, wei, dst);
+  dispatch<kernel_op::gemm>(kCuda, gemm_desc(d.dtype, false, true, d.n, d.oc, d.ic, d.ic, d.ic, d.oc, 0), src, wei, dst);
   if (d.has_bias && bias)
-    dispatch<op::gemm>(kCuda, gemm_desc(d.dtype, false, false, d.n, d.oc, 1, 1, d.oc, d.oc, 1), ones_vector(d.n, d.dtype), bias, dst);
+    dispatch<kernel_op::gemm>(kCuda, gemm_desc(d.dtype, false, false, d.n, d.oc, 1, 1, d.oc, d.oc, 1), ones_vector(d.n, d.dtype), bias, dst);
 }
 
 // diff_src[n, ic] = diff_dst[n, oc] . wei[oc, ic].
 void linear_gemm_bwd_data(const LinearDesc& d, const void* diff_dst, const void* wei, void* diff_src) {
-  dispatch<op::gemm>(kCuda, gemm_desc(d.dtype, false, false, d.n, d.ic, d.oc, d.oc, d.ic, d.ic, 0), diff_dst, wei, diff_src);
+  dispatch<kernel_op::gemm>(kCuda, gemm_desc(d.dtype, false, false, d.n, d.ic, d.oc, d.oc, d.ic, d.ic, 0), diff_dst, wei, diff_src);
 }
 
 // diff_wei[oc, ic] = diff_dst^T . src; diff_bias[oc] = ones[n] . diff_dst (a 1-row product).
 void linear_gemm_bwd_weights(const LinearDesc& d, const void* src, const void* diff_dst, void* diff_wei,
                         void* diff_bias) {
   if (diff_wei)
-    dispatch<op::gemm>(kCuda, gemm_desc(d.dtype, true, false, d.oc, d.ic, d.n, d.oc, d.ic, d.ic, 0), diff_dst, src, diff_wei);
+    dispatch<kernel_op::gemm>(kCuda, gemm_desc(d.dtype, true, false, d.oc, d.ic, d.n, d.oc, d.ic, d.ic, 0), diff_dst, src, diff_wei);
   if (d.has_bias && diff_bias)
-    dispatch<op::gemm>(kCuda, gemm_desc(d.dtype, false, false, 1, d.oc, d.n, d.n, d.oc, d.oc, 0), ones_vector(d.n, d.dtype), diff_dst,
+    dispatch<kernel_op::gemm>(kCuda, gemm_desc(d.dtype, false, false, 1, d.oc, d.n, d.n, d.oc, d.oc, 0), ones_vector(d.n, d.dtype), diff_dst,
               diff_bias);
 }
 

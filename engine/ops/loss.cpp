@@ -4,6 +4,7 @@
 
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
+#include "engine/graph_op.h"
 #include "engine/ops/iter.h"
 
 namespace kiln {
@@ -102,30 +103,27 @@ const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : n
 Tensor class_loss(const Tensor& x0, const Tensor& target, Reduction reduction, double label_smoothing,
                   int64_t ignore_index, bool from_logits) {
   const char* op = from_logits ? "cross_entropy" : "nll_loss";
-  if (x0.defined() && is_half(x0.dtype()))
-    return class_loss(x0.to(DType::float32), target, reduction, label_smoothing, ignore_index, from_logits)
-        .to(x0.dtype());
   ClassPlan p = plan_class(x0, target, reduction, ignore_index, label_smoothing, op);
   const TensorOptions o = TensorOptions(p.d.dtype).with_device(x0.device());
   Tensor y = empty(p.out, o);
   const DeviceType dev = x0.device().type;
   if (from_logits) {
     Tensor lse = empty({p.d.N * p.d.S}, o);
-    dispatch<op::cross_entropy_fwd>(dev, p.d, p.xc.data_ptr(), p.tc.data<int64_t>(), y.data_ptr(), lse.data_ptr());
+    dispatch<kernel_op::cross_entropy_fwd>(dev, p.d, p.xc.data_ptr(), p.tc.data<int64_t>(), y.data_ptr(), lse.data_ptr());
     autograd::record_fn("CrossEntropyBackward", {x0}, {&y}, [d = p.d, xc = p.xc, tc = p.tc, lse](std::vector<Tensor>& g) {
       Tensor gc = g[0].to(d.dtype).contiguous();
       Tensor gx = empty(xc.sizes(), TensorOptions(d.dtype).with_device(xc.device()));
-      dispatch<op::cross_entropy_bwd>(xc.device().type, d, xc.data_ptr(), tc.data<int64_t>(), lse.data_ptr(), gc.data_ptr(),
+      dispatch<kernel_op::cross_entropy_bwd>(xc.device().type, d, xc.data_ptr(), tc.data<int64_t>(), lse.data_ptr(), gc.data_ptr(),
                   gx.data_ptr());
       return std::vector<Tensor>{gx};
     });
   } else {
-    dispatch<op::nll_fwd>(dev, p.d, p.xc.data_ptr(), p.tc.data<int64_t>(), y.data_ptr());
+    dispatch<kernel_op::nll_fwd>(dev, p.d, p.xc.data_ptr(), p.tc.data<int64_t>(), y.data_ptr());
     autograd::record_fn("NllLossBackward", {x0}, {&y}, [d = p.d, xs = x0.sizes(), tc = p.tc, dev0 = x0.device()](
                                                              std::vector<Tensor>& g) {
       Tensor gc = g[0].to(d.dtype).contiguous();
       Tensor gx = empty(xs, TensorOptions(d.dtype).with_device(dev0));
-      dispatch<op::nll_bwd>(dev0.type, d, tc.data<int64_t>(), gc.data_ptr(), gx.data_ptr());
+      dispatch<kernel_op::nll_bwd>(dev0.type, d, tc.data<int64_t>(), gc.data_ptr(), gx.data_ptr());
       return std::vector<Tensor>{gx};
     });
   }
@@ -134,22 +132,17 @@ Tensor class_loss(const Tensor& x0, const Tensor& target, Reduction reduction, d
 
 Tensor point_loss(const Tensor& x0, const Tensor& t0, Reduction reduction, const Tensor& pos_weight, PointLoss kind) {
   const char* op = kind == PointLoss::mse ? "mse_loss" : "binary_cross_entropy_with_logits";
-  if (x0.defined() && t0.defined() && is_half(x0.dtype())) {
-    Tensor pw = pos_weight.defined() && is_half(pos_weight.dtype()) ? pos_weight.to(DType::float32) : pos_weight;
-    Tensor t = is_half(t0.dtype()) ? t0.to(DType::float32) : t0;
-    return point_loss(x0.to(DType::float32), t, reduction, pw, kind).to(x0.dtype());
-  }
   PointPlan p = plan_point(x0, t0, reduction, pos_weight, kind, op);
   const TensorOptions o = TensorOptions(p.d.dtype).with_device(x0.device());
   Tensor y = empty(reduction == Reduction::none ? x0.sizes() : Shape{}, o);
-  dispatch<op::point_loss_fwd>(x0.device().type, p.d, p.xc.data_ptr(), p.tc.data_ptr(), ptr_or_null(p.pw), y.data_ptr());
+  dispatch<kernel_op::point_loss_fwd>(x0.device().type, p.d, p.xc.data_ptr(), p.tc.data_ptr(), ptr_or_null(p.pw), y.data_ptr());
   auto bwd = [d = p.d, xc = p.xc, tc = p.tc, pw = p.pw, need_x = x0.requires_grad(),
               need_t = t0.requires_grad()](std::vector<Tensor>& g) {
     Tensor gc = g[0].to(d.dtype).contiguous();
     const TensorOptions o = TensorOptions(d.dtype).with_device(xc.device());
     Tensor gx = need_x ? empty(xc.sizes(), o) : Tensor();
     Tensor gt = need_t ? empty(xc.sizes(), o) : Tensor();
-    dispatch<op::point_loss_bwd>(xc.device().type, d, xc.data_ptr(), tc.data_ptr(), ptr_or_null(pw), gc.data_ptr(),
+    dispatch<kernel_op::point_loss_bwd>(xc.device().type, d, xc.data_ptr(), tc.data_ptr(), ptr_or_null(pw), gc.data_ptr(),
                    gx.defined() ? gx.data_ptr() : nullptr, gt.defined() ? gt.data_ptr() : nullptr);
     return std::vector<Tensor>{gx, gt};
   };
@@ -164,22 +157,31 @@ Tensor point_loss(const Tensor& x0, const Tensor& t0, Reduction reduction, const
 
 namespace ops {
 
+// Training losses: graph ops for their half-type routing (float32); a trace records them, but
+// they have no ONNX form.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction, double label_smoothing,
                      int64_t ignore_index) {
-  return class_loss(input, target, reduction, label_smoothing, ignore_index, true);
+  return graph::call(GraphOp::cross_entropy, {input, target}, graph::no_attrs, [&](const Tensor* in) {
+    return class_loss(in[0], in[1], reduction, label_smoothing, ignore_index, true);
+  });
 }
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index) {
-  return class_loss(input, target, reduction, 0.0, ignore_index, false);
+  return graph::call(GraphOp::nll_loss, {input, target}, graph::no_attrs, [&](const Tensor* in) {
+    return class_loss(in[0], in[1], reduction, 0.0, ignore_index, false);
+  });
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, Reduction reduction,
                                         const Tensor& pos_weight) {
-  return point_loss(input, target, reduction, pos_weight, PointLoss::bce_logits);
+  return graph::call(GraphOp::binary_cross_entropy_with_logits, {input, target, pos_weight}, graph::no_attrs,
+                     [&](const Tensor* in) { return point_loss(in[0], in[1], reduction, in[2], PointLoss::bce_logits); });
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  return point_loss(input, target, reduction, Tensor(), PointLoss::mse);
+  return graph::call(GraphOp::mse_loss, {input, target}, graph::no_attrs, [&](const Tensor* in) {
+    return point_loss(in[0], in[1], reduction, Tensor(), PointLoss::mse);
+  });
 }
 
 }  // namespace ops

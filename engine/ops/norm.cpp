@@ -6,7 +6,7 @@
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
 #include "engine/ops/elementwise.h"
-#include "engine/trace.h"
+#include "engine/graph_op.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/common/norm.h"
 
@@ -67,13 +67,17 @@ BatchNormDesc bn_desc(const Tensor& x, bool training, double momentum, double ep
 
 namespace ops {
 
-Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, const Tensor& running_mean,
-                  const Tensor& running_var, bool training, double momentum, double eps) {
-  if (trace::top_level())
-    return trace::traced("batch_norm", {x0, weight0, bias0, running_mean, running_var},
-                         {trace::ints("training", {training}), trace::real("eps", eps)}, [&] {
-                           return batch_norm(x0, weight0, bias0, running_mean, running_var, training, momentum, eps);
-                         });
+}  // namespace ops
+
+namespace {
+
+std::vector<trace::Attr> bn_attrs(bool training, double eps) {
+  return {trace::ints("training", {training}), trace::real("eps", eps)};
+}
+
+// Graph op batch_norm (Half::own: half data may run with float32 parameters and statistics).
+Tensor batch_norm_body(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, const Tensor& running_mean,
+                       const Tensor& running_var, bool training, double momentum, double eps) {
   KILN_CHECK(x0.defined(), "batch_norm: undefined input");
   KILN_CHECK(x0.dim() >= 2, "batch_norm: input ", shape_str(x0.sizes()), " must have at least 2 dims (N, C, ...)");
   KILN_CHECK(is_floating(x0.dtype()), "batch_norm: needs a floating-point input, got ", x0.dtype(), " ",
@@ -85,16 +89,29 @@ Tensor batch_norm(const Tensor& x0, const Tensor& weight0, const Tensor& bias0, 
   if (is_half(x.dtype())) {
     const BatchNormDesc probe = bn_desc(x, training, momentum, eps);
     const bool half_ok = x.dtype() == DType::bfloat16 || x.device().type == DeviceType::cuda;
-    if (!half_ok || !find_kernel<op::batch_norm_fwd>(x.device().type, probe) ||
-        !find_kernel<op::batch_norm_bwd>(x.device().type, probe))
-      return batch_norm(x.to(DType::float32), half_to_float(weight0), half_to_float(bias0), running_mean,
-                        running_var, training, momentum, eps)
+    if (!half_ok || !find_kernel<kernel_op::batch_norm_fwd>(x.device().type, probe) ||
+        !find_kernel<kernel_op::batch_norm_bwd>(x.device().type, probe))
+      return batch_norm_body(x.to(DType::float32), half_to_float(weight0), half_to_float(bias0), running_mean,
+                             running_var, training, momentum, eps)
           .to(x.dtype());
     Tensor y = batch_norm_core(x, half_to_float(weight0), half_to_float(bias0), running_mean, running_var, training,
                                momentum, eps, /*mixed=*/true);
     return y;
   }
   return batch_norm_core(x, weight0, bias0, running_mean, running_var, training, momentum, eps, false);
+}
+
+}  // namespace
+
+namespace ops {
+
+Tensor batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                  const Tensor& running_var, bool training, double momentum, double eps) {
+  return graph::call(
+      GraphOp::batch_norm, {x, weight, bias, running_mean, running_var}, [&] { return bn_attrs(training, eps); },
+      [&](const Tensor* in) {
+        return batch_norm_body(in[0], in[1], in[2], in[3], in[4], training, momentum, eps);
+      });
 }
 
 }  // namespace ops
@@ -130,7 +147,7 @@ Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bia
   const TensorOptions opts = TensorOptions(dt).with_device(x.device());
   Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()), fmt);
   Tensor save_mean = empty({d.C}, opts), save_invstd = empty({d.C}, opts);
-  dispatch<op::batch_norm_fwd>(x.device().type, d, xc.data_ptr(), ptr_or_null(weight), ptr_or_null(bias), mut_ptr_or_null(rm),
+  dispatch<kernel_op::batch_norm_fwd>(x.device().type, d, xc.data_ptr(), ptr_or_null(weight), ptr_or_null(bias), mut_ptr_or_null(rm),
               mut_ptr_or_null(rv), y.data_ptr(), save_mean.data_ptr(), save_invstd.data_ptr());
   write_back(rm, running_mean);
   write_back(rv, running_var);
@@ -154,7 +171,7 @@ Tensor batch_norm_core(const Tensor& x, const Tensor& weight0, const Tensor& bia
                         Tensor gx = need_x ? empty(xc.sizes(), o, f) : Tensor();
                         Tensor gw = need_w ? empty({d.C}, po) : Tensor();
                         Tensor gb = need_b ? empty({d.C}, po) : Tensor();
-                        dispatch<op::batch_norm_bwd>(xc.device().type, d, xc.data_ptr(), gc.data_ptr(), ptr_or_null(weight),
+                        dispatch<kernel_op::batch_norm_bwd>(xc.device().type, d, xc.data_ptr(), gc.data_ptr(), ptr_or_null(weight),
                                     save_mean.data_ptr(), save_invstd.data_ptr(), mut_ptr_or_null(gx),
                                     mut_ptr_or_null(gw), mut_ptr_or_null(gb));
                         return std::vector<Tensor>{gx, gw, gb};
@@ -168,23 +185,22 @@ namespace ops {
 
 Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
                        const Tensor& running_var, bool training, double momentum, double eps) {
-  if (trace::top_level())
-    return trace::traced("batch_norm_relu", {x, weight, bias, running_mean, running_var},
-                         {trace::ints("training", {training}), trace::real("eps", eps)}, [&] {
-                           return batch_norm_relu(x, weight, bias, running_mean, running_var, training, momentum, eps);
-                         });
   KILN_CHECK(x.defined(), "batch_norm_relu: undefined input");
-  if (is_half(x.dtype()) || !is_floating(x.dtype()) || x.dim() < 2)  // half types: the kernels take no post-op
-    return relu(batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps));
-  return batch_norm_core(x, weight, bias, running_mean, running_var, training, momentum, eps, false, true);
+  return graph::call(
+      GraphOp::batch_norm_relu, {x, weight, bias, running_mean, running_var}, [&] { return bn_attrs(training, eps); },
+      [&](const Tensor* in) {
+        // Half types: the kernels take no post-op.
+        if (is_half(x.dtype()) || !is_floating(x.dtype()) || x.dim() < 2)
+          return relu(batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps));
+        return batch_norm_core(in[0], in[1], in[2], in[3], in[4], training, momentum, eps, false, true);
+      });
 }
 
-Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double beta, double k) {
-  if (trace::top_level())
-    return trace::traced(
-        "local_response_norm", {x},
-        {trace::ints("size", {size}), trace::real("alpha", alpha), trace::real("beta", beta), trace::real("k", k)},
-        [&] { return local_response_norm(x, size, alpha, beta, k); });
+}  // namespace ops
+
+namespace {
+
+Tensor lrn_body(const Tensor& x, int64_t size, double alpha, double beta, double k) {
   KILN_CHECK(x.defined(), "local_response_norm: undefined input tensor");
   KILN_CHECK(x.dim() >= 3, "local_response_norm: expected an input with at least 3 dims (N, C, ...), got ",
              shape_str(x.sizes()));
@@ -192,7 +208,6 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double b
              shape_str(x.sizes()));
   KILN_CHECK(size > 0, "local_response_norm: size must be positive, got ", size, " (input ", shape_str(x.sizes()),
              ")");
-  if (is_half(x.dtype())) return local_response_norm(x.to(DType::float32), size, alpha, beta, k).to(x.dtype());
   LrnDesc d;
   d.dtype = x.dtype();
   d.n = x.size(0);
@@ -205,18 +220,32 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double b
   Tensor xc = x.detach().contiguous();
   Tensor y = empty(x.sizes(), TensorOptions(d.dtype).with_device(x.device()));
   Tensor scale = empty(x.sizes(), TensorOptions(d.dtype).with_device(x.device()));
-  dispatch<op::lrn_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr(),
+  dispatch<kernel_op::lrn_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr(),
                                                               scale.data_ptr());
   autograd::record_fn("LocalResponseNormBackward", {x}, {&y},
                       [d, xc, scale, yd = y.detach()](std::vector<Tensor>& g) {
                         Tensor gc = g[0].contiguous();
                         Tensor gx = empty(xc.sizes(), TensorOptions(d.dtype).with_device(gc.device()));
-                        dispatch<op::lrn_bwd>(
+                        dispatch<kernel_op::lrn_bwd>(
                             gc.device().type, d, xc.data_ptr(), yd.data_ptr(), scale.data_ptr(), gc.data_ptr(),
                             gx.data_ptr());
                         return std::vector<Tensor>{gx};
                       });
   return y;
+}
+
+}  // namespace
+
+namespace ops {
+
+Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double beta, double k) {
+  return graph::call(
+      GraphOp::local_response_norm, {x},
+      [&] {
+        return std::vector<trace::Attr>{trace::ints("size", {size}), trace::real("alpha", alpha),
+                                        trace::real("beta", beta), trace::real("k", k)};
+      },
+      [&](const Tensor* in) { return lrn_body(in[0], size, alpha, beta, k); });
 }
 
 }  // namespace ops

@@ -56,7 +56,7 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& buf, SGDSte
   d.n = param.numel();
   ++g_update_calls;
   param.bump_version();
-  dispatch<op::sgd_step>(param.device().type, d, param.data_ptr(), grad.data_ptr(),
+  dispatch<kernel_op::sgd_step>(param.device().type, d, param.data_ptr(), grad.data_ptr(),
                 d.momentum != 0 ? buf.data_ptr() : nullptr);
 }
 
@@ -70,7 +70,7 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& m, const T
   d.n = param.numel();
   ++g_update_calls;
   param.bump_version();
-  dispatch<op::adam_step>(param.device().type, d, param.data_ptr(), grad.data_ptr(), m.data_ptr(), v.data_ptr());
+  dispatch<kernel_op::adam_step>(param.device().type, d, param.data_ptr(), grad.data_ptr(), m.data_ptr(), v.data_ptr());
 }
 
 void lars_step(const Tensor& param, const Tensor& grad, const Tensor& buf, LarsStepDesc d) {
@@ -81,7 +81,7 @@ void lars_step(const Tensor& param, const Tensor& grad, const Tensor& buf, LarsS
   d.n = param.numel();
   ++g_update_calls;
   param.bump_version();
-  dispatch<op::lars_step>(param.device().type, d, param.data_ptr(), grad.data_ptr(), buf.data_ptr());
+  dispatch<kernel_op::lars_step>(param.device().type, d, param.data_ptr(), grad.data_ptr(), buf.data_ptr());
 }
 
 double sum_squares(const Tensor& x0) {
@@ -93,11 +93,11 @@ double sum_squares(const Tensor& x0) {
   d.n = x.numel();
   if (x.device().is_cuda()) {  // the kernel writes its double where the data lives
     Tensor out = zeros({1}, TensorOptions(DType::float64).with_device(x.device()));
-    dispatch<op::sum_squares>(x.device().type, d, x.data_ptr(), out.data<double>());
+    dispatch<kernel_op::sum_squares>(x.device().type, d, x.data_ptr(), out.data<double>());
     return out.item();
   }
   double out = 0;
-  dispatch<op::sum_squares>(x.device().type, d, x.data_ptr(), &out);
+  dispatch<kernel_op::sum_squares>(x.device().type, d, x.data_ptr(), &out);
   return out;
 }
 
@@ -108,7 +108,7 @@ void scale_(const Tensor& x, double s) {
   d.n = x.numel();
   d.scale = s;
   x.bump_version();
-  dispatch<op::scale>(x.device().type, d, x.data_ptr());
+  dispatch<kernel_op::scale>(x.device().type, d, x.data_ptr());
 }
 
 int64_t optim_update_calls() { return g_update_calls.load(); }
@@ -149,7 +149,7 @@ namespace ops {
 bool has_multi_tensor(Device device, DType dtype) {
   MultiTensorDesc d;
   d.dtype = dtype;
-  return find_kernel<op::multi_tensor_step>(device.type, d) != nullptr;
+  return find_kernel<kernel_op::multi_tensor_step>(device.type, d) != nullptr;
 }
 
 void multi_tensor_step(const std::vector<MultiTensorItem>& items, MultiTensorDesc d) {
@@ -187,7 +187,7 @@ void multi_tensor_step(const std::vector<MultiTensorItem>& items, MultiTensorDes
   const TensorListEntry* placed = place_entries(entries, dev, keep);
   ++g_update_calls;
   for (const MultiTensorItem& it : items) it.param.bump_version();
-  dispatch<op::multi_tensor_step>(dev.type, d, placed);
+  dispatch<kernel_op::multi_tensor_step>(dev.type, d, placed);
 }
 
 std::vector<double> multi_sum_squares(const std::vector<Tensor>& xs0) {
@@ -208,7 +208,7 @@ std::vector<double> multi_sum_squares(const std::vector<Tensor>& xs0) {
     const auto [dev, dtype] = key;
     MultiTensorDesc d;
     d.dtype = dtype;
-    if (!find_kernel<op::multi_tensor_sum_squares>(dev.type, d)) {  // no list kernel here: one call per tensor
+    if (!find_kernel<kernel_op::multi_tensor_sum_squares>(dev.type, d)) {  // no list kernel here: one call per tensor
       for (size_t i : idx) out[i] = sum_squares(xs[i]);
       continue;
     }
@@ -225,10 +225,10 @@ std::vector<double> multi_sum_squares(const std::vector<Tensor>& xs0) {
     const TensorListEntry* placed = place_entries(entries, dev, keep);
     if (dev.is_cuda()) {  // the kernel writes its doubles where the data lives; one read-back
       Tensor dev_out = zeros({d.count}, TensorOptions(DType::float64).with_device(dev));
-      dispatch<op::multi_tensor_sum_squares>(dev.type, d, placed, false, dev_out.data<double>());
+      dispatch<kernel_op::multi_tensor_sum_squares>(dev.type, d, placed, false, dev_out.data<double>());
       part = dev_out.to(Device()).to_vector();
     } else {
-      dispatch<op::multi_tensor_sum_squares>(dev.type, d, placed, false, part.data());
+      dispatch<kernel_op::multi_tensor_sum_squares>(dev.type, d, placed, false, part.data());
     }
     for (size_t j = 0; j < idx.size(); ++j) out[idx[j]] = part[j];
   }

@@ -7,7 +7,7 @@
 
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
-#include "engine/trace.h"
+#include "engine/graph_op.h"
 #include "kernels/common/pool.h"
 
 namespace kiln {
@@ -89,13 +89,13 @@ ValuesIndices max_pool_4d(const Tensor& x, Pair kernel, Pair stride, Pair paddin
   r.values = empty_for({d.n, d.c, d.oh, d.ow}, x, d.dtype, f);
   const bool need = want_indices || autograd::needs_grad({&x});
   if (need) r.indices = empty_for({d.n, d.c, d.oh, d.ow}, x, DType::int64, f);
-  dispatch<op::pool_fwd>(x.device().type, d, xc.data_ptr(), r.values.data_ptr(),
+  dispatch<kernel_op::pool_fwd>(x.device().type, d, xc.data_ptr(), r.values.data_ptr(),
                                                               need ? r.indices.data<int64_t>() : nullptr);
   if (!need) return r;
   autograd::record_fn("MaxPool2dBackward", {x}, {&r.values}, [d, f, idx = r.indices](std::vector<Tensor>& g) {
     Tensor gc = g[0].contiguous(f);
     Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype, f);
-    dispatch<op::pool_bwd>(gc.device().type, d, gc.data_ptr(),
+    dispatch<kernel_op::pool_bwd>(gc.device().type, d, gc.data_ptr(),
                                                                       idx.data<int64_t>(), gx.data_ptr());
     return std::vector<Tensor>{gx};
   });
@@ -118,14 +118,14 @@ ValuesIndices adaptive_4d(const Tensor& x, Pair out, PoolAlg alg, const char* op
     r.indices = empty_for({d.n, d.c, d.oh, d.ow}, x, DType::int64);
     idx = r.indices.data<int64_t>();
   }
-  dispatch<op::adaptive_pool_fwd>(x.device().type, d, xc.data_ptr(),
+  dispatch<kernel_op::adaptive_pool_fwd>(x.device().type, d, xc.data_ptr(),
                                                                                r.values.data_ptr(), idx);
   // The kernels are NCHW; a channels-last input gets its gradient back channels-last (global
   // pooling's tensors are small, the conversion is cheap next to what it saves downstream).
   auto bwd = [d, ind = r.indices, f = x.suggest_memory_format()](std::vector<Tensor>& g) {
     Tensor gc = g[0].contiguous();
     Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype);
-    dispatch<op::adaptive_pool_bwd>(
+    dispatch<kernel_op::adaptive_pool_bwd>(
         gc.device().type, d, gc.data_ptr(), ind.defined() ? ind.data<int64_t>() : nullptr, gx.data_ptr());
     return std::vector<Tensor>{gx.contiguous(f)};
   };
@@ -149,7 +149,7 @@ ValuesIndices to_dtype(ValuesIndices r, DType t) {
 ValuesIndices max_pool(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation, bool ceil_mode,
                        bool want_indices) {
   check_input(x, "max_pool2d");
-  if (is_half(x.dtype()))
+  if (is_half(x.dtype()))  // with_indices returns two tensors: routed here, not by graph::call
     return to_dtype(max_pool(x.to(DType::float32), kernel, stride, padding, dilation, ceil_mode, want_indices),
                     x.dtype());
   ValuesIndices r = with_batch(x, [&](const Tensor& x4) {
@@ -168,31 +168,26 @@ ValuesIndices max_pool2d_with_indices(const Tensor& x, Pair kernel, Pair stride,
 }
 
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation, bool ceil_mode) {
-  if (trace::top_level())
-    return trace::traced("max_pool2d", {x},
-                         {trace::ints("kernel", {kernel[0], kernel[1]}), trace::ints("stride", {stride[0], stride[1]}),
-                          trace::ints("padding", {padding[0], padding[1]}),
-                          trace::ints("dilation", {dilation[0], dilation[1]}), trace::ints("ceil_mode", {ceil_mode})},
-                         [&] { return max_pool2d(x, kernel, stride, padding, dilation, ceil_mode); });
-  return max_pool(x, kernel, stride, padding, dilation, ceil_mode, false).values;
+  return graph::call(
+      GraphOp::max_pool2d, {x},
+      [&] {
+        return std::vector<trace::Attr>{
+            trace::ints("kernel", {kernel[0], kernel[1]}), trace::ints("stride", {stride[0], stride[1]}),
+            trace::ints("padding", {padding[0], padding[1]}), trace::ints("dilation", {dilation[0], dilation[1]}),
+            trace::ints("ceil_mode", {ceil_mode})};
+      },
+      [&](const Tensor* in) { return max_pool(in[0], kernel, stride, padding, dilation, ceil_mode, false).values; });
 }
 
-Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool ceil_mode, bool count_include_pad,
-                  std::optional<int64_t> divisor_override) {
-  if (trace::top_level())
-    return trace::traced(
-        "avg_pool2d", {x},
-        {trace::ints("kernel", {kernel[0], kernel[1]}), trace::ints("stride", {stride[0], stride[1]}),
-         trace::ints("padding", {padding[0], padding[1]}), trace::ints("ceil_mode", {ceil_mode}),
-         trace::ints("count_include_pad", {count_include_pad}),
-         trace::ints("divisor_override", {divisor_override ? *divisor_override : 0})},
-        [&] { return avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override); });
+}  // namespace ops
+
+namespace {
+
+Tensor avg_pool(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool ceil_mode, bool count_include_pad,
+                std::optional<int64_t> divisor_override) {
   check_input(x, "avg_pool2d");
   KILN_CHECK(!divisor_override || *divisor_override > 0, "avg_pool2d: divisor_override must be positive, got ",
              divisor_override.value_or(0), " (input ", shape_str(x.sizes()), ")");
-  if (is_half(x.dtype()))
-    return avg_pool2d(x.to(DType::float32), kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
-        .to(x.dtype());
   Tensor x4 = x.dim() == 3 ? x.unsqueeze(0) : x;
   PoolDesc d = make_pool_desc(x4, PoolAlg::avg, kernel, stride, padding, {1, 1}, ceil_mode, "avg_pool2d");
   d.count_include_pad = count_include_pad;
@@ -201,32 +196,57 @@ Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool 
   d.nhwc = f == MemoryFormat::channels_last;
   Tensor xc = x4.detach().contiguous(f);
   Tensor y = empty_for({d.n, d.c, d.oh, d.ow}, x, d.dtype, f);
-  dispatch<op::pool_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr(), nullptr);
+  dispatch<kernel_op::pool_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr(), nullptr);
   autograd::record_fn("AvgPool2dBackward", {x4}, {&y}, [d, f](std::vector<Tensor>& g) {
     Tensor gc = g[0].contiguous(f);
     Tensor gx = empty_for({d.n, d.c, d.ih, d.iw}, gc, d.dtype, f);
-    dispatch<op::pool_bwd>(gc.device().type, d, gc.data_ptr(), nullptr,
+    dispatch<kernel_op::pool_bwd>(gc.device().type, d, gc.data_ptr(), nullptr,
                                                                       gx.data_ptr());
     return std::vector<Tensor>{gx};
   });
   return x.dim() == 3 ? y.squeeze(0) : y;
 }
 
+std::vector<trace::Attr> output_size_attr(Pair output_size) {
+  return {trace::ints("output_size", {output_size[0], output_size[1]})};
+}
+
+}  // namespace
+
+namespace ops {
+
+Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool ceil_mode, bool count_include_pad,
+                  std::optional<int64_t> divisor_override) {
+  return graph::call(
+      GraphOp::avg_pool2d, {x},
+      [&] {
+        return std::vector<trace::Attr>{trace::ints("kernel", {kernel[0], kernel[1]}),
+                                        trace::ints("stride", {stride[0], stride[1]}),
+                                        trace::ints("padding", {padding[0], padding[1]}),
+                                        trace::ints("ceil_mode", {ceil_mode}),
+                                        trace::ints("count_include_pad", {count_include_pad}),
+                                        trace::ints("divisor_override", {divisor_override.value_or(0)})};
+      },
+      [&](const Tensor* in) {
+        return avg_pool(in[0], kernel, stride, padding, ceil_mode, count_include_pad, divisor_override);
+      });
+}
+
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size) {
-  if (trace::top_level())
-    return trace::traced("adaptive_avg_pool2d", {x}, {trace::ints("output_size", {output_size[0], output_size[1]})},
-                         [&] { return adaptive_avg_pool2d(x, output_size); });
-  check_input(x, "adaptive_avg_pool2d");
-  if (is_half(x.dtype())) return adaptive_avg_pool2d(x.to(DType::float32), output_size).to(x.dtype());
-  ValuesIndices r = with_batch(x, [&](const Tensor& x4) {
-    return adaptive_4d(x4, output_size, PoolAlg::avg, "adaptive_avg_pool2d");
-  });
-  return squeeze_batch(r, x.dim() == 3).values;
+  return graph::call(
+      GraphOp::adaptive_avg_pool2d, {x}, [&] { return output_size_attr(output_size); },
+      [&](const Tensor* in) {
+        check_input(in[0], "adaptive_avg_pool2d");
+        ValuesIndices r = with_batch(in[0], [&](const Tensor& x4) {
+          return adaptive_4d(x4, output_size, PoolAlg::avg, "adaptive_avg_pool2d");
+        });
+        return squeeze_batch(r, in[0].dim() == 3).values;
+      });
 }
 
 ValuesIndices adaptive_max_pool2d_with_indices(const Tensor& x, Pair output_size) {
   check_input(x, "adaptive_max_pool2d");
-  if (is_half(x.dtype()))
+  if (is_half(x.dtype()))  // two tensors: routed here, not by graph::call
     return to_dtype(adaptive_max_pool2d_with_indices(x.to(DType::float32), output_size), x.dtype());
   ValuesIndices r = with_batch(x, [&](const Tensor& x4) {
     return adaptive_4d(x4, output_size, PoolAlg::max, "adaptive_max_pool2d");
@@ -235,10 +255,9 @@ ValuesIndices adaptive_max_pool2d_with_indices(const Tensor& x, Pair output_size
 }
 
 Tensor adaptive_max_pool2d(const Tensor& x, Pair output_size) {
-  if (trace::top_level())
-    return trace::traced("adaptive_max_pool2d", {x}, {trace::ints("output_size", {output_size[0], output_size[1]})},
-                         [&] { return adaptive_max_pool2d(x, output_size); });
-  return adaptive_max_pool2d_with_indices(x, output_size).values;
+  return graph::call(
+      GraphOp::adaptive_max_pool2d, {x}, [&] { return output_size_attr(output_size); },
+      [&](const Tensor* in) { return adaptive_max_pool2d_with_indices(in[0], output_size).values; });
 }
 
 }  // namespace ops

@@ -73,7 +73,7 @@ Tensor run_reduce(Plan& p, Tensor* indices) {
     idx = indices->data<int64_t>();
     p.desc.want_index = true;
   }
-  dispatch<op::reduce>(p.src.device().type, p.desc, p.src.data_ptr(),
+  dispatch<kernel_op::reduce>(p.src.device().type, p.desc, p.src.data_ptr(),
                                                              y.data_ptr(), idx);
   return y;
 }
@@ -137,7 +137,7 @@ static ValuesIndices max_min(const Tensor& x0, int64_t dim, bool keepdim, Reduce
                       [sd, idx = r.indices, xs = x0.sizes(), dt = x0.dtype()](std::vector<Tensor>& g) {
                         Tensor gc = g[0].to(sd.dtype).contiguous();
                         Tensor gx = empty(xs, TensorOptions(sd.dtype).with_device(gc.device()));
-                        dispatch<op::index_scatter>(
+                        dispatch<kernel_op::index_scatter>(
                             gc.device().type, sd, gc.data_ptr(), idx.data<int64_t>(), gx.data_ptr());
                         return std::vector<Tensor>{gx.to(dt)};
                       });

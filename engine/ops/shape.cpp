@@ -11,7 +11,7 @@
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
 #include "engine/ops/elementwise.h"
-#include "engine/trace.h"
+#include "engine/graph_op.h"
 #include "kernels/common/concat.h"
 
 namespace kiln {
@@ -49,7 +49,7 @@ bool concat_as_blocks(const std::vector<Tensor>& xs, int64_t dim, bool channels_
     d.sizes.push_back(x.size(dim));
     srcs.push_back(x.data_ptr());
   }
-  dispatch<op::concat>(DeviceType::cpu, d, srcs.data(), y.data_ptr());
+  dispatch<kernel_op::concat>(DeviceType::cpu, d, srcs.data(), y.data_ptr());
   return true;
 }
 
@@ -57,8 +57,8 @@ bool concat_as_blocks(const std::vector<Tensor>& xs, int64_t dim, bool channels_
 
 namespace ops {
 
-Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
-  if (trace::top_level()) return trace::traced("cat", xs, {trace::ints("dim", {dim})}, [&] { return cat(xs, dim); });
+namespace {
+Tensor cat_body(const std::vector<Tensor>& xs, int64_t dim) {
   KILN_CHECK(!xs.empty(), "cat: expected a non-empty list of tensors");
   for (size_t i = 0; i < xs.size(); ++i) KILN_CHECK(xs[i].defined(), "cat: tensor ", i, " is undefined");
   const Tensor& x0 = xs[0];
@@ -102,6 +102,14 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
     return gx;
   });
   return y;
+}
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
+  return graph::call(
+      GraphOp::cat, xs, [&] { return std::vector<trace::Attr>{trace::ints("dim", {dim})}; },
+      [&](const Tensor*) { return cat_body(xs, dim); });
 }
 
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
@@ -150,11 +158,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   return split(x, sizes, dim);
 }
 
-Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, double value) {
-  if (trace::top_level())
-    return trace::traced("pad", {x},
-                         {trace::ints("pads", pads), trace::ints("mode", {int64_t(mode)}), trace::real("value", value)},
-                         [&] { return pad(x, pads, mode, value); });
+namespace {
+Tensor pad_body(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, double value) {
   KILN_CHECK(x.defined(), "pad: undefined tensor");
   KILN_CHECK(pads.size() == 2 || pads.size() == 4, "pad: expected 2 (left, right) or 4 (left, right, top, bottom) ",
              "pad values, got ", vec_str(pads), " for input ", shape_str(x.sizes()));
@@ -162,7 +167,6 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
   KILN_CHECK(x.dim() >= (two_d ? 2 : 1), "pad: ", pads.size(), " pad values need an input with at least ",
              two_d ? 2 : 1, " dims, got ", shape_str(x.sizes()));
   KILN_CHECK(x.is_floating_point(), "pad: needs a floating-point input, got ", x.dtype(), " ", shape_str(x.sizes()));
-  if (is_half(x.dtype())) return pad(x.to(DType::float32), pads, mode, value).to(x.dtype());
   PadDesc d;
   d.mode = mode;
   d.dtype = x.dtype();
@@ -198,14 +202,25 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, doub
   if (two_d) out[out.size() - 2] = d.oh;
   Tensor xc = x.detach().contiguous();
   Tensor y = empty_for(out, x);
-  dispatch<op::pad_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr());
+  dispatch<kernel_op::pad_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr());
   autograd::record_fn("PadBackward", {x}, {&y}, [d, xs = x.sizes()](std::vector<Tensor>& g) {
     Tensor gc = g[0].contiguous();
     Tensor gx = empty(xs, TensorOptions(d.dtype).with_device(gc.device()));
-    dispatch<op::pad_bwd>(gc.device().type, d, gc.data_ptr(), gx.data_ptr());
+    dispatch<kernel_op::pad_bwd>(gc.device().type, d, gc.data_ptr(), gx.data_ptr());
     return std::vector<Tensor>{gx};
   });
   return y;
+}
+}  // namespace
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, double value) {
+  return graph::call(
+      GraphOp::pad, {x},
+      [&] {
+        return std::vector<trace::Attr>{trace::ints("pads", pads), trace::ints("mode", {int64_t(mode)}),
+                                        trace::real("value", value)};
+      },
+      [&](const Tensor* in) { return pad_body(in[0], pads, mode, value); });
 }
 
 }  // namespace ops
@@ -219,7 +234,6 @@ Tensor upsample(const Tensor& x, UpsampleMode mode, std::array<int64_t, 2> size,
   KILN_CHECK(x.dim() == 4, op, ": expected a 4-d (N, C, H, W) input, got ", shape_str(x.sizes()));
   KILN_CHECK(x.is_floating_point(), op, ": needs a floating-point input, got ", x.dtype(), " ", shape_str(x.sizes()));
   KILN_CHECK(x.size(2) > 0 && x.size(3) > 0, op, ": input ", shape_str(x.sizes()), " has an empty spatial dim");
-  if (is_half(x.dtype())) return upsample(x.to(DType::float32), mode, size, sh, sw, align_corners).to(x.dtype());
   UpsampleDesc d;
   d.mode = mode;
   d.dtype = x.dtype();
@@ -242,12 +256,12 @@ Tensor upsample(const Tensor& x, UpsampleMode mode, std::array<int64_t, 2> size,
   if (mode == UpsampleMode::bilinear && d.oh == d.ih && d.ow == d.iw) d.scale_h = d.scale_w = 0;
   Tensor xc = x.detach().contiguous();
   Tensor y = empty({d.n, d.c, d.oh, d.ow}, TensorOptions(d.dtype).with_device(x.device()));
-  dispatch<op::upsample_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr());
+  dispatch<kernel_op::upsample_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr());
   autograd::record_fn(mode == UpsampleMode::nearest ? "UpsampleNearest2dBackward" : "UpsampleBilinear2dBackward", {x},
                       {&y}, [d](std::vector<Tensor>& g) {
                         Tensor gc = g[0].contiguous();
                         Tensor gx = empty({d.n, d.c, d.ih, d.iw}, TensorOptions(d.dtype).with_device(gc.device()));
-                        dispatch<op::upsample_bwd>(gc.device().type, d,
+                        dispatch<kernel_op::upsample_bwd>(gc.device().type, d,
                                                                                        gc.data_ptr(), gx.data_ptr());
                         return std::vector<Tensor>{gx};
                       });
@@ -258,36 +272,41 @@ Tensor upsample(const Tensor& x, UpsampleMode mode, std::array<int64_t, 2> size,
 
 namespace ops {
 
+// The four entries of the two upsampling graph ops: by output size or by scale factors.
 Tensor upsample_nearest2d(const Tensor& x, std::array<int64_t, 2> size) {
-  if (trace::top_level())
-    return trace::traced("upsample_nearest2d", {x}, {trace::ints("size", {size[0], size[1]})},
-                         [&] { return upsample_nearest2d(x, size); });
-  return upsample(x, UpsampleMode::nearest, size, 0, 0, false);
+  return graph::call(
+      GraphOp::upsample_nearest2d, {x}, [&] { return std::vector<trace::Attr>{trace::ints("size", {size[0], size[1]})}; },
+      [&](const Tensor* in) { return upsample(in[0], UpsampleMode::nearest, size, 0, 0, false); });
 }
 Tensor upsample_nearest2d(const Tensor& x, double scale_h, double scale_w) {
-  if (trace::top_level())
-    return trace::traced("upsample_nearest2d", {x}, {trace::real("scale_h", scale_h), trace::real("scale_w", scale_w)},
-                         [&] { return upsample_nearest2d(x, scale_h, scale_w); });
   KILN_CHECK(scale_h > 0 && scale_w > 0, "upsample_nearest2d: scale factors ", scale_h, "x", scale_w,
              " must be positive");
-  return upsample(x, UpsampleMode::nearest, {0, 0}, scale_h, scale_w, false);
+  return graph::call(
+      GraphOp::upsample_nearest2d, {x},
+      [&] { return std::vector<trace::Attr>{trace::real("scale_h", scale_h), trace::real("scale_w", scale_w)}; },
+      [&](const Tensor* in) { return upsample(in[0], UpsampleMode::nearest, {0, 0}, scale_h, scale_w, false); });
 }
 Tensor upsample_bilinear2d(const Tensor& x, std::array<int64_t, 2> size, bool align_corners) {
-  if (trace::top_level())
-    return trace::traced("upsample_bilinear2d", {x},
-                         {trace::ints("size", {size[0], size[1]}), trace::ints("align_corners", {align_corners})},
-                         [&] { return upsample_bilinear2d(x, size, align_corners); });
-  return upsample(x, UpsampleMode::bilinear, size, 0, 0, align_corners);
+  return graph::call(
+      GraphOp::upsample_bilinear2d, {x},
+      [&] {
+        return std::vector<trace::Attr>{trace::ints("size", {size[0], size[1]}),
+                                        trace::ints("align_corners", {align_corners})};
+      },
+      [&](const Tensor* in) { return upsample(in[0], UpsampleMode::bilinear, size, 0, 0, align_corners); });
 }
 Tensor upsample_bilinear2d(const Tensor& x, double scale_h, double scale_w, bool align_corners) {
-  if (trace::top_level())
-    return trace::traced("upsample_bilinear2d", {x},
-                         {trace::real("scale_h", scale_h), trace::real("scale_w", scale_w),
-                          trace::ints("align_corners", {align_corners})},
-                         [&] { return upsample_bilinear2d(x, scale_h, scale_w, align_corners); });
   KILN_CHECK(scale_h > 0 && scale_w > 0, "upsample_bilinear2d: scale factors ", scale_h, "x", scale_w,
              " must be positive");
-  return upsample(x, UpsampleMode::bilinear, {0, 0}, scale_h, scale_w, align_corners);
+  return graph::call(
+      GraphOp::upsample_bilinear2d, {x},
+      [&] {
+        return std::vector<trace::Attr>{trace::real("scale_h", scale_h), trace::real("scale_w", scale_w),
+                                        trace::ints("align_corners", {align_corners})};
+      },
+      [&](const Tensor* in) {
+        return upsample(in[0], UpsampleMode::bilinear, {0, 0}, scale_h, scale_w, align_corners);
+      });
 }
 
 }  // namespace ops

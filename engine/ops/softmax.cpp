@@ -6,7 +6,7 @@
 
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
-#include "engine/trace.h"
+#include "engine/graph_op.h"
 
 namespace kiln {
 namespace {
@@ -16,7 +16,6 @@ Tensor softmax_impl(const Tensor& x0, int64_t dim, bool log) {
   KILN_CHECK(x0.defined(), name, ": undefined tensor");
   KILN_CHECK(is_floating(x0.dtype()), name, ": needs a floating-point tensor, got ", x0.dtype(), " ",
              shape_str(x0.sizes()));
-  if (is_half(x0.dtype())) return softmax_impl(x0.to(DType::float32), dim, log).to(x0.dtype());
   const Tensor& x = x0;
   dim = wrap_dim(dim, std::max<int64_t>(x.dim(), 1), name);
   SoftmaxDesc d;
@@ -25,11 +24,11 @@ Tensor softmax_impl(const Tensor& x0, int64_t dim, bool log) {
   for (int64_t k = 0; k < x.dim(); ++k) (k < dim ? d.outer : k > dim ? d.inner : d.dim) *= x.size(k);
   Tensor xc = x.contiguous();
   Tensor y = empty(x.sizes(), TensorOptions(x.dtype()).with_device(x.device()));
-  if (x.numel() > 0) dispatch<op::softmax_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr());
+  if (x.numel() > 0) dispatch<kernel_op::softmax_fwd>(x.device().type, d, xc.data_ptr(), y.data_ptr());
   auto bwd = [d, yd = y.detach()](std::vector<Tensor>& g) {
     Tensor gc = g[0].to(d.dtype).contiguous();
     Tensor gx = empty(yd.sizes(), TensorOptions(d.dtype).with_device(yd.device()));
-    if (yd.numel() > 0) dispatch<op::softmax_bwd>(yd.device().type, d, yd.data_ptr(), gc.data_ptr(), gx.data_ptr());
+    if (yd.numel() > 0) dispatch<kernel_op::softmax_bwd>(yd.device().type, d, yd.data_ptr(), gc.data_ptr(), gx.data_ptr());
     return std::vector<Tensor>{gx};
   };
   if (log)
@@ -44,14 +43,14 @@ Tensor softmax_impl(const Tensor& x0, int64_t dim, bool log) {
 namespace ops {
 
 Tensor softmax(const Tensor& x, int64_t dim) {
-  if (trace::top_level())
-    return trace::traced("softmax", {x}, {trace::ints("dim", {dim})}, [&] { return softmax(x, dim); });
-  return softmax_impl(x, dim, false);
+  return graph::call(
+      GraphOp::softmax, {x}, [&] { return std::vector<trace::Attr>{trace::ints("dim", {dim})}; },
+      [&](const Tensor* in) { return softmax_impl(in[0], dim, false); });
 }
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  if (trace::top_level())
-    return trace::traced("log_softmax", {x}, {trace::ints("dim", {dim})}, [&] { return log_softmax(x, dim); });
-  return softmax_impl(x, dim, true);
+  return graph::call(
+      GraphOp::log_softmax, {x}, [&] { return std::vector<trace::Attr>{trace::ints("dim", {dim})}; },
+      [&](const Tensor* in) { return softmax_impl(in[0], dim, true); });
 }
 
 }  // namespace ops

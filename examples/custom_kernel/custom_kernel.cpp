@@ -3,8 +3,8 @@
 //   cmake -S examples -B /tmp/ex -DCMAKE_PREFIX_PATH=<kiln prefix> && cmake --build /tmp/ex
 //   /tmp/ex/custom_kernel/custom_kernel
 //
-// An op is declared once as a type (KILN_DECLARE_OP: its name, descriptor and kernel signature;
-// kiln's own are kiln::op::* in engine/op_list.inc). The dispatcher (engine/dispatch.h) keeps one
+// An op is declared once as a type (KILN_DECLARE_KERNEL_OP: its name, descriptor and kernel signature;
+// kiln's own are kiln::kernel_op::* in engine/op_list.inc). The dispatcher (engine/dispatch.h) keeps one
 // table of candidates {backend, device, supports(desc), priority, run(desc, args...)} per op;
 // registry().add<Op>(backend, device, supports, run) appends one, and a kernel of the wrong
 // signature does not compile. A new op's table is yours alone; a candidate added to a built-in op
@@ -42,8 +42,8 @@ void swish_bwd_cpu(const SwishDesc& d, const float* x, const float* gy, float* g
   }
 }
 
-KILN_DECLARE_OP(swish_fwd, "user.swish_fwd", SwishDesc, const float* src, float* dst);
-KILN_DECLARE_OP(swish_bwd, "user.swish_bwd", SwishDesc, const float* src, const float* diff_dst, float* diff_src);
+KILN_DECLARE_KERNEL_OP(swish_fwd, "user.swish_fwd", SwishDesc, const float* src, float* dst);
+KILN_DECLARE_KERNEL_OP(swish_bwd, "user.swish_bwd", SwishDesc, const float* src, const float* diff_dst, float* diff_src);
 
 void register_swish() {
   registry().add<swish_fwd>("user", DeviceType::cpu, nullptr, swish_fwd_cpu);  // null supports(): takes all
@@ -102,7 +102,7 @@ void user_gemm_run(const GemmDesc& d, const void* a_, const void* b_, void* c_) 
 
 int main() {
   register_swish();
-  registry().add<op::gemm>("user", DeviceType::cpu, user_gemm_supports, user_gemm_run);
+  registry().add<kernel_op::gemm>("user", DeviceType::cpu, user_gemm_supports, user_gemm_run);
 
   // The custom layer in a small net; gradients flow through its backward kernel.
   manual_seed(1);

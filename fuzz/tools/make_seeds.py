@@ -104,6 +104,66 @@ put("png", "bilevel", pil(rgb.convert("1"), "PNG"))
 os.makedirs(os.path.join(ROOT, "onnx"), exist_ok=True)
 shutil.copy(os.path.join(REPO, "tests", "fixtures", "torch_cnn.onnx"), os.path.join(ROOT, "onnx", "torch_cnn.onnx"))
 
+
+# ONNX graphs whose sizes are hostile (each within its op's own bounds): every tensor an imported
+# graph makes is checked against KILN_ONNX_MAX_TENSOR_BYTES before it is allocated. Written with a
+# small protobuf encoder (field numbers from onnx.proto), so no onnx package is needed.
+def pb_varint(v):
+    out = bytearray()
+    v &= (1 << 64) - 1
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def pb(field, value):
+    if isinstance(value, int):
+        return pb_varint(field << 3) + pb_varint(value)
+    if isinstance(value, float):
+        return pb_varint(field << 3 | 5) + struct.pack("<f", value)
+    data = value.encode() if isinstance(value, str) else value
+    return pb_varint(field << 3 | 2) + pb_varint(len(data)) + data
+
+
+def onnx_value(name, dims):  # ValueInfoProto, float tensor
+    shape = b"".join(pb(1, pb(1, d)) for d in dims)
+    return pb(1, name) + pb(2, pb(1, pb(1, 1) + pb(2, shape)))
+
+
+def onnx_ints(name, v):  # TensorProto, int64
+    return pb(1, len(v)) + pb(2, 7) + b"".join(pb(7, x) for x in v) + pb(8, name)
+
+
+def onnx_floats(name, dims, v):  # TensorProto, float
+    return b"".join(pb(1, d) for d in dims) + pb(2, 1) + b"".join(pb(4, float(x)) for x in v) + pb(8, name)
+
+
+def onnx_model(op, in_dims, inputs, inits, attrs=b""):
+    node = b"".join(pb(1, i) for i in ["x"] + inputs) + pb(2, "y") + pb(3, "n") + pb(4, op) + attrs
+    graph = pb(1, node) + pb(2, "hostile") + b"".join(pb(5, t) for t in inits)
+    graph += pb(11, onnx_value("x", in_dims)) + pb(12, onnx_value("y", []))
+    return pb(1, 7) + pb(8, pb(1, "") + pb(2, 13)) + pb(7, graph)
+
+
+def onnx_ints_attr(name, v):  # AttributeProto, INTS
+    return pb(5, pb(1, name) + b"".join(pb(8, x) for x in v) + pb(20, 7))
+
+
+big = 1 << 24
+put("onnx", "hostile-resize-sizes.onnx",
+    onnx_model("Resize", [1, 3, 8, 8], ["", "", "sizes"], [onnx_ints("sizes", [1, 3, big, big])]))
+put("onnx", "hostile-resize-scales.onnx",
+    onnx_model("Resize", [1, 3, 8, 8], ["", "scales"], [onnx_floats("scales", [4], [1, 1, 1e6, 1e6])]))
+put("onnx", "hostile-conv-pads.onnx",
+    onnx_model("Conv", [1, 1, 4, 4], ["w"], [onnx_floats("w", [1, 1, 1, 1], [1])],
+               onnx_ints_attr("pads", [1 << 20] * 4)))
+put("onnx", "hostile-pad.onnx",
+    onnx_model("Pad", [1, 1, 4, 4], ["pads"], [onnx_ints("pads", [0, 0, big, big, 0, 0, big, big])]))
+put("onnx", "hostile-input.onnx", onnx_model("Relu", [1, 3, 1 << 20, 1 << 20], [], []))
+
 put("catalogue", "one", json.dumps({"datasets": [{
     "name": "tiny", "description": "a test set", "size": "1 KB", "licence": "CC0", "homepage": "https://example.org",
     "files": [{"name": "a.gz", "url": "https://example.org/a.gz", "bytes": 10, "md5": "0" * 32,

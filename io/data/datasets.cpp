@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "engine/checked_size.h"
+#include "io/data/catalogue.h"
 #include "io/data/cifar.h"
 #include "io/data/idx.h"
 #include "io/data/image_folder.h"
@@ -223,6 +224,18 @@ Splits open_dataset_dir(const std::string& path) {
              "(train-images-idx3-ubyte[.gz], t10k-images-idx3-ubyte[.gz]), CIFAR-10 (data_batch_1.bin, test_batch.bin), "
              "CIFAR-100 (train.bin, test.bin), an image tree (train/ and val/ of class folders), a .npz file, or "
              "synthetic:CxHxW:CLASSES:N[:learnable]");
+}
+
+Splits open_dataset(const std::string& spec) {
+  KILN_CHECK(!spec.empty(), "--data is required (a data set name, a directory or a .npz file)");
+  std::error_code ec;  // a name too long for a path, or in a folder we may not read, is not a path here
+  if (spec.rfind("synthetic:", 0) == 0 || std::filesystem::exists(spec, ec)) return open_dataset_dir(spec);
+  const std::string dir = find_dataset(spec);
+  KILN_CHECK(!dir.empty(), "--data ", spec, ": neither a path nor an installed data set (looked under ", data_root(),
+             " and /usr/share/datasets); `kiln data fetch ", spec, "` installs it");
+  Splits s = open_dataset_dir(dir);
+  s.name = spec;
+  return s;
 }
 
 }  // namespace kiln

@@ -34,4 +34,10 @@ struct Splits {
 // Throws kiln::Error saying what it looked for when `path` matches none of the layouts.
 Splits open_dataset_dir(const std::string& path);
 
+// A data set as `kiln train --data` names it: a path (a folder, an .npz file), a "synthetic:..."
+// spec, or the name of an installed data set (io/data/catalogue.h find_dataset: under data_root()
+// or /usr/share/datasets), whose Splits::name is then that name. kiln::Error naming where it
+// looked, and how to install it, when it is none of them.
+Splits open_dataset(const std::string& spec);
+
 }  // namespace kiln

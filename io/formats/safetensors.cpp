@@ -136,6 +136,39 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   }
 }
 
+namespace {
+
+// The header's JSON, refusing what nlohmann would accept silently (a duplicate tensor name: it
+// keeps the last) or fail on later (nesting deep enough to overflow the stack).
+Json parse_header(const std::string& path, const std::string& text) {
+  // nlohmann keeps the last of duplicate keys silently; the callback sees every top-level key.
+  std::string duplicate;
+  std::set<std::string> keys;
+  auto on_event = [&](int depth, Json::parse_event_t ev, Json& parsed) {
+    if (ev == Json::parse_event_t::key && depth == 1 && parsed.is_string()) {
+      const std::string& k = parsed.get_ref<const std::string&>();
+      if (!keys.insert(k).second && duplicate.empty()) duplicate = k;
+    }
+    return true;
+  };
+  // Deep nesting parses but overflows the stack when dumped or destroyed (io/formats/json_limits.h).
+  io::check_json_depth(text, "load_safetensors '" + path + "': header");
+  Json header;
+  try {
+    header = Json::parse(text, on_event);
+  } catch (const Json::parse_error& e) {
+    KILN_THROW("load_safetensors '", path, "': invalid JSON header at byte ", 8 + e.byte - (e.byte > 0 ? 1 : 0),
+               ": ", e.what());
+  } catch (const Json::exception& e) {
+    // A number out of range (out_of_range.406: "1E400") is not a parse_error (found by fuzz/targets/safetensors.cpp).
+    KILN_THROW("load_safetensors '", path, "': invalid JSON header: ", e.what());
+  }
+  KILN_CHECK(duplicate.empty(), "load_safetensors '", path, "': duplicate tensor name '", duplicate, "'");
+  return header;
+}
+
+}  // namespace
+
 NamedTensors load_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
   // A FIFO or device is refused at once (io/formats/file_bytes.h); the header is read whole, the
   // data tensor by tensor, each size checked against the file's real size first.
@@ -161,29 +194,7 @@ NamedTensors load_safetensors(const std::string& path, std::map<std::string, std
   if (n) file->read_at(8, &text[0], n);
   const uint64_t data_start = 8 + n, data_size = file_size - data_start;
 
-  // nlohmann keeps the last of duplicate keys silently; the callback sees every top-level key.
-  std::string duplicate;
-  std::set<std::string> keys;
-  auto on_event = [&](int depth, Json::parse_event_t ev, Json& parsed) {
-    if (ev == Json::parse_event_t::key && depth == 1 && parsed.is_string()) {
-      const std::string& k = parsed.get_ref<const std::string&>();
-      if (!keys.insert(k).second && duplicate.empty()) duplicate = k;
-    }
-    return true;
-  };
-  // Deep nesting parses but overflows the stack when dumped or destroyed (io/formats/json_limits.h).
-  io::check_json_depth(text, "load_safetensors '" + path + "': header");
-  Json header;
-  try {
-    header = Json::parse(text, on_event);
-  } catch (const Json::parse_error& e) {
-    KILN_THROW("load_safetensors '", path, "': invalid JSON header at byte ", 8 + e.byte - (e.byte > 0 ? 1 : 0),
-               ": ", e.what());
-  } catch (const Json::exception& e) {
-    // A number out of range (out_of_range.406: "1E400") is not a parse_error (found by fuzz/targets/safetensors.cpp).
-    KILN_THROW("load_safetensors '", path, "': invalid JSON header: ", e.what());
-  }
-  KILN_CHECK(duplicate.empty(), "load_safetensors '", path, "': duplicate tensor name '", duplicate, "'");
+  const Json header = parse_header(path, text);
   KILN_CHECK(header.is_object(), "load_safetensors '", path, "': header at byte 8 is not a JSON object");
 
   struct Entry {

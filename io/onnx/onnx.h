@@ -118,7 +118,15 @@ Shape input_shape(const Model& m, int64_t batch);
 // schema at the model's opset (7 to kNewestOpset): an op, attribute, input or output kiln does not
 // implement exactly throws kiln::Error naming the node, the op, the attribute and the opset; the
 // graph then runs once at its declared input shape so shape-dependent refusals come at import too.
+// Every tensor an imported graph makes (its input included) is bounded by max_tensor_bytes(),
+// checked before anything is allocated for it: a hostile size (a Resize to 2^24 x 2^24, pads of
+// millions, a declared input of terabytes) is a kiln::Error naming the node and the limit.
 ModulePtr import_model(const Model& m);
+// The limit on one tensor of an imported graph: KILN_ONNX_MAX_TENSOR_BYTES (a whole number of
+// bytes), else 4 GiB (a ResNet-50 activation at batch 256 is 0.8 GiB).
+uint64_t max_tensor_bytes();
+// What the limit's errors call it.
+constexpr const char* kTensorLimitName = "the limit on one tensor of an imported ONNX graph (KILN_ONNX_MAX_TENSOR_BYTES)";
 // The op types import_model maps.
 const std::vector<std::string>& supported_ops();
 

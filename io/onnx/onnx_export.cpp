@@ -12,6 +12,7 @@
 
 #include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/graph_op.h"
 #include "engine/ops/norm.h"
 #include "engine/trace.h"
 #include "io/onnx/onnx.h"
@@ -51,7 +52,7 @@ Attribute attr_string(const std::string& name, std::string v) {
 const trace::Attr& find_attr(const trace::Event& e, const char* name) {
   for (const trace::Attr& a : e.attrs)
     if (a.name == name) return a;
-  KILN_THROW("onnx export: traced op ", e.op, " lacks attribute ", name);
+  KILN_THROW("onnx export: traced op ", graph::name(e.op), " lacks attribute ", name);
 }
 // The values of a floating-point tensor as float32, straight from memory where it can (weights
 // of large nets: the double round trip of to_vector() would dominate the export).
@@ -185,160 +186,215 @@ class Exporter : public trace::Recorder {
     std::vector<int64_t> pads(size_t(2 * x.dim()), 0);
     pads[size_t(dim)] = before;
     pads[size_t(dim + x.dim())] = after;
-    return node("Pad", {use(x, e.op), int_const(pads), float_const({fill}, {})}, {attr_string("mode", "constant")});
+    return node("Pad", {use(x, "cat"), int_const(pads), float_const({fill}, {})}, {attr_string("mode", "constant")});
   }
 
   static std::vector<int64_t> pads4(const std::vector<int64_t>& p) { return {p[0], p[1], p[0], p[1]}; }
 
+  // One exporter per graph op (engine/graph_ops.inc): Exporter::export_<name>, returning its
+  // output's value name. A graph op without one fails to compile here.
   void map(const trace::Event& e) {
-    const std::string op = e.op;
-    const Tensor& x = e.inputs.empty() ? e.output : e.inputs[0];
-    std::string out;
-    if (op == "conv2d" || op == "conv2d_relu" || op == "conv2d_sum") {
-      const Tensor& w = e.inputs[1];
-      out = node("Conv", {use(x, e.op), use(w, e.op), use(e.inputs[2], e.op)},
-                 {attr_ints("kernel_shape", {w.size(2), w.size(3)}), attr_ints("strides", ints_of(e, "stride")),
-                  attr_ints("pads", pads4(ints_of(e, "padding"))), attr_ints("dilations", ints_of(e, "dilation")),
-                  attr_int("group", int_of(e, "groups"))});
-      // conv2d_sum: the residual add (and the ReLU when its flag says so) as their own nodes.
-      if (op == "conv2d_sum") out = node("Add", {out, use(e.inputs[3], e.op)});
-      if (op == "conv2d_relu" || (op == "conv2d_sum" && int_of(e, "relu") != 0)) out = node("Relu", {out});
-    } else if (op == "conv_transpose2d") {
-      const Tensor& w = e.inputs[1];
-      out = node("ConvTranspose", {use(x, e.op), use(w, e.op), use(e.inputs[2], e.op)},
-                 {attr_ints("kernel_shape", {w.size(2), w.size(3)}), attr_ints("strides", ints_of(e, "stride")),
-                  attr_ints("pads", pads4(ints_of(e, "padding"))), attr_ints("dilations", ints_of(e, "dilation")),
-                  attr_ints("output_padding", ints_of(e, "output_padding")), attr_int("group", int_of(e, "groups"))});
-    } else if (op == "linear") {
-      const std::string w = use(e.inputs[1], e.op), b = use(e.inputs[2], e.op);
-      if (x.dim() == 2) {
-        out = node("Gemm", {use(x, e.op), w, b}, {attr_int("transB", 1)});
-      } else {
-        out = node("MatMul", {use(x, e.op), node("Transpose", {w}, {attr_ints("perm", {1, 0})})});
-        if (!b.empty()) out = node("Add", {out, b});
-      }
-    } else if (op == "batch_norm" || op == "batch_norm_relu") {
-      KILN_CHECK(int_of(e, "training") == 0,
-                 "onnx export: batch_norm ran in training mode (export runs the net in eval)");
-      KILN_CHECK(e.inputs[3].defined() && e.inputs[4].defined(),
-                 "onnx export: batch_norm without running statistics (track_running_stats=false) has no ONNX form");
-      const int64_t c = x.size(1);
-      const std::string scale =
-          e.inputs[1].defined() ? use(e.inputs[1], e.op) : float_const(std::vector<float>(size_t(c), 1.f), {c});
-      const std::string shift =
-          e.inputs[2].defined() ? use(e.inputs[2], e.op) : float_const(std::vector<float>(size_t(c), 0.f), {c});
-      out = node("BatchNormalization", {use(x, e.op), scale, shift, use(e.inputs[3], e.op), use(e.inputs[4], e.op)},
-                 {attr_float("epsilon", real_of(e, "eps"))});
-      if (op == "batch_norm_relu") out = node("Relu", {out});
-    } else if (op == "relu") {
-      out = node("Relu", {use(x, e.op)});
-    } else if (op == "leaky_relu") {
-      out = node("LeakyRelu", {use(x, e.op)}, {attr_float("alpha", real_of(e, "slope"))});
-    } else if (op == "sigmoid") {
-      out = node("Sigmoid", {use(x, e.op)});
-    } else if (op == "tanh") {
-      out = node("Tanh", {use(x, e.op)});
-    } else if (op == "max_pool2d" || op == "avg_pool2d") {
-      std::vector<int64_t> k = ints_of(e, "kernel"), s = ints_of(e, "stride");
-      if (s[0] == 0 && s[1] == 0) s = k;
-      std::vector<Attribute> a = {attr_ints("kernel_shape", k), attr_ints("strides", s),
-                                  attr_ints("pads", pads4(ints_of(e, "padding"))),
-                                  attr_int("ceil_mode", int_of(e, "ceil_mode"))};
-      if (op == "max_pool2d") {
-        a.push_back(attr_ints("dilations", ints_of(e, "dilation")));
-        out = node("MaxPool", {use(x, e.op)}, a);
-      } else {
-        KILN_CHECK(int_of(e, "divisor_override") == 0,
-                   "onnx export: avg_pool2d with divisor_override has no ONNX form");
-        a.push_back(attr_int("count_include_pad", int_of(e, "count_include_pad")));
-        out = node("AveragePool", {use(x, e.op)}, a);
-      }
-    } else if (op == "adaptive_avg_pool2d" || op == "adaptive_max_pool2d") {
-      const bool avg = op == "adaptive_avg_pool2d";
-      const std::vector<int64_t> o = ints_of(e, "output_size");
-      const int64_t h = x.size(x.dim() - 2), w = x.size(x.dim() - 1);
-      if (o[0] == 1 && o[1] == 1) {
-        out = node(avg ? "GlobalAveragePool" : "GlobalMaxPool", {use(x, e.op)});
-      } else {
-        // Equal windows only: then the adaptive pool is a plain pool with kernel = stride = in/out.
-        KILN_CHECK(h % o[0] == 0 && w % o[1] == 0, "onnx export: ", op, " from ", h, "x", w, " to ", o[0], "x", o[1],
-                   " has unequal windows; ONNX has no adaptive pooling");
-        const std::vector<int64_t> k = {h / o[0], w / o[1]};
-        out = node(avg ? "AveragePool" : "MaxPool", {use(x, e.op)},
-                   {attr_ints("kernel_shape", k), attr_ints("strides", k)});
-      }
-    } else if (op == "local_response_norm") {
-      const int64_t size = int_of(e, "size");
-      // kiln's (and PyTorch's) window is [c - size/2, c + (size-1)/2]; ONNX's the same for odd sizes.
-      KILN_CHECK(size % 2 == 1, "onnx export: local_response_norm with an even size (", size,
-                 ") windows differently in ONNX");
-      out = node("LRN", {use(x, e.op)},
-                 {attr_int("size", size), attr_float("alpha", real_of(e, "alpha")),
-                  attr_float("beta", real_of(e, "beta")), attr_float("bias", real_of(e, "k"))});
-    } else if (op == "softmax" || op == "log_softmax") {
-      out = node(op == "softmax" ? "Softmax" : "LogSoftmax", {use(x, e.op)}, {attr_int("axis", int_of(e, "dim"))});
-    } else if (op == "add") {
-      out = node("Add", {use(e.inputs[0], e.op), use(e.inputs[1], e.op)});
-    } else if (op == "cat" && (out = cat_as_pad(e)) != "") {
-      // a graph value between filled constants (an option-A shortcut's zero channels): a Pad,
-      // which keeps the batch dim free where constants would fix it
-    } else if (op == "add_n" || op == "cat") {
-      std::vector<std::string> ins;
-      for (const Tensor& t : e.inputs) ins.push_back(use(t, e.op));
-      out = op == "add_n" ? node("Sum", ins) : node("Concat", ins, {attr_int("axis", int_of(e, "dim"))});
-    } else if (op == "pad") {
-      const std::vector<int64_t> p = ints_of(e, "pads");
-      const int64_t r = x.dim();
-      std::vector<int64_t> onnx_pads(size_t(2 * r), 0);
-      onnx_pads[size_t(r - 1)] = p[0];
-      onnx_pads[size_t(2 * r - 1)] = p[1];
-      if (p.size() == 4) {
-        onnx_pads[size_t(r - 2)] = p[2];
-        onnx_pads[size_t(2 * r - 2)] = p[3];
-      }
-      const int64_t mode = int_of(e, "mode");
-      const char* modes[] = {"constant", "reflect", "edge"};
-      KILN_CHECK(mode >= 0 && mode <= 2, "onnx export: pad mode circular has no ONNX (opset 13) form");
-      out = node("Pad", {use(x, e.op), int_const(onnx_pads), float_const({float(real_of(e, "value"))}, {})},
-                 {attr_string("mode", modes[mode])});
-    } else if (op == "upsample_nearest2d" || op == "upsample_bilinear2d") {
-      const bool nearest = op == "upsample_nearest2d";
-      std::vector<Attribute> a;
-      if (nearest) {
-        a = {attr_string("mode", "nearest"), attr_string("coordinate_transformation_mode", "asymmetric"),
-             attr_string("nearest_mode", "floor")};
-      } else {
-        a = {attr_string("mode", "linear"),
-             attr_string("coordinate_transformation_mode",
-                         int_of(e, "align_corners") ? "align_corners" : "pytorch_half_pixel")};
-      }
-      bool by_scale = false;
-      for (const trace::Attr& t : e.attrs) by_scale |= t.name == "scale_h";
-      const std::string roi = float_const({}, {0});
-      if (by_scale) {
-        out = node("Resize",
-                   {use(x, e.op), roi,
-                    float_const({1.f, 1.f, float(real_of(e, "scale_h")), float(real_of(e, "scale_w"))}, {4})},
-                   a);
-      } else {
-        const std::vector<int64_t> s = ints_of(e, "size");
-        out =
-            node("Resize", {use(x, e.op), roi, float_const({}, {0}), int_const({x.size(0), x.size(1), s[0], s[1]})}, a);
-      }
-    } else if (op == "reshape") {
-      std::vector<int64_t> shape = e.output.sizes();
-      // 0 copies the input's dim: keeps the batch dim free when the reshape keeps it.
-      if (x.dim() > 0 && !shape.empty() && shape[0] == x.size(0)) shape[0] = 0;
-      out = node("Reshape", {use(x, e.op), int_const(shape)});
-    } else if (op == "slice") {
-      const std::vector<int64_t> s = ints_of(e, "slice");  // dim, start, end, step
-      out = node("Slice", {use(x, e.op), int_const({s[1]}), int_const({s[2]}), int_const({s[0]}), int_const({s[3]})});
-    } else if (op == "identity") {
-      out = node("Identity", {use(x, e.op)});
-    } else {
-      KILN_THROW("onnx export: traced op '", op, "' has no ONNX mapping");
+    using Export = std::string (Exporter::*)(const trace::Event&);
+    static const Export table[] = {
+#define KILN_GRAPH_OP(name, ...) &Exporter::export_##name,
+#include "engine/graph_ops.inc"
+#undef KILN_GRAPH_OP
+    };
+    static_assert(sizeof(table) / sizeof(table[0]) == size_t(graph::kCount));
+    bind(e.output, (this->*table[size_t(e.op)])(e));
+  }
+
+  // The op's ONNX node from engine/graph_ops.inc.
+  static const char* onnx_op(const trace::Event& e) { return graph::info(e.op).onnx; }
+  const Tensor& input0(const trace::Event& e) const { return e.inputs.empty() ? e.output : e.inputs[0]; }
+  [[noreturn]] static void no_form(const trace::Event& e, const char* why) {
+    KILN_THROW("onnx export: ", graph::name(e.op), " has no ONNX form: ", why);
+  }
+  // An op of one input and no attributes whose ONNX node is the same (Relu, Sigmoid, ...).
+  std::string unary(const trace::Event& e) { return node(onnx_op(e), {use(input0(e), name_of(e))}); }
+  static const char* name_of(const trace::Event& e) { return graph::name(e.op); }
+
+  std::string conv(const trace::Event& e, bool relu, bool sum) {
+    const Tensor& w = e.inputs[1];
+    std::string out = node(onnx_op(e), {use(e.inputs[0], name_of(e)), use(w, name_of(e)), use(e.inputs[2], name_of(e))},
+                           {attr_ints("kernel_shape", {w.size(2), w.size(3)}), attr_ints("strides", ints_of(e, "stride")),
+                            attr_ints("pads", pads4(ints_of(e, "padding"))),
+                            attr_ints("dilations", ints_of(e, "dilation")), attr_int("group", int_of(e, "groups"))});
+    // conv2d_sum: the residual add (and the ReLU when its flag says so) as their own nodes.
+    if (sum) out = node("Add", {out, use(e.inputs[3], name_of(e))});
+    return relu ? node("Relu", {out}) : out;
+  }
+  std::string export_conv2d(const trace::Event& e) { return conv(e, false, false); }
+  std::string export_conv2d_relu(const trace::Event& e) { return conv(e, true, false); }
+  std::string export_conv2d_sum(const trace::Event& e) { return conv(e, int_of(e, "relu") != 0, true); }
+
+  std::string export_conv_transpose2d(const trace::Event& e) {
+    const Tensor& w = e.inputs[1];
+    return node(onnx_op(e), {use(e.inputs[0], name_of(e)), use(w, name_of(e)), use(e.inputs[2], name_of(e))},
+                {attr_ints("kernel_shape", {w.size(2), w.size(3)}), attr_ints("strides", ints_of(e, "stride")),
+                 attr_ints("pads", pads4(ints_of(e, "padding"))), attr_ints("dilations", ints_of(e, "dilation")),
+                 attr_ints("output_padding", ints_of(e, "output_padding")), attr_int("group", int_of(e, "groups"))});
+  }
+
+  std::string export_linear(const trace::Event& e) {
+    const Tensor& x = e.inputs[0];
+    const std::string w = use(e.inputs[1], name_of(e)), b = use(e.inputs[2], name_of(e));
+    if (x.dim() == 2) return node(onnx_op(e), {use(x, name_of(e)), w, b}, {attr_int("transB", 1)});
+    std::string out = node("MatMul", {use(x, name_of(e)), node("Transpose", {w}, {attr_ints("perm", {1, 0})})});
+    return b.empty() ? out : node("Add", {out, b});
+  }
+  std::string export_matmul(const trace::Event& e) {
+    return node(onnx_op(e), {use(e.inputs[0], name_of(e)), use(e.inputs[1], name_of(e))});
+  }
+
+  std::string batch_norm(const trace::Event& e, bool relu) {
+    KILN_CHECK(int_of(e, "training") == 0,
+               "onnx export: batch_norm ran in training mode (export runs the net in eval)");
+    KILN_CHECK(e.inputs[3].defined() && e.inputs[4].defined(),
+               "onnx export: batch_norm without running statistics (track_running_stats=false) has no ONNX form");
+    const int64_t c = e.inputs[0].size(1);
+    const std::string scale =
+        e.inputs[1].defined() ? use(e.inputs[1], name_of(e)) : float_const(std::vector<float>(size_t(c), 1.f), {c});
+    const std::string shift =
+        e.inputs[2].defined() ? use(e.inputs[2], name_of(e)) : float_const(std::vector<float>(size_t(c), 0.f), {c});
+    const std::string out =
+        node(onnx_op(e), {use(e.inputs[0], name_of(e)), scale, shift, use(e.inputs[3], name_of(e)), use(e.inputs[4], name_of(e))},
+             {attr_float("epsilon", real_of(e, "eps"))});
+    return relu ? node("Relu", {out}) : out;
+  }
+  std::string export_batch_norm(const trace::Event& e) { return batch_norm(e, false); }
+  std::string export_batch_norm_relu(const trace::Event& e) { return batch_norm(e, true); }
+
+  std::string export_local_response_norm(const trace::Event& e) {
+    const int64_t size = int_of(e, "size");
+    // kiln's (and PyTorch's) window is [c - size/2, c + (size-1)/2]; ONNX's the same for odd sizes.
+    KILN_CHECK(size % 2 == 1, "onnx export: local_response_norm with an even size (", size,
+               ") windows differently in ONNX");
+    return node(onnx_op(e), {use(e.inputs[0], name_of(e))},
+                {attr_int("size", size), attr_float("alpha", real_of(e, "alpha")),
+                 attr_float("beta", real_of(e, "beta")), attr_float("bias", real_of(e, "k"))});
+  }
+  std::string export_dropout(const trace::Event& e) { no_form(e, "it ran in training mode (export runs the net in eval)"); }
+
+  std::string export_add(const trace::Event& e) {
+    return node(onnx_op(e), {use(e.inputs[0], name_of(e)), use(e.inputs[1], name_of(e))});
+  }
+  std::string export_add_n(const trace::Event& e) {
+    std::vector<std::string> ins;
+    for (const Tensor& t : e.inputs) ins.push_back(use(t, name_of(e)));
+    return node(onnx_op(e), ins);
+  }
+  std::string export_relu(const trace::Event& e) { return unary(e); }
+  std::string export_sigmoid(const trace::Event& e) { return unary(e); }
+  std::string export_tanh(const trace::Event& e) { return unary(e); }
+  std::string export_identity(const trace::Event& e) { return unary(e); }
+  std::string export_leaky_relu(const trace::Event& e) {
+    return node(onnx_op(e), {use(e.inputs[0], name_of(e))}, {attr_float("alpha", real_of(e, "slope"))});
+  }
+
+  std::vector<Attribute> pool_attrs(const trace::Event& e) {
+    std::vector<int64_t> k = ints_of(e, "kernel"), s = ints_of(e, "stride");
+    if (s[0] == 0 && s[1] == 0) s = k;
+    return {attr_ints("kernel_shape", k), attr_ints("strides", s), attr_ints("pads", pads4(ints_of(e, "padding"))),
+            attr_int("ceil_mode", int_of(e, "ceil_mode"))};
+  }
+  std::string export_max_pool2d(const trace::Event& e) {
+    std::vector<Attribute> a = pool_attrs(e);
+    a.push_back(attr_ints("dilations", ints_of(e, "dilation")));
+    return node(onnx_op(e), {use(e.inputs[0], name_of(e))}, a);
+  }
+  std::string export_avg_pool2d(const trace::Event& e) {
+    KILN_CHECK(int_of(e, "divisor_override") == 0, "onnx export: avg_pool2d with divisor_override has no ONNX form");
+    std::vector<Attribute> a = pool_attrs(e);
+    a.push_back(attr_int("count_include_pad", int_of(e, "count_include_pad")));
+    return node(onnx_op(e), {use(e.inputs[0], name_of(e))}, a);
+  }
+  // Global pooling for a 1x1 output; equal windows otherwise (the adaptive pool is then a plain
+  // pool with kernel = stride = in/out). ONNX has no adaptive pooling.
+  std::string adaptive_pool(const trace::Event& e, const char* plain) {
+    const Tensor& x = e.inputs[0];
+    const std::vector<int64_t> o = ints_of(e, "output_size");
+    const int64_t h = x.size(x.dim() - 2), w = x.size(x.dim() - 1);
+    if (o[0] == 1 && o[1] == 1) return node(onnx_op(e), {use(x, name_of(e))});
+    KILN_CHECK(h % o[0] == 0 && w % o[1] == 0, "onnx export: ", name_of(e), " from ", h, "x", w, " to ", o[0], "x",
+               o[1], " has unequal windows; ONNX has no adaptive pooling");
+    const std::vector<int64_t> k = {h / o[0], w / o[1]};
+    return node(plain, {use(x, name_of(e))}, {attr_ints("kernel_shape", k), attr_ints("strides", k)});
+  }
+  std::string export_adaptive_avg_pool2d(const trace::Event& e) { return adaptive_pool(e, "AveragePool"); }
+  std::string export_adaptive_max_pool2d(const trace::Event& e) { return adaptive_pool(e, "MaxPool"); }
+
+  std::string softmax(const trace::Event& e) {
+    return node(onnx_op(e), {use(e.inputs[0], name_of(e))}, {attr_int("axis", int_of(e, "dim"))});
+  }
+  std::string export_softmax(const trace::Event& e) { return softmax(e); }
+  std::string export_log_softmax(const trace::Event& e) { return softmax(e); }
+
+  std::string export_cross_entropy(const trace::Event& e) { no_form(e, "a training loss"); }
+  std::string export_nll_loss(const trace::Event& e) { no_form(e, "a training loss"); }
+  std::string export_mse_loss(const trace::Event& e) { no_form(e, "a training loss"); }
+  std::string export_binary_cross_entropy_with_logits(const trace::Event& e) { no_form(e, "a training loss"); }
+
+  std::string export_cat(const trace::Event& e) {
+    // A graph value between filled constants (an option-A shortcut's zero channels) is a Pad,
+    // which keeps the batch dim free where constants would fix it.
+    std::string out = cat_as_pad(e);
+    if (!out.empty()) return out;
+    std::vector<std::string> ins;
+    for (const Tensor& t : e.inputs) ins.push_back(use(t, name_of(e)));
+    return node(onnx_op(e), ins, {attr_int("axis", int_of(e, "dim"))});
+  }
+  std::string export_pad(const trace::Event& e) {
+    const Tensor& x = e.inputs[0];
+    const std::vector<int64_t> p = ints_of(e, "pads");
+    const int64_t r = x.dim();
+    std::vector<int64_t> onnx_pads(size_t(2 * r), 0);
+    onnx_pads[size_t(r - 1)] = p[0];
+    onnx_pads[size_t(2 * r - 1)] = p[1];
+    if (p.size() == 4) {
+      onnx_pads[size_t(r - 2)] = p[2];
+      onnx_pads[size_t(2 * r - 2)] = p[3];
     }
-    bind(e.output, out);
+    const int64_t mode = int_of(e, "mode");
+    const char* modes[] = {"constant", "reflect", "edge"};
+    KILN_CHECK(mode >= 0 && mode <= 2, "onnx export: pad mode circular has no ONNX (opset 13) form");
+    return node(onnx_op(e), {use(x, name_of(e)), int_const(onnx_pads), float_const({float(real_of(e, "value"))}, {})},
+                {attr_string("mode", modes[mode])});
+  }
+  std::string resize(const trace::Event& e, std::vector<Attribute> a) {
+    const Tensor& x = e.inputs[0];
+    bool by_scale = false;
+    for (const trace::Attr& t : e.attrs) by_scale |= t.name == "scale_h";
+    const std::string roi = float_const({}, {0});
+    if (by_scale)
+      return node(onnx_op(e),
+                  {use(x, name_of(e)), roi,
+                   float_const({1.f, 1.f, float(real_of(e, "scale_h")), float(real_of(e, "scale_w"))}, {4})},
+                  a);
+    const std::vector<int64_t> s = ints_of(e, "size");
+    return node(onnx_op(e),
+                {use(x, name_of(e)), roi, float_const({}, {0}), int_const({x.size(0), x.size(1), s[0], s[1]})}, a);
+  }
+  std::string export_upsample_nearest2d(const trace::Event& e) {
+    return resize(e, {attr_string("mode", "nearest"), attr_string("coordinate_transformation_mode", "asymmetric"),
+                      attr_string("nearest_mode", "floor")});
+  }
+  std::string export_upsample_bilinear2d(const trace::Event& e) {
+    return resize(e, {attr_string("mode", "linear"),
+                      attr_string("coordinate_transformation_mode",
+                                  int_of(e, "align_corners") ? "align_corners" : "pytorch_half_pixel")});
+  }
+  std::string export_reshape(const trace::Event& e) {
+    const Tensor& x = e.inputs[0];
+    std::vector<int64_t> shape = e.output.sizes();
+    // 0 copies the input's dim: keeps the batch dim free when the reshape keeps it.
+    if (x.dim() > 0 && !shape.empty() && shape[0] == x.size(0)) shape[0] = 0;
+    return node(onnx_op(e), {use(x, name_of(e)), int_const(shape)});
+  }
+  std::string export_slice(const trace::Event& e) {
+    const std::vector<int64_t> s = ints_of(e, "slice");  // dim, start, end, step
+    return node(onnx_op(e), {use(e.inputs[0], name_of(e)), int_const({s[1]}), int_const({s[2]}), int_const({s[0]}),
+                             int_const({s[3]})});
   }
 
   Graph& g_;

@@ -15,7 +15,9 @@
 //   kiln bench --model mnist.onnx --batch 8 --iters 2
 //   ctest --test-dir build -R onnx
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -238,6 +240,7 @@ class OnnxNet : public Module {
   }
 
   Tensor forward(const Tensor& x) override {
+    const TensorBytesLimit limit(max_tensor_bytes_, kTensorLimitName);
     std::unordered_map<std::string, Tensor> env;
     for (auto& [name, t] : named_parameters(false)) env[name] = t;
     for (auto& [name, t] : const_tensors_) env[name] = t;
@@ -497,21 +500,26 @@ class OnnxNet : public Module {
   }
 
   // One run at the declared input shape (batch 1 where the batch dim is symbolic): what depends
-  // on shapes (ranks, broadcasts, pads against sizes) is refused now rather than at the first
-  // forward. Skipped when a sample dim is symbolic.
+  // on shapes (ranks, broadcasts, pads against sizes, sizes against max_tensor_bytes) is refused
+  // now rather than at the first forward. A declared input over the limit is refused; one
+  // beyond 2^26 values (256 MiB) under it is not run at import, nor one with a symbolic sample dim.
   void trial_run() {
     Shape s = inputs_[0].dims;
     if (s.empty()) return;
     if (s[0] < 0) s[0] = 1;
     for (int64_t d : s)
       if (d < 0) return;
-    // A declared input beyond 2^26 values (256 MiB) is not run at import.
+    {
+      const TensorBytesLimit limit(max_tensor_bytes_, kTensorLimitName);
+      check_tensor_bytes(s, sizeof(float), "onnx import: graph input '" + inputs_[0].name + "'");
+    }
     if (checked_numel(s, "onnx import: the graph input's dims") > (int64_t(1) << 26)) return;
     NoGradGuard g;
     forward(zeros(s, TensorOptions(DType::float32)));
   }
 
   Graph graph_;
+  const uint64_t max_tensor_bytes_ = max_tensor_bytes();
   int64_t opset_;
   std::vector<ValueInfo> inputs_;
   Constants consts_;
@@ -547,5 +555,16 @@ Shape input_shape(const Model& m, int64_t batch) {
 }
 
 ModulePtr import_model(const Model& m) { return std::make_shared<detail::OnnxNet>(m); }
+
+uint64_t max_tensor_bytes() {
+  const char* v = std::getenv("KILN_ONNX_MAX_TENSOR_BYTES");
+  if (!v || !*v) return uint64_t(4) << 30;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  KILN_CHECK(*v != '-' && end && *end == 0 && errno == 0 && n > 0 && n <= kMaxSize,
+             "KILN_ONNX_MAX_TENSOR_BYTES: a whole number of bytes from 1 to 2^63 - 1, not '", v, "'");
+  return uint64_t(n);
+}
 
 }  // namespace kiln::onnx

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/checked_size.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/shape.h"
 #include "io/onnx/onnx_ops.h"
@@ -320,6 +321,11 @@ Tensor resize(const NodeCtx& c, const ResizeSpec& r, const Tensor& x0) {
       out[i] = int64_t(o);
     }
   }
+  // The output's size, bounded before the per-axis index tables (as long as an axis) and the
+  // partial results are made.
+  Shape out_shape = x.sizes();
+  for (size_t i = 0; i < na; ++i) out_shape[size_t(axes[i])] = out[i];
+  check_tensor_bytes(out_shape, x.element_size(), c.where() + "the resized output");
   for (size_t i = 0; i < na; ++i) {
     const double roi0 = r.roi.size() == 2 * na ? double(r.roi[i]) : 0.0;
     const double roi1 = r.roi.size() == 2 * na ? double(r.roi[na + i]) : 1.0;

@@ -94,7 +94,7 @@ set(cases
     "--threads: '99999' is not a whole number :: ${bench} --threads 99999"
     "unknown model 'nope' \\(known: :: bench --model nope"
     "--mode takes forward and/or train, got 'bogus' :: ${bench} --mode bogus"
-    "--dtype int8: kiln bench times float32 :: ${bench} --dtype int8 --batch 2"
+    "--dtype: 'float32', 'bfloat16' or 'float16', not 'int8' :: ${bench} --dtype int8 --batch 2"
     "^kiln: error: --layout: 'auto', 'nhwc' or 'nchw', not 'foo' :: ${bench} --layout foo --batch 2,4"
     "--out /nonexistent/d/x.json: the folder /nonexistent/d does not exist :: ${bench} --batch 2 --out /nonexistent/d/x.json"
     "--out ${WORK}/x.txt: the format comes from the extension :: ${bench} --batch 2 --out ${WORK}/x.txt"

@@ -41,9 +41,6 @@ TEST_CASE("make_communicator: auto without a launcher is local; unknown names ar
   if (dist::launched_distributed()) return;
   CHECK(dist::make_communicator("auto")->backend() == "local");
   CHECK_THROWS_KILN(dist::make_communicator("gloo"), "backend 'gloo' is unknown");
-  dist::CommOptions o;
-  o.algorithm = "tree";
-  CHECK_THROWS_KILN(dist::make_communicator("local", o), "algorithm 'tree' is unknown");
   CHECK(std::string(dist::reduce_op_name(dist::ReduceOp::average)) == "average");
 }
 

@@ -48,9 +48,11 @@ TEST_CASE("strategy: check_dist_config names the flag that is wrong") {
   c.strategy = StrategyKind::sync;
   CHECK_THROWS_KILN(dist::check_dist_config(c), "--comm-timeout and --comm-warn must be positive");
   c.comm_options.timeout_s = 10;
-  c.comm_options.algorithm = "tree";
-  CHECK_THROWS_KILN(dist::check_dist_config(c), "--allreduce: 'library', 'ring' or 'hierarchical', not 'tree'");
-  c.comm_options.algorithm = "ring";
+  CHECK_THROWS_KILN(dist::parse_allreduce("tree"), "--allreduce: 'library', 'ring', 'hierarchical', not 'tree'");
+  c.comm_options.algorithm = dist::parse_allreduce("ring");
+  CHECK(c.comm_options.algorithm == dist::AllreduceAlgorithm::ring);
+  for (const dist::AllreduceAlgorithmInfo& a : dist::all_allreduce_algorithms())
+    CHECK(dist::parse_allreduce(dist::allreduce_name(a.algorithm)) == a.algorithm);
   c.sync.bucket_mb = 0;
   CHECK_THROWS_KILN(dist::check_dist_config(c), "--bucket-mb must be positive");
 

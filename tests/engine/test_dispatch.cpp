@@ -17,9 +17,9 @@ namespace {
 // Every op of engine/op_list.inc, by name.
 const std::vector<std::string>& declared_ops() {
   static const std::vector<std::string> names = {
-#define KILN_OP_DECL(id, ...) #id,
+#define KILN_KERNEL_OP(id, ...) #id,
 #include "engine/op_list.inc"
-#undef KILN_OP_DECL
+#undef KILN_KERNEL_OP
   };
   return names;
 }
@@ -50,7 +50,7 @@ TEST_CASE("preference picks the backend; ref and native agree") {
   {
     BackendGuard g("ref", true);
     CHECK(backend_preference() == "ref (strict)");
-    auto& t = op_table<op::unary>();
+    auto& t = op_table<kernel_op::unary>();
     UnaryDesc d;
     d.dtype = DType::float32;
     CHECK(backend_name(t.select(DeviceType::cpu, d).backend) == "ref");
@@ -58,7 +58,7 @@ TEST_CASE("preference picks the backend; ref and native agree") {
   }
   {
     BackendGuard g("native,ref");
-    auto& t = op_table<op::unary>();
+    auto& t = op_table<kernel_op::unary>();
     UnaryDesc d;
     d.dtype = DType::float32;
     CHECK(backend_name(t.select(DeviceType::cpu, d).backend) == "native");
@@ -83,7 +83,7 @@ TEST_CASE("no matching kernel names the op, device, dtype and preference") {
 }
 
 // Another declaration of a built-in op's name with another kernel signature.
-KILN_DECLARE_OP(unary_wrong_signature, "unary", UnaryDesc, void* dst);
+KILN_DECLARE_KERNEL_OP(unary_wrong_signature, "unary", UnaryDesc, void* dst);
 
 TEST_CASE("a table asked for with another signature is an error") {
   CHECK_THROWS_KILN((registry().table<unary_wrong_signature>()), "different kernel signature");
@@ -126,9 +126,9 @@ TEST_CASE("a node's backward runs under the backend override of its forward") {
 namespace {
 
 // Ops of this file only, with kernels that say who ran.
-KILN_DECLARE_OP(probe_op, "test_dispatch.probe", ConvDesc, int* ran);
-KILN_DECLARE_OP(probe_fwd, "test_dispatch.probe_fwd", ConvDesc, int* ran);
-KILN_DECLARE_OP(probe_bwd, "test_dispatch.probe_bwd", ConvDesc, int* ran);
+KILN_DECLARE_KERNEL_OP(probe_op, "test_dispatch.probe", ConvDesc, int* ran);
+KILN_DECLARE_KERNEL_OP(probe_fwd, "test_dispatch.probe_fwd", ConvDesc, int* ran);
+KILN_DECLARE_KERNEL_OP(probe_bwd, "test_dispatch.probe_bwd", ConvDesc, int* ran);
 
 void run_a(const ConvDesc&, int* ran) { *ran = 1; }
 void run_b(const ConvDesc&, int* ran) { *ran = 2; }

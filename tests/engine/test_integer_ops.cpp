@@ -187,7 +187,7 @@ TEST_CASE("what integers and booleans cannot do is a clear error") {
   g.dtype = DType::int64;
   g.m = g.n = g.k = 2;
   g.lda = g.ldb = g.ldc = 2;
-  CHECK_THROWS_KILN(op_table<op::gemm>()(DeviceType::cpu, g, nullptr, nullptr, nullptr),
+  CHECK_THROWS_KILN(op_table<kernel_op::gemm>()(DeviceType::cpu, g, nullptr, nullptr, nullptr),
                     "dtype int64 is not supported by op 'gemm' on cpu");
 }
 

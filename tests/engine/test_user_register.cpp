@@ -1,5 +1,5 @@
 // Registering kernels from outside the library, through the public dispatch API only
-// (engine/dispatch.h: KILN_DECLARE_OP, registry().add<Op>(...), dispatch<Op>(...)), as examples/custom_kernel does
+// (engine/dispatch.h: KILN_DECLARE_KERNEL_OP, registry().add<Op>(...), dispatch<Op>(...)), as examples/custom_kernel does
 // against an installed kiln: a new op of the user's own, and a user candidate for a built-in op
 // chosen by backend name, with fallback where it declines.
 //   ctest --test-dir build -R engine.test_user_register
@@ -18,7 +18,7 @@ struct ScaleDesc {
   std::string str() const { return "scale n=" + std::to_string(n); }
 };
 
-KILN_DECLARE_OP(user_scale, "test_user.scale", ScaleDesc, const float* src, float* dst);
+KILN_DECLARE_KERNEL_OP(user_scale, "test_user.scale", ScaleDesc, const float* src, float* dst);
 
 void scale_cpu(const ScaleDesc& d, const float* x, float* y) {
   for (int64_t i = 0; i < d.n; ++i) y[i] = float(x[i] * d.factor);
@@ -39,13 +39,13 @@ void user_gemm(const GemmDesc& d, const void* a_, const void* b_, void* c_) {
     }
 }
 
-auto& gemm_table() { return op_table<op::gemm>(); }
+auto& gemm_table() { return op_table<kernel_op::gemm>(); }
 
 void register_once() {
   static bool done = [] {
     registry().add<user_scale>("test_user", DeviceType::cpu, nullptr, scale_cpu);
     // Default priority: level with native, which registered first, so `auto` keeps native.
-    registry().add<op::gemm>("test_user", DeviceType::cpu, user_gemm_supports, user_gemm);
+    registry().add<kernel_op::gemm>("test_user", DeviceType::cpu, user_gemm_supports, user_gemm);
     return true;
   }();
   (void)done;

@@ -128,7 +128,7 @@ TEST_CASE("amp conv: half conv2d with float32 bias and fused ReLU on cuDNN tenso
         d.has_bias = true;
         d.nhwc = nhwc;
         d.set_output_size();
-        const auto* impl = find_kernel<op::conv2d_fwd>(DeviceType::cuda, d);
+        const auto* impl = find_kernel<kernel_op::conv2d_fwd>(DeviceType::cuda, d);
         REQUIRE(impl != nullptr);
         CHECK(backend_name(impl->backend) == "cudnn");
         d.relu = relu;
@@ -209,7 +209,7 @@ TEST_CASE("amp linear: half inner product on cuBLAS with float32 accumulation, v
     ld.ic = ic;
     ld.oc = oc;
     ld.has_bias = true;
-    CHECK(find_kernel<op::linear_fwd>(DeviceType::cuda, ld));
+    CHECK(find_kernel<kernel_op::linear_fwd>(DeviceType::cuda, ld));
     GemmDesc gd;
     gd.dtype = t;
     gd.m = n;
@@ -219,7 +219,7 @@ TEST_CASE("amp linear: half inner product on cuBLAS with float32 accumulation, v
     gd.lda = ic;
     gd.ldb = ic;
     gd.ldc = oc;
-    const auto* g = find_kernel<op::gemm>(DeviceType::cuda, gd);
+    const auto* g = find_kernel<kernel_op::gemm>(DeviceType::cuda, gd);
     REQUIRE(g != nullptr);
 #if defined(KILN_HAVE_CUDNN)
     CHECK(backend_name(g->backend) == "cudnn");
@@ -284,7 +284,7 @@ TEST_CASE("amp batch norm: half data, float32 parameters and statistics, on cuDN
       d.S = 35;
       d.nhwc = nhwc;
       d.training = true;
-      const auto* impl = find_kernel<op::batch_norm_fwd>(DeviceType::cuda, d);
+      const auto* impl = find_kernel<kernel_op::batch_norm_fwd>(DeviceType::cuda, d);
       REQUIRE(impl != nullptr);
 #if defined(KILN_HAVE_CUDNN)
       CHECK(backend_name(impl->backend) == "cudnn");

@@ -75,7 +75,7 @@ TEST_CASE("gpu: dense copies on the device need no kernel; strided ones say whic
   Tensor dst = empty({4, 6}, kGpu);
   dst.copy_(h);  // cross-device copy_ moves the source first
   CHECK(dst.to_vector() == h.to_vector());
-  if (!op_table<op::copy>().has("native", DeviceType::cuda))
+  if (!op_table<kernel_op::copy>().has("native", DeviceType::cuda))
     CHECK_THROWS_KILN(d.t().contiguous(), "no kernel for op 'copy' on cuda");
 }
 

@@ -43,7 +43,7 @@ bool onednn_bf16_conv() {
   d.N = 2, d.C = 16, d.H = d.W = 8, d.K = 16, d.R = d.S = 3, d.pad_h = d.pad_w = 1;
   d.set_output_size();
   d.nhwc = true;
-  auto& t = op_table<op::conv2d_fwd>();
+  auto& t = op_table<kernel_op::conv2d_fwd>();
   const auto* impl = t.find(DeviceType::cpu, d);
   return impl && backend_name(impl->backend) == "onednn";
 }

@@ -113,7 +113,7 @@ TEST_CASE("NHWC kernels: ref NHWC equals ref NCHW; native NHWC matches it in flo
 
 TEST_CASE("conv2d op: a channels-last input gives a channels-last output on every CPU backend") {
   std::vector<std::string> backends = {"native"};
-  if (op_table<op::conv2d_fwd>().has("onednn",
+  if (op_table<kernel_op::conv2d_fwd>().has("onednn",
                                                                                              DeviceType::cpu))
     backends.push_back("onednn");
   for (const ConvDesc& d : shapes()) {
@@ -218,7 +218,7 @@ void check_cl_op(const std::string what, const std::string& backend, const Tenso
 
 std::vector<std::string> cpu_backends() {
   std::vector<std::string> b = {"native", "ref"};
-  if (op_table<op::conv2d_fwd>().has("onednn", DeviceType::cpu))
+  if (op_table<kernel_op::conv2d_fwd>().has("onednn", DeviceType::cpu))
     b.push_back("onednn");
   return b;
 }

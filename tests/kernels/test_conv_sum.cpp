@@ -36,7 +36,7 @@ const Problem kProblems[] = {
 
 std::vector<std::string> cpu_backends() {
   std::vector<std::string> v = {"ref", "native"};
-  if (op_table<op::conv2d_fwd>().has("onednn", DeviceType::cpu)) v.push_back("onednn");
+  if (op_table<kernel_op::conv2d_fwd>().has("onednn", DeviceType::cpu)) v.push_back("onednn");
   return v;
 }
 
@@ -47,7 +47,7 @@ bool fused_on(const std::string& be, bool nhwc, bool relu) {
   d.relu = relu;
   d.sum = true;
   BackendGuard g(be, true);
-  const auto* c = op_table<op::conv2d_fwd>().find(DeviceType::cpu, d);
+  const auto* c = op_table<kernel_op::conv2d_fwd>().find(DeviceType::cpu, d);
   return c != nullptr;
 }
 
@@ -112,7 +112,7 @@ TEST_CASE("the residual post-op: ref and oneDNN take it, native on channels-last
   CHECK_FALSE(fused_on("native", false, true));
   CHECK(fused_on("native", true, true));
   CHECK(fused_on("native", true, false));
-  if (op_table<op::conv2d_fwd>().has("onednn", DeviceType::cpu)) {
+  if (op_table<kernel_op::conv2d_fwd>().has("onednn", DeviceType::cpu)) {
     CHECK(fused_on("onednn", false, true));
     CHECK(fused_on("onednn", true, true));
     CHECK(fused_on("onednn", true, false));

@@ -342,20 +342,20 @@ void check_cudnn_first() {
 }
 
 TEST_CASE("cudnn mapping: cudnn ranks first among the CUDA candidates of each op it serves") {
-  check_cudnn_first<op::gemm>();
-  check_cudnn_first<op::conv2d_fwd>();
-  check_cudnn_first<op::conv2d_bwd_data>();
-  check_cudnn_first<op::conv2d_bwd_weights>();
-  check_cudnn_first<op::pool_fwd>();
-  check_cudnn_first<op::pool_bwd>();
-  check_cudnn_first<op::lrn_fwd>();
-  check_cudnn_first<op::lrn_bwd>();
-  check_cudnn_first<op::batch_norm_fwd>();
-  check_cudnn_first<op::batch_norm_bwd>();
-  check_cudnn_first<op::softmax_fwd>();
-  check_cudnn_first<op::softmax_bwd>();
-  check_cudnn_first<op::unary>();
-  check_cudnn_first<op::binary>();
+  check_cudnn_first<kernel_op::gemm>();
+  check_cudnn_first<kernel_op::conv2d_fwd>();
+  check_cudnn_first<kernel_op::conv2d_bwd_data>();
+  check_cudnn_first<kernel_op::conv2d_bwd_weights>();
+  check_cudnn_first<kernel_op::pool_fwd>();
+  check_cudnn_first<kernel_op::pool_bwd>();
+  check_cudnn_first<kernel_op::lrn_fwd>();
+  check_cudnn_first<kernel_op::lrn_bwd>();
+  check_cudnn_first<kernel_op::batch_norm_fwd>();
+  check_cudnn_first<kernel_op::batch_norm_bwd>();
+  check_cudnn_first<kernel_op::softmax_fwd>();
+  check_cudnn_first<kernel_op::softmax_bwd>();
+  check_cudnn_first<kernel_op::unary>();
+  check_cudnn_first<kernel_op::binary>();
 }
 
 #else

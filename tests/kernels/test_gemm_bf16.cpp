@@ -431,9 +431,9 @@ TEST_CASE("linear op on the CPU: bfloat16 runs as it is on native, forward and b
     d.dtype = DType::bfloat16;
     d.n = 9, d.ic = 70, d.oc = 13;
     d.has_bias = true;
-    CHECK(find_kernel<op::linear_fwd>(DeviceType::cpu, d));  // so ops::linear takes no float32 copies
-    CHECK(find_kernel<op::linear_bwd_data>(DeviceType::cpu, d));
-    CHECK(find_kernel<op::linear_bwd_weights>(DeviceType::cpu, d));
+    CHECK(find_kernel<kernel_op::linear_fwd>(DeviceType::cpu, d));  // so ops::linear takes no float32 copies
+    CHECK(find_kernel<kernel_op::linear_bwd_data>(DeviceType::cpu, d));
+    CHECK(find_kernel<kernel_op::linear_bwd_weights>(DeviceType::cpu, d));
     y1 = run(DType::bfloat16, gx1, gw1, gb1);
   }
   CHECK(y1.dtype() == DType::bfloat16);

@@ -18,6 +18,7 @@
 #include "engine/ops/reduce.h"
 #include "engine/optim.h"
 #include "engine/random.h"
+#include "engine/graph_op.h"
 #include "engine/trace.h"
 #include "layers/activation.h"
 #include "layers/conv.h"
@@ -31,7 +32,7 @@ namespace {
 
 std::vector<std::string> cpu_backends() {
   std::vector<std::string> v = {"ref", "native"};
-  if (op_table<op::conv2d_fwd>().has("onednn", DeviceType::cpu)) v.push_back("onednn");
+  if (op_table<kernel_op::conv2d_fwd>().has("onednn", DeviceType::cpu)) v.push_back("onednn");
   return v;
 }
 
@@ -285,7 +286,7 @@ TEST_CASE("no folding with fusion off, with gradients wanted, or while tracing")
   // A recorder installed (ONNX export): the modules as they are.
   struct Sink : trace::Recorder {
     std::vector<std::string> ops;
-    void record(trace::Event e) override { ops.push_back(e.op); }
+    void record(trace::Event e) override { ops.push_back(graph::name(e.op)); }
   } sink;
   {
     trace::Scope scope(&sink);

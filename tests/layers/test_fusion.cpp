@@ -21,7 +21,7 @@ using namespace kiln;
 
 TEST_CASE("Sequential fuses Conv2d+ReLU with the same values and gradients") {
   std::vector<std::string> backends = {"ref", "native"};
-  if (op_table<op::conv2d_fwd>().has("onednn", DeviceType::cpu))
+  if (op_table<kernel_op::conv2d_fwd>().has("onednn", DeviceType::cpu))
     backends.push_back("onednn");
   for (const std::string& be : backends) {
     for (bool cl : {false, true}) {

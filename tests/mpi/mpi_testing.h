@@ -17,7 +17,7 @@
 
 namespace kiln::test {
 
-inline dist::CommOptions mpi_test_options(const std::string& algorithm = "library") {
+inline dist::CommOptions mpi_test_options(dist::AllreduceAlgorithm algorithm = dist::AllreduceAlgorithm::library) {
   dist::CommOptions o;
   o.timeout_s = 30;
   o.warn_after_s = 10;
@@ -26,8 +26,15 @@ inline dist::CommOptions mpi_test_options(const std::string& algorithm = "librar
 }
 
 // A fresh MPI communicator over every rank (MPI_Comm_dup: all ranks must call it).
-inline std::unique_ptr<dist::Communicator> world_comm(const std::string& algorithm = "library") {
+inline std::unique_ptr<dist::Communicator> world_comm(dist::AllreduceAlgorithm algorithm = dist::AllreduceAlgorithm::library) {
   return dist::make_communicator("mpi", mpi_test_options(algorithm));
+}
+// The same, by the algorithm's --allreduce name.
+inline dist::CommOptions mpi_test_options(const std::string& algorithm) {
+  return mpi_test_options(dist::parse_allreduce(algorithm));
+}
+inline std::unique_ptr<dist::Communicator> world_comm(const std::string& algorithm) {
+  return world_comm(dist::parse_allreduce(algorithm));
 }
 
 // Small multiples of 1/4 in [-8, 8]: exact in every dtype, and their sums over 4 ranks too.

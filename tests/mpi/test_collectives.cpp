@@ -60,8 +60,8 @@ TEST_CASE("allreduce matches the serial reference: sizes x dtypes x ops x algori
 }
 
 TEST_CASE("ring and library allreduce agree on float32 data of a 2-d tensor") {
-  auto lib = world_comm("library");
-  auto ring = world_comm("ring");
+  auto lib = world_comm(dist::AllreduceAlgorithm::library);
+  auto ring = world_comm(dist::AllreduceAlgorithm::ring);
   const int64_t n = 3 * 12345;
   Tensor a = from_vector(rank_values(lib->rank(), n, DType::float32), {3, 12345});
   Tensor b = a.clone();
@@ -72,7 +72,7 @@ TEST_CASE("ring and library allreduce agree on float32 data of a 2-d tensor") {
 }
 
 TEST_CASE("ring allreduce with several 1 MiB segments per chunk") {
-  auto comm = world_comm("ring");
+  auto comm = world_comm(dist::AllreduceAlgorithm::ring);
   const int64_t n = int64_t(comm->size()) * (3 << 18) + 5;  // 3 MiB + a little per rank's chunk
   for (DType t : {DType::float32, DType::bfloat16}) {
     Tensor x = from_vector(rank_values(comm->rank(), n, t), {n}, TensorOptions(t));

@@ -20,7 +20,7 @@ TEST_CASE("hierarchical allreduce equals the library's, for 1, 2 and all ranks p
     if (per_node > n) continue;
     CAPTURE(per_node);
     ::setenv("KILN_RANKS_PER_NODE", std::to_string(per_node).c_str(), 1);
-    auto h = test::world_comm("hierarchical");
+    auto h = test::world_comm(dist::AllreduceAlgorithm::hierarchical);
     for (DType t : {DType::float32, DType::float64, DType::int64}) {
       for (dist::ReduceOp op : {dist::ReduceOp::sum, dist::ReduceOp::max, dist::ReduceOp::average}) {
         if (op == dist::ReduceOp::average && t == DType::int64) continue;
@@ -35,7 +35,7 @@ TEST_CASE("hierarchical allreduce equals the library's, for 1, 2 and all ranks p
     }
   }
   ::setenv("KILN_RANKS_PER_NODE", "0", 1);
-  auto bad = test::world_comm("hierarchical");
+  auto bad = test::world_comm(dist::AllreduceAlgorithm::hierarchical);
   Tensor x = zeros({4});
   CHECK_THROWS_WITH_AS(bad->allreduce(x, dist::ReduceOp::sum, "x"), doctest::Contains("KILN_RANKS_PER_NODE='0'"), Error);
   ::unsetenv("KILN_RANKS_PER_NODE");

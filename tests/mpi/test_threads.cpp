@@ -12,8 +12,8 @@ namespace kiln::test {
 namespace {
 
 TEST_CASE("two communicators, two threads, interleaved collectives and messages") {
-  auto a = world_comm("library");
-  auto b = world_comm("ring");
+  auto a = world_comm(dist::AllreduceAlgorithm::library);
+  auto b = world_comm(dist::AllreduceAlgorithm::ring);
   const int r = a->rank(), p = a->size();
   bool ok_b = true;
   std::thread other([&] {

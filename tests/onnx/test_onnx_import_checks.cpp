@@ -227,3 +227,54 @@ TEST_CASE("onnx import: MatMul over batched and broadcast N-d operands, Gemm wit
     }
   CHECK(worst < 1e-5);
 }
+
+TEST_CASE("onnx import: every tensor a graph makes is bounded before it is allocated (hostile sizes)") {
+  const char* limit = "over the limit on one tensor of an imported ONNX graph (KILN_ONNX_MAX_TENSOR_BYTES) of 4.0 GiB";
+  // Resize to sizes 2^24 x 2^24 (each within Resize's own bound per axis): 3 * 2^48 values.
+  OneNode sizes("Resize", {1, 3, 8, 8}, 13);
+  sizes.node().inputs = {"x", "", ""};
+  sizes.ints("sizes", {1, 3, int64_t(1) << 24, int64_t(1) << 24});
+  CHECK_THROWS_KILN(sizes.import(), "node 'n' (Resize, opset 13): the resized output: shape [1, 3, 16777216, 16777216]");
+  CHECK_THROWS_KILN(sizes.import(), limit);
+  // Resize by scales of 1e6.
+  OneNode scales("Resize", {1, 3, 8, 8}, 13);
+  scales.node().inputs = {"x", ""};
+  scales.floats("scales", {4}, {1, 1, 1e6f, 1e6f});
+  CHECK_THROWS_KILN(scales.import(), "node 'n' (Resize, opset 13): the resized output: shape [1, 3, 8000000, 8000000]");
+  // Conv with pads of 2^20 on a 4x4 input.
+  OneNode conv("Conv", {1, 1, 4, 4}, 13);
+  conv.floats("w", {1, 1, 1, 1}, {1});
+  const int64_t p = int64_t(1) << 20;
+  conv.node().attrs = {ints_attr("pads", {p, p, p, p})};
+  CHECK_THROWS_KILN(conv.import(), "node 'n' (Conv, opset 13): a new tensor: shape [1, 1, 2097156, 2097156]");
+  CHECK_THROWS_KILN(conv.import(), limit);
+  // Pad by 2^24 on each side of both spatial dims.
+  OneNode pad("Pad", {1, 1, 4, 4}, 13);
+  const int64_t q = int64_t(1) << 24;
+  pad.ints("pads", {0, 0, q, q, 0, 0, q, q});
+  CHECK_THROWS_KILN(pad.import(), "node 'n' (Pad, opset 13): a new tensor: shape [1, 1, 33554436, 33554436]");
+  // A declared input of 3 * 2^40 values.
+  OneNode input("Relu", {1, 3, int64_t(1) << 20, int64_t(1) << 20}, 13);
+  CHECK_THROWS_KILN(input.import(), "onnx import: graph input 'x': shape [1, 3, 1048576, 1048576]");
+  CHECK_THROWS_KILN(input.import(), limit);
+}
+
+TEST_CASE("onnx import: KILN_ONNX_MAX_TENSOR_BYTES sets the limit, and a bad value is an error") {
+  struct Restore {
+    ~Restore() { unsetenv("KILN_ONNX_MAX_TENSOR_BYTES"); }
+  } restore;
+  OneNode relu("Relu", {2, 1000}, 13);  // 8000 bytes
+  setenv("KILN_ONNX_MAX_TENSOR_BYTES", "8000", 1);
+  CHECK(onnx::max_tensor_bytes() == 8000);
+  ModulePtr net = relu.import();
+  CHECK(run(net, {2, 1000}).size() == 2000);
+  CHECK_THROWS_KILN(run(net, {3, 1000}), "node 'n' (Relu, opset 13): a new tensor: shape [3, 1000]");
+  setenv("KILN_ONNX_MAX_TENSOR_BYTES", "7999", 1);
+  CHECK_THROWS_KILN(relu.import(), "graph input 'x': shape [2, 1000] of 4-byte elements needs 8000 bytes");
+  for (const char* bad : {"-1", "0", "4GiB", "99999999999999999999"}) {
+    setenv("KILN_ONNX_MAX_TENSOR_BYTES", bad, 1);
+    CHECK_THROWS_KILN(relu.import(), "KILN_ONNX_MAX_TENSOR_BYTES: a whole number of bytes");
+  }
+  unsetenv("KILN_ONNX_MAX_TENSOR_BYTES");
+  CHECK(onnx::max_tensor_bytes() == uint64_t(4) << 30);
+}

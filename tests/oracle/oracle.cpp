@@ -305,17 +305,17 @@ void run_op(const char* name) {
 
 TEST_CASE("oracle: every case is an op of engine/op_list.inc") {
   const std::set<std::string> ops = {
-#define KILN_OP_DECL(id, ...) #id,
+#define KILN_KERNEL_OP(id, ...) #id,
 #include "engine/op_list.inc"
-#undef KILN_OP_DECL
+#undef KILN_KERNEL_OP
   };
   for (const auto& c : cases()) CHECK_MESSAGE(ops.count(c.first), "case " << c.first << " names no op");
 }
 
-#define KILN_OP_DECL(id, ...) \
+#define KILN_KERNEL_OP(id, ...) \
   TEST_CASE("oracle " #id) { run_op(#id); }
 #include "engine/op_list.inc"
-#undef KILN_OP_DECL
+#undef KILN_KERNEL_OP
 
 void* placed_entries(Scratch& s) {
   if (s.device != DeviceType::cuda || s.entries.empty()) return s.entries.data();

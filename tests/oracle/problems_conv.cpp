@@ -55,8 +55,8 @@ std::vector<Arg> fwd_args(const ConvDesc& d) {
           d.sum ? inout("dst", d.dtype, d.dst_elems()) : out("dst", d.dtype, d.dst_elems())};
 }
 
-Case<op::conv2d_fwd> fwd_case() {
-  Case<op::conv2d_fwd> c;
+Case<kernel_op::conv2d_fwd> fwd_case() {
+  Case<kernel_op::conv2d_fwd> c;
   for (const ConvDesc& d : conv_problems(true)) c.problems.push_back({d});
   c.args = [](const ConvDesc& d, int) { return fwd_args(d); };
   return c;
@@ -67,9 +67,9 @@ Case<Op> bwd_case(std::function<std::vector<Arg>(const ConvDesc&)> args) {
   Case<Op> c;
   for (const ConvDesc& d : conv_problems(false)) c.problems.push_back({d});
   c.args = [args](const ConvDesc& d, int) { return args(d); };
-  auto fwd = std::make_shared<Case<op::conv2d_fwd>>(fwd_case());
+  auto fwd = std::make_shared<Case<kernel_op::conv2d_fwd>>(fwd_case());
   c.forward = [fwd](int backend, DeviceType dev, const ConvDesc& d, KernelPayload& p) {
-    return detail::run_forward<op::conv2d_fwd>(*fwd, backend, dev, d, p);
+    return detail::run_forward<kernel_op::conv2d_fwd>(*fwd, backend, dev, d, p);
   };
   return c;
 }
@@ -78,11 +78,11 @@ Case<Op> bwd_case(std::function<std::vector<Arg>(const ConvDesc&)> args) {
 
 void add_conv(CaseMap& m) {
   add(m, fwd_case());
-  add(m, bwd_case<op::conv2d_bwd_data>([](const ConvDesc& d) {
+  add(m, bwd_case<kernel_op::conv2d_bwd_data>([](const ConvDesc& d) {
     return std::vector<Arg>{in("diff_dst", d.dtype, d.dst_elems()), in("wei", d.dtype, d.wei_elems()),
                             out("diff_src", d.dtype, d.src_elems())};
   }));
-  add(m, bwd_case<op::conv2d_bwd_weights>([](const ConvDesc& d) {
+  add(m, bwd_case<kernel_op::conv2d_bwd_weights>([](const ConvDesc& d) {
     return std::vector<Arg>{in("src", d.dtype, d.src_elems()), in("diff_dst", d.dtype, d.dst_elems()),
                             out("diff_wei", d.dtype, d.wei_elems()),
                             d.has_bias ? out("diff_bias", side_dtype(d.dtype), d.K) : none("diff_bias")};

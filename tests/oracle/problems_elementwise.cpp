@@ -73,8 +73,8 @@ double integer_alpha(UnaryOp op) {
   }
 }
 
-Case<op::unary> unary_case() {
-  Case<op::unary> c;
+Case<kernel_op::unary> unary_case() {
+  Case<kernel_op::unary> c;
   for (UnaryOp o : all_of(UnaryOp::clamp_max)) {
     std::vector<DType> types = storage_dtypes();
     if (integer_unary_op(o)) types.insert(types.end(), integer_dtypes().begin(), integer_dtypes().end());
@@ -100,8 +100,8 @@ Case<op::unary> unary_case() {
 
 bool is_compare(BinaryOp op) { return op >= BinaryOp::eq && op <= BinaryOp::le; }
 
-Case<op::binary> binary_case() {
-  Case<op::binary> c;
+Case<kernel_op::binary> binary_case() {
+  Case<kernel_op::binary> c;
   for (BinaryOp o : all_of(BinaryOp::gelu_bwd)) {
     std::vector<DType> types = storage_dtypes();
     if (integer_binary_op(o)) types.insert(types.end(), integer_dtypes().begin(), integer_dtypes().end());
@@ -130,8 +130,8 @@ Case<op::binary> binary_case() {
   return c;
 }
 
-Case<op::compare> compare_case() {
-  Case<op::compare> c;
+Case<kernel_op::compare> compare_case() {
+  Case<kernel_op::compare> c;
   for (CompareOp o : all_of(CompareOp::logical_xor)) {
     for (DType t : {DType::float32, DType::float64, DType::bfloat16, DType::float16, DType::int32, DType::int64,
                     DType::uint8, DType::boolean}) {
@@ -161,8 +161,8 @@ Gen values_for(DType a, DType b) {
   return uniform(-3, 3);
 }
 
-Case<op::copy> copy_case() {
-  Case<op::copy> c;
+Case<kernel_op::copy> copy_case() {
+  Case<kernel_op::copy> c;
   // Every pair of the eight dtypes (the CUDA kernel instantiates each).
   const DType all[] = {DType::float32, DType::float64, DType::float16, DType::bfloat16,
                        DType::int32,   DType::int64,   DType::uint8,   DType::boolean};
@@ -184,8 +184,8 @@ Case<op::copy> copy_case() {
   return c;
 }
 
-Case<op::fill> fill_case() {
-  Case<op::fill> c;
+Case<kernel_op::fill> fill_case() {
+  Case<kernel_op::fill> c;
   for (DType t : {DType::float32, DType::float64, DType::bfloat16, DType::float16, DType::int32, DType::int64,
                   DType::uint8, DType::boolean})
     for (const StridedLoop& L : loops(1)) {
@@ -201,8 +201,8 @@ Case<op::fill> fill_case() {
 
 // Random fills are counter-based Philox (kernels/common/philox.h): every backend draws the same
 // bits for (seed, offset, element), so the values are compared with ref's, not their statistics.
-Case<op::random> random_case() {
-  Case<op::random> c;
+Case<kernel_op::random> random_case() {
+  Case<kernel_op::random> c;
   for (RandomKind k : all_of(RandomKind::bernoulli))
     for (DType t : {DType::float32, DType::float64, DType::bfloat16})
       for (const StridedLoop& L : loops(1)) {
@@ -220,8 +220,8 @@ Case<op::random> random_case() {
   return c;
 }
 
-Case<op::reduce> reduce_case() {
-  Case<op::reduce> c;
+Case<kernel_op::reduce> reduce_case() {
+  Case<kernel_op::reduce> c;
   // The last two: long rows and columns, the two-pass paths of kiln's CUDA reduction.
   const int64_t shapes[][3] = {{3, 5, 7}, {1, 33, 1}, {2, 1, 3}, {1, 40, 2}, {1, 4097, 1}, {2, 1000, 3}};
   for (ReduceOp o : all_of(ReduceOp::min))
@@ -255,8 +255,8 @@ Case<op::reduce> reduce_case() {
   return c;
 }
 
-Case<op::index_scatter> index_scatter_case() {
-  Case<op::index_scatter> c;
+Case<kernel_op::index_scatter> index_scatter_case() {
+  Case<kernel_op::index_scatter> c;
   const int64_t shapes[][3] = {{3, 5, 7}, {1, 9, 1}, {2, 1, 3}};
   for (DType t : storage_dtypes())
     for (const auto& s : shapes) {

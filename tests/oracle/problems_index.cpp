@@ -21,8 +21,8 @@ Gen values_of(DType t) {
 // [outer, n (source or destination), m (index count), inner]
 const int64_t kShapes[][4] = {{1, 5, 3, 1}, {2, 4, 7, 3}, {3, 1, 2, 5}, {1, 6, 6, 1}, {2, 9, 1, 4}};
 
-Case<op::gather> gather_case() {
-  Case<op::gather> c;
+Case<kernel_op::gather> gather_case() {
+  Case<kernel_op::gather> c;
   for (DType t : kAll)
     for (bool per_row : {true, false})
       for (const auto& s : kShapes) {
@@ -41,8 +41,8 @@ Case<op::gather> gather_case() {
   return c;
 }
 
-Case<op::scatter> scatter_case() {
-  Case<op::scatter> c;
+Case<kernel_op::scatter> scatter_case() {
+  Case<kernel_op::scatter> c;
   for (DType t : kAll)
     for (bool per_row : {true, false})
       for (bool acc : {false, true})
@@ -64,8 +64,8 @@ Case<op::scatter> scatter_case() {
   return c;
 }
 
-Case<op::where> where_case() {
-  Case<op::where> c;
+Case<kernel_op::where> where_case() {
+  Case<kernel_op::where> c;
   // dense; cond broadcast along the inner dim; a transposed; b a scalar; the output with gaps.
   const std::vector<StridedLoop> loops = {
       dense_loop(4, 37),
@@ -90,8 +90,8 @@ Case<op::where> where_case() {
   return c;
 }
 
-Case<op::sort> sort_case() {
-  Case<op::sort> c;
+Case<kernel_op::sort> sort_case() {
+  Case<kernel_op::sort> c;
   const int64_t shapes[][4] = {{1, 9, 1, 9}, {2, 7, 3, 7}, {3, 16, 2, 4}, {1, 33, 1, 1}, {2, 1, 5, 1}, {1, 12, 1, 0}};
   for (DType t : {DType::float32, DType::float64, DType::bfloat16, DType::float16, DType::int32, DType::int64,
                   DType::uint8})
@@ -113,8 +113,8 @@ Case<op::sort> sort_case() {
   return c;
 }
 
-Case<op::cumsum> cumsum_case() {
-  Case<op::cumsum> c;
+Case<kernel_op::cumsum> cumsum_case() {
+  Case<kernel_op::cumsum> c;
   const int64_t shapes[][3] = {{1, 40, 1}, {2, 5, 3}, {3, 1, 4}, {1, 9, 16}};
   for (DType t : {DType::float32, DType::float64, DType::int64})
     for (bool rev : {false, true})

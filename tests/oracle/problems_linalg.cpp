@@ -39,8 +39,8 @@ int64_t span(int64_t batch, int64_t stride, int64_t rows, int64_t ld, int64_t co
   return (batch - 1) * stride + (rows - 1) * ld + cols;
 }
 
-Case<op::gemm> gemm_case() {
-  Case<op::gemm> c;
+Case<kernel_op::gemm> gemm_case() {
+  Case<kernel_op::gemm> c;
   std::vector<GemmSpec> specs;
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
@@ -96,16 +96,16 @@ std::vector<LinearDesc> linear_problems() {
 
 void add_linalg(CaseMap& m) {
   add(m, gemm_case());
-  add(m, case_over<op::linear_fwd>(linear_problems(), [](const LinearDesc& d) {
+  add(m, case_over<kernel_op::linear_fwd>(linear_problems(), [](const LinearDesc& d) {
     return std::vector<Arg>{in("src", d.dtype, d.n * d.ic), in("wei", d.dtype, d.oc * d.ic),
                             d.has_bias ? in("bias", d.dtype, d.oc) : none("bias"), out("dst", d.dtype, d.n * d.oc)};
   }));
-  add(m, case_over<op::linear_bwd_data>(linear_problems(), [](const LinearDesc& d) {
+  add(m, case_over<kernel_op::linear_bwd_data>(linear_problems(), [](const LinearDesc& d) {
     return std::vector<Arg>{in("diff_dst", d.dtype, d.n * d.oc), in("wei", d.dtype, d.oc * d.ic),
                             out("diff_src", d.dtype, d.n * d.ic)};
   }));
   // Variant 1: only the bias gradient wanted (diff_wei null).
-  Case<op::linear_bwd_weights> bw;
+  Case<kernel_op::linear_bwd_weights> bw;
   for (const LinearDesc& d : linear_problems()) {
     bw.problems.push_back({d});
     if (d.has_bias) bw.problems.push_back({d, 1, "bias gradient only"});

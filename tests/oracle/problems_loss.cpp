@@ -72,12 +72,12 @@ std::vector<Arg> point_inputs(const PointLossDesc& d, int variant) {
 }  // namespace
 
 void add_loss(CaseMap& m) {
-  add(m, case_over<op::cross_entropy_fwd>(class_problems(true), [](const ClassLossDesc& d) {
+  add(m, case_over<kernel_op::cross_entropy_fwd>(class_problems(true), [](const ClassLossDesc& d) {
     const int64_t n = d.N * d.S;
     return std::vector<Arg>{in("src", d.dtype, d.N * d.C * d.S, uniform(-3, 3)), in("target", DType::int64, n, targets(d)),
                             out("dst", d.dtype, loss_elems(d.reduction, n)), out("save_lse", d.dtype, n)};
   }));
-  add(m, case_over<op::cross_entropy_bwd>(class_problems(true), [](const ClassLossDesc& d) {
+  add(m, case_over<kernel_op::cross_entropy_bwd>(class_problems(true), [](const ClassLossDesc& d) {
     const int64_t n = d.N * d.S;
     Gen lse = [d](Values& v, Rng&, const std::vector<Values>& before) {
       std::vector<int64_t> t(before[1].begin(), before[1].end());
@@ -88,22 +88,22 @@ void add_loss(CaseMap& m) {
                             in("save_lse", d.dtype, n, lse), in("diff_dst", d.dtype, loss_elems(d.reduction, n)),
                             out("diff_src", d.dtype, d.N * d.C * d.S)};
   }));
-  add(m, case_over<op::nll_fwd>(class_problems(false), [](const ClassLossDesc& d) {
+  add(m, case_over<kernel_op::nll_fwd>(class_problems(false), [](const ClassLossDesc& d) {
     const int64_t n = d.N * d.S;
     return std::vector<Arg>{in("src", d.dtype, d.N * d.C * d.S, uniform(-3, 0)), in("target", DType::int64, n, targets(d)),
                             out("dst", d.dtype, loss_elems(d.reduction, n))};
   }));
-  add(m, case_over<op::nll_bwd>(class_problems(false), [](const ClassLossDesc& d) {
+  add(m, case_over<kernel_op::nll_bwd>(class_problems(false), [](const ClassLossDesc& d) {
     const int64_t n = d.N * d.S;
     return std::vector<Arg>{in("target", DType::int64, n, targets(d)), in("diff_dst", d.dtype, loss_elems(d.reduction, n)),
                             out("diff_src", d.dtype, d.N * d.C * d.S)};
   }));
-  add(m, point_case<op::point_loss_fwd>([](const PointLossDesc& d, int variant) {
+  add(m, point_case<kernel_op::point_loss_fwd>([](const PointLossDesc& d, int variant) {
     std::vector<Arg> a = point_inputs(d, variant);
     a.push_back(out("dst", d.dtype, loss_elems(d.reduction, d.n)));
     return a;
   }));
-  add(m, point_case<op::point_loss_bwd>([](const PointLossDesc& d, int variant) {
+  add(m, point_case<kernel_op::point_loss_bwd>([](const PointLossDesc& d, int variant) {
     std::vector<Arg> a = point_inputs(d, variant);
     a.push_back(in("diff_dst", d.dtype, loss_elems(d.reduction, d.n)));
     a.push_back(out("diff_src", d.dtype, d.n));

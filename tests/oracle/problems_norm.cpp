@@ -40,8 +40,8 @@ std::vector<Problem<BatchNormDesc>> bn_problems(bool fwd) {
   return v;
 }
 
-Case<op::batch_norm_fwd> bn_fwd_case() {
-  Case<op::batch_norm_fwd> c;
+Case<kernel_op::batch_norm_fwd> bn_fwd_case() {
+  Case<kernel_op::batch_norm_fwd> c;
   c.problems = bn_problems(true);
   c.args = [](const BatchNormDesc& d, int variant) {
     const DType s = side_dtype(d.dtype);
@@ -58,8 +58,8 @@ Case<op::batch_norm_fwd> bn_fwd_case() {
   return c;
 }
 
-Case<op::batch_norm_bwd> bn_bwd_case() {
-  Case<op::batch_norm_bwd> c;
+Case<kernel_op::batch_norm_bwd> bn_bwd_case() {
+  Case<kernel_op::batch_norm_bwd> c;
   c.problems = bn_problems(false);
   c.args = [](const BatchNormDesc& d, int variant) {
     const DType s = side_dtype(d.dtype);
@@ -160,10 +160,10 @@ std::vector<Arg> softmax_bwd_args(const SoftmaxDesc& d) {
 void add_norm(CaseMap& m) {
   add(m, bn_fwd_case());
   add(m, bn_bwd_case());
-  add(m, case_over<op::dropout_fwd>(dropout_problems(), dropout_fwd_args));
-  add(m, case_over<op::dropout_bwd>(dropout_problems(), dropout_bwd_args));
-  add(m, case_over<op::softmax_fwd>(softmax_problems(), softmax_fwd_args));
-  add(m, case_over<op::softmax_bwd>(softmax_problems(), softmax_bwd_args));
+  add(m, case_over<kernel_op::dropout_fwd>(dropout_problems(), dropout_fwd_args));
+  add(m, case_over<kernel_op::dropout_bwd>(dropout_problems(), dropout_bwd_args));
+  add(m, case_over<kernel_op::softmax_fwd>(softmax_problems(), softmax_fwd_args));
+  add(m, case_over<kernel_op::softmax_bwd>(softmax_problems(), softmax_bwd_args));
 }
 
 }  // namespace kiln::oracle

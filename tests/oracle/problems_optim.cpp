@@ -11,8 +11,8 @@ namespace {
 
 const int64_t kSizes[] = {37, 1000, 1};
 
-Case<op::sgd_step> sgd_case() {
-  Case<op::sgd_step> c;
+Case<kernel_op::sgd_step> sgd_case() {
+  Case<kernel_op::sgd_step> c;
   struct S {
     double momentum, dampening, wd;
     bool nesterov, first;
@@ -37,8 +37,8 @@ Case<op::sgd_step> sgd_case() {
   return c;
 }
 
-Case<op::adam_step> adam_case() {
-  Case<op::adam_step> c;
+Case<kernel_op::adam_step> adam_case() {
+  Case<kernel_op::adam_step> c;
   for (DType t : float_dtypes())
     for (int64_t n : kSizes)
       for (bool decoupled : {false, true})
@@ -61,8 +61,8 @@ Case<op::adam_step> adam_case() {
   return c;
 }
 
-Case<op::lars_step> lars_case() {
-  Case<op::lars_step> c;
+Case<kernel_op::lars_step> lars_case() {
+  Case<kernel_op::lars_step> c;
   for (DType t : float_dtypes())
     for (int64_t n : kSizes)
       for (double wd : {0.0, 5e-4}) {
@@ -131,8 +131,8 @@ void* entries(const std::vector<void*>& bufs, Scratch& s, int per) {
   return placed_entries(s);
 }
 
-Case<op::multi_tensor_step> multi_step_case() {
-  Case<op::multi_tensor_step> c;
+Case<kernel_op::multi_tensor_step> multi_step_case() {
+  Case<kernel_op::multi_tensor_step> c;
   for (DType t : float_dtypes())
     for (MultiTensorOp o : {MultiTensorOp::sgd, MultiTensorOp::adam, MultiTensorOp::lars}) c.problems.push_back({list_desc(o, t)});
   c.args = [](const MultiTensorDesc& d, int) {
@@ -153,8 +153,8 @@ Case<op::multi_tensor_step> multi_step_case() {
   return c;
 }
 
-Case<op::multi_tensor_sum_squares> multi_sum_squares_case() {
-  Case<op::multi_tensor_sum_squares> c;
+Case<kernel_op::multi_tensor_sum_squares> multi_sum_squares_case() {
+  Case<kernel_op::multi_tensor_sum_squares> c;
   for (DType t : float_dtypes())
     for (int of_grad : {0, 1}) c.problems.push_back({list_desc(MultiTensorOp::lars, t), of_grad, of_grad ? "of grad" : "of param"});
   c.args = [](const MultiTensorDesc& d, int) {
@@ -180,10 +180,10 @@ void add_optim(CaseMap& m) {
   add(m, sgd_case());
   add(m, adam_case());
   add(m, lars_case());
-  add(m, case_over<op::sum_squares>(vec_problems(), [](const VecDesc& d) {
+  add(m, case_over<kernel_op::sum_squares>(vec_problems(), [](const VecDesc& d) {
     return std::vector<Arg>{in("src", d.dtype, d.n), out("dst", DType::float64, 1)};
   }));
-  add(m, case_over<op::scale>(vec_problems(), [](const VecDesc& d) { return std::vector<Arg>{inout("src_dst", d.dtype, d.n)}; }));
+  add(m, case_over<kernel_op::scale>(vec_problems(), [](const VecDesc& d) { return std::vector<Arg>{inout("src_dst", d.dtype, d.n)}; }));
   add(m, multi_step_case());
   add(m, multi_sum_squares_case());
 }

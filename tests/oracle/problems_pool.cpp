@@ -135,14 +135,14 @@ std::vector<Arg> lrn_bwd_args(const LrnDesc& d) {
 }  // namespace
 
 void add_pool(CaseMap& m) {
-  add(m, case_over<op::pool_fwd>(pool_problems(), window_fwd_args<PoolDesc>));
-  add(m, case_over<op::pool_bwd>(pool_problems(), [](const PoolDesc& d) { return window_bwd_args(d, max_indices(d, ref::pool_fwd<double>)); }));
-  add(m, case_over<op::adaptive_pool_fwd>(adaptive_problems(), window_fwd_args<AdaptivePoolDesc>));
-  add(m, case_over<op::adaptive_pool_bwd>(adaptive_problems(), [](const AdaptivePoolDesc& d) {
+  add(m, case_over<kernel_op::pool_fwd>(pool_problems(), window_fwd_args<PoolDesc>));
+  add(m, case_over<kernel_op::pool_bwd>(pool_problems(), [](const PoolDesc& d) { return window_bwd_args(d, max_indices(d, ref::pool_fwd<double>)); }));
+  add(m, case_over<kernel_op::adaptive_pool_fwd>(adaptive_problems(), window_fwd_args<AdaptivePoolDesc>));
+  add(m, case_over<kernel_op::adaptive_pool_bwd>(adaptive_problems(), [](const AdaptivePoolDesc& d) {
     return window_bwd_args(d, max_indices(d, ref::adaptive_pool_fwd<double>));
   }));
-  add(m, case_over<op::lrn_fwd>(lrn_problems(), lrn_fwd_args));
-  add(m, case_over<op::lrn_bwd>(lrn_problems(), lrn_bwd_args));
+  add(m, case_over<kernel_op::lrn_fwd>(lrn_problems(), lrn_fwd_args));
+  add(m, case_over<kernel_op::lrn_bwd>(lrn_problems(), lrn_bwd_args));
 }
 
 }  // namespace kiln::oracle

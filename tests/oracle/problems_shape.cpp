@@ -9,8 +9,8 @@
 namespace kiln::oracle {
 namespace {
 
-Case<op::concat> concat_case() {
-  Case<op::concat> c;
+Case<kernel_op::concat> concat_case() {
+  Case<kernel_op::concat> c;
   struct S {
     int64_t outer, inner;
     std::vector<int64_t> sizes;
@@ -38,8 +38,8 @@ Case<op::concat> concat_case() {
   return c;
 }
 
-Case<op::sum> sum_case() {
-  Case<op::sum> c;
+Case<kernel_op::sum> sum_case() {
+  Case<kernel_op::sum> c;
   for (DType t : float_dtypes())
     for (int64_t n : {37, 1, 1000, 4097})
       for (int64_t inputs : {1, 2, 5, 11}) {  // 11: more than one launch of 8 on CUDA
@@ -113,16 +113,16 @@ std::vector<UpsampleDesc> upsample_problems() {
 void add_shape(CaseMap& m) {
   add(m, concat_case());
   add(m, sum_case());
-  add(m, case_over<op::pad_fwd>(pad_problems(), [](const PadDesc& d) {
+  add(m, case_over<kernel_op::pad_fwd>(pad_problems(), [](const PadDesc& d) {
     return std::vector<Arg>{in("src", d.dtype, d.planes * d.ih * d.iw), out("dst", d.dtype, d.planes * d.oh * d.ow)};
   }));
-  add(m, case_over<op::pad_bwd>(pad_problems(), [](const PadDesc& d) {
+  add(m, case_over<kernel_op::pad_bwd>(pad_problems(), [](const PadDesc& d) {
     return std::vector<Arg>{in("diff_dst", d.dtype, d.planes * d.oh * d.ow), out("diff_src", d.dtype, d.planes * d.ih * d.iw)};
   }));
-  add(m, case_over<op::upsample_fwd>(upsample_problems(), [](const UpsampleDesc& d) {
+  add(m, case_over<kernel_op::upsample_fwd>(upsample_problems(), [](const UpsampleDesc& d) {
     return std::vector<Arg>{in("src", d.dtype, d.planes() * d.ih * d.iw), out("dst", d.dtype, d.planes() * d.oh * d.ow)};
   }));
-  add(m, case_over<op::upsample_bwd>(upsample_problems(), [](const UpsampleDesc& d) {
+  add(m, case_over<kernel_op::upsample_bwd>(upsample_problems(), [](const UpsampleDesc& d) {
     return std::vector<Arg>{in("diff_dst", d.dtype, d.planes() * d.oh * d.ow),
                             out("diff_src", d.dtype, d.planes() * d.ih * d.iw)};
   }));

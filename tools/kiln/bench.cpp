@@ -28,6 +28,7 @@
 #include "tools/kiln/commands.h"
 #include "tools/kiln/dist_flags.h"
 #include "tools/kiln/flag_checks.h"
+#include "tools/kiln/runtime_flags.h"
 
 #ifndef KILN_SOURCE_DIR
 #define KILN_SOURCE_DIR ""
@@ -36,10 +37,13 @@
 namespace kiln::cli {
 namespace {
 
+const std::vector<std::string> kBenchLayouts = {"auto", "nhwc", "nchw"};
+
 struct BenchOptions {
-  std::string models, batches, modes = "forward,train", device = "cpu", backend = "auto", dtype = "float32", layout = "auto";
+  std::string models, batches, modes = "forward,train";
+  RuntimeFlags rt;  // --device, --backend, --threads, --dtype, --layout
   std::string data;
-  int iters = 10, warmup = 2, threads = 0;
+  int iters = 10, warmup = 2;
   bool layers = false, tf_compat = false, vs_pytorch = false, no_progress = false, no_peak = false;
   bool cudnn_benchmark = true;
   std::vector<std::string> outs;
@@ -53,14 +57,17 @@ int64_t parse_batch(const std::string& b) { return parse_whole(b, "--batch", 1, 
 std::vector<bench::RunSpec> make_specs(const BenchOptions& o) {
   std::vector<std::string> models = split_list(o.models);
   if (models.empty()) models = bench::convnet_benchmarks_models();
-  for (const std::string& m : models)
-    if (!bench::is_onnx_model(m)) nets::find(m);  // an unknown name fails before any run, listing the known
   std::vector<std::string> modes = split_list(o.modes);
   KILN_CHECK(!modes.empty(), "--mode: give forward, train or both");
   for (const std::string& mode : modes)
     KILN_CHECK(mode == "forward" || mode == "train", "--mode takes forward and/or train, got '", mode, "'");
   std::vector<bench::RunSpec> specs;
   for (const std::string& m : models) {
+    // Looked up once: an unknown name fails here, before any run, listing the known ones.
+    bench::RunSpec named;
+    named.model = m;
+    bench::resolve(named);
+    const nets::NetInfo* resolved = named.net;
     std::vector<int64_t> batches;
     for (const std::string& b : split_list(o.batches)) batches.push_back(parse_batch(b));
     if (batches.empty()) batches.push_back(bench::default_batch(m));
@@ -68,15 +75,16 @@ std::vector<bench::RunSpec> make_specs(const BenchOptions& o) {
       for (const std::string& mode : modes) {
         bench::RunSpec s;
         s.model = m;
+        s.net = resolved;
         s.batch = b;
         s.train = mode == "train";
         s.iters = o.iters;
         s.warmup = o.warmup;
-        s.threads = o.threads;
-        s.backend = o.backend;
-        s.device = o.device;
-        s.dtype = o.dtype;
-        s.layout = o.layout;
+        s.threads = o.rt.threads;
+        s.backend = o.rt.backend;
+        s.device = runtime_device_name(o.rt);
+        s.dtype = o.rt.dtype;
+        s.layout = o.rt.layout;
         s.layers = o.layers;
         s.loss = o.tf_compat;
         bench::validate(s);
@@ -148,13 +156,14 @@ int run_bench(const BenchOptions& opts) {
                                    path.compare(path.size() - 4, 4, ".csv") == 0),
                "--out ", path, ": the format comes from the extension, use .json or .csv");
   }
+  apply_runtime_flags(opts.rt, kBenchLayouts);
   BenchOptions o = opts;
   if (o.tf_compat) {  // tf_cnn_benchmarks' defaults: 100 timed steps after 10 warm-up steps
     if (o.iters_opt->count() == 0) o.iters = 100;
     if (o.warmup_opt->count() == 0) o.warmup = 10;
   }
   std::vector<bench::RunSpec> specs = make_specs(o);
-  DistSession session(o.dist, Device(o.device));
+  DistSession session(o.dist, runtime_device(o.rt));
   return session.guard([&] { return run_specs(o, specs, session); });
 }
 
@@ -176,11 +185,11 @@ int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSes
     plan = bench::plan_peers(bench::baseline_python(KILN_SOURCE_DIR), bench::baseline_venv(KILN_SOURCE_DIR),
                              bench::kDebianPython);
   }
-  if (o.threads > 0) set_num_threads(o.threads);
   // The roofline of this machine for the threads the runs use: one process on the CPU only (ranks
   // sharing a node would measure each other).
   bench::MachinePeak peak;
-  if (!o.no_peak && !session.active() && !Device(o.device).is_cuda()) {
+  const Device device = runtime_device(o.rt);
+  if (!o.no_peak && !session.active() && !device.is_cuda()) {
     peak = bench::measure_machine_peak(num_threads(), bench::quick_peak_config());
     if (!o.tf_compat) {
       std::printf("peak: %s FMA %.1f GFLOP/s", peak.isa.c_str(), peak.gflops);
@@ -222,8 +231,8 @@ int run_specs(const BenchOptions& o, std::vector<bench::RunSpec>& specs, DistSes
     std::vector<std::pair<bench::Peer, bench::Results>> ran;
     std::vector<std::string> notes = plan.notes;
     for (const bench::Peer& peer : plan.peers) {
-      if (peer.backend == "pytorch-debian-cl" && Device(o.device).is_cuda()) {
-        notes.push_back("pytorch-debian-cl: left out on " + o.device + " (Debian's PyTorch is built without CUDA)");
+      if (peer.backend == "pytorch-debian-cl" && device.is_cuda()) {
+        notes.push_back("pytorch-debian-cl: left out on " + o.rt.device + " (Debian's PyTorch is built without CUDA)");
         continue;
       }
       std::fflush(stdout);
@@ -290,22 +299,13 @@ Command add_bench(CLI::App& app) {
                   "comma-separated batch sizes (default: each model's convnet-benchmarks / tf_cnn_benchmarks batch)")
       ->check(whole_list(1, kMaxBatch));
   sub->add_option("--mode", o->modes, "forward, train, or both")->capture_default_str();
-  sub->add_option("--device", o->device, "cpu or cuda[:N]")->capture_default_str();
-  sub->add_option("--backend", o->backend, "auto, native, ref (a comma list is a preference order)")
-      ->capture_default_str();
-  sub->add_option("--layout", o->layout, "activations: nhwc (channels-last), nchw, auto (nhwc on CPUs)")
-      ->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "float32, or bfloat16/float16 (mixed precision: float32 weights, half activations; oneDNN's bf16 kernels on CPUs, tensor cores on GPUs)")
-      ->capture_default_str();
+  add_runtime_flags(sub, &o->rt, kBenchLayouts);
   o->iters_opt = sub->add_option("--iters", o->iters, "timed iterations (--tf-compat: 100)")
                      ->capture_default_str()
                      ->check(whole(1, 1000000));
   o->warmup_opt = sub->add_option("--warmup", o->warmup, "untimed iterations first (--tf-compat: 10)")
                       ->capture_default_str()
                       ->check(whole(0, 1000000));
-  sub->add_option("--threads", o->threads, "threads inside ops (0: KILN_NUM_THREADS, OMP_NUM_THREADS or all cores)")
-      ->capture_default_str()
-      ->check(whole(0, kMaxThreads));
   sub->add_option("--data", o->data, "not supported yet: kiln bench times synthetic data (kiln train reads real data)");
   sub->add_option("--cudnn-benchmark", o->cudnn_benchmark,
                   "GPUs: time cuDNN's algorithms once per shape (true) or take its heuristics (false)")

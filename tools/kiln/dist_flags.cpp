@@ -33,9 +33,13 @@ void add_dist_flags(CLI::App* sub, DistFlags* f, bool training) {
   sub->add_option("--comm", c.comm, "communicator: auto, mpi, nccl")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}));
-  sub->add_option("--allreduce", c.comm_options.algorithm, "library (MPI/NCCL's own), ring (kiln's) or hierarchical (within nodes, then across their leaders)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"library", "ring", "hierarchical"}));
+  std::vector<std::string> algorithms;
+  std::string help;
+  for (const dist::AllreduceAlgorithmInfo& a : dist::all_allreduce_algorithms()) {
+    algorithms.push_back(a.name);
+    help += (help.empty() ? "" : ", ") + std::string(a.name) + " (" + a.what + ")";
+  }
+  sub->add_option("--allreduce", f->allreduce, help)->capture_default_str()->check(CLI::IsMember(algorithms));
   sub->add_option("--comm-timeout", c.comm_options.timeout_s,
                   "seconds before a rank that waits on a silent peer gives up and ends the job")
       ->capture_default_str()
@@ -58,6 +62,7 @@ dist::DistConfig dist_config(const DistFlags& flags, bool launched) {
   c.sync.overlap = !flags.no_overlap;
   c.ps_synchronous = !flags.ps_async;
   c.comm_options.check = !flags.no_check;
+  c.comm_options.algorithm = dist::parse_allreduce(flags.allreduce);
   dist::check_dist_config(c);
   return c;
 }
@@ -77,9 +82,9 @@ DistSession::DistSession(const DistFlags& flags, Device device)
   if (comm_->rank() == 0)
     std::fprintf(stderr, "kiln: %d ranks (%s, %s communicator%s), strategy %s\n", comm_->size(),
                  dist::world_from_env().launcher.c_str(), comm_->backend().c_str(),
-                 config_.comm_options.algorithm == "library"
+                 config_.comm_options.algorithm == dist::AllreduceAlgorithm::library
                      ? ""
-                     : (", " + config_.comm_options.algorithm + " all-reduce").c_str(),
+                     : (std::string(", ") + dist::allreduce_name(config_.comm_options.algorithm) + " all-reduce").c_str(),
                  dist::strategy_name(config_.strategy));
 }
 

@@ -19,6 +19,7 @@ namespace kiln::cli {
 
 struct DistFlags {
   std::string strategy;     // "": sync under a launcher, none otherwise
+  std::string allreduce = "library";  // a name of dist::all_allreduce_algorithms()
   dist::DistConfig config;  // the flags that set a field as they are (--bucket-mb, --ps, --comm, ...)
   bool no_overlap = false, ps_async = false, no_check = false;  // the ones that clear a field
 };

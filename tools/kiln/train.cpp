@@ -7,70 +7,37 @@
 // a directory (IDX, CIFAR binary, image-folder tree), a .npz file or synthetic:CxHxW:CLASSES:N.
 // Test: ctest --test-dir build -R cli.train
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "engine/cuda_runtime.h"
 #include "engine/device.h"
-#include "engine/dispatch.h"
 #include "engine/error.h"
 #include "engine/random.h"
-#include "io/data/catalogue.h"
 #include "io/data/dataloader.h"
 #include "io/data/datasets.h"
 #include "io/formats/checkpoint.h"
-#include "kernels/common/parallel.h"
 #include "nets/zoo.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/dist_flags.h"
 #include "tools/kiln/flag_checks.h"
+#include "tools/kiln/runtime_flags.h"
 #include "train/trainer.h"
 
 namespace kiln::cli {
 namespace {
 
 struct TrainOptions {
-  std::string model, data, device = "cpu", backend = "auto", optimizer = "sgd", schedule = "constant", logdir,
-                         checkpoint_dir, resume, task = "auto", checkpoint;
+  std::string model, data, optimizer = "sgd", schedule = "constant", logdir, checkpoint_dir, resume, checkpoint;
+  std::string task = "auto";
   int64_t epochs = 1, batch = 64, checkpoint_every = 0, limit_train = 0, limit_test = 0, max_steps = 0, log_every = 20;
   double lr = 0.01, momentum = 0.9, weight_decay = 0, warmup = 0, clip_norm = 0, val_fraction = 0;
   bool nesterov = false, no_augment = false, quiet = false;
-  std::string layout = "nhwc", dtype = "float32";
-  int threads = 0, workers = 2, keep = 2;
+  RuntimeFlags rt;  // --device, --backend, --threads; train: --dtype, --layout
+  int workers = 2, keep = 2;
   uint64_t seed = 0;
   DistFlags dist;
 };
 
-// A catalogue name resolves to its installed directory; anything else is a path or a synthetic spec.
-Splits open_data(const std::string& spec) {
-  KILN_CHECK(!spec.empty(), "--data is required (a data set name, a directory or a .npz file)");
-  std::error_code ec;  // a name too long for a path, or in a folder we may not read, is not a path here
-  if (spec.rfind("synthetic:", 0) == 0 || std::filesystem::exists(spec, ec)) return open_dataset_dir(spec);
-  std::string dir = find_dataset(spec);
-  KILN_CHECK(!dir.empty(), "--data ", spec, ": neither a path nor an installed data set (looked under ", data_root(),
-             " and /usr/share/datasets); `kiln data fetch ", spec, "` installs it");
-  Splits s = open_dataset_dir(dir);
-  s.name = spec;
-  return s;
-}
-
-// "cuda" without an index under mpirun or srun: the GPU of this rank's local rank (modulo the
-// devices present), as Horovod's and DDP's launch scripts do; "cuda:N" is taken as it is.
-Device pick_device(const std::string& spec) {
-  Device d(spec);
-  if (d.is_cuda() && spec == "cuda" && cuda::local_rank() >= 0) d.index = cuda::device_for_local_rank();
-  return d;
-}
-
-void apply_runtime(const TrainOptions& o) {
-  const Device device = pick_device(o.device);
-  if (device.is_cuda()) cuda::check_device(device);  // "built without CUDA", "no CUDA device", "no device N"
-  if (o.threads > 0) set_num_threads(o.threads);
-  if (o.backend != "auto") {
-    check_backend_list(o.backend, "--backend");
-    set_backend_preference(o.backend);
-  }
-}
+const std::vector<std::string> kTrainLayouts = {"nhwc", "nchw"};
 
 train::Task pick_task(const std::string& task, const Splits& data) {
   if (task == "classification") return train::Task::classification;
@@ -103,10 +70,10 @@ int run_train(const TrainOptions& o) {
   // From here to the exit a SIGTERM/SIGUSR1 asks for a stop: before training it stops the run at
   // its first step, after it (a late signal to a rank that already stopped) it is harmless.
   train::install_stop_signal_handlers();
-  apply_runtime(o);
+  apply_runtime_flags(o.rt, kTrainLayouts);
   KILN_CHECK(!o.model.empty(), "--model is required (see `kiln info` for the zoo)");
-  DistSession session(o.dist, pick_device(o.device));
-  Splits data = open_data(o.data);
+  DistSession session(o.dist, runtime_device(o.rt));
+  Splits data = open_dataset(o.data);
   train::TrainConfig c;
   c.model_name = o.model;
   c.data_spec = o.data;
@@ -135,12 +102,9 @@ int run_train(const TrainOptions& o) {
   c.resume = o.resume;
   c.progress = !o.quiet;
   c.task = pick_task(o.task, data);
-  KILN_CHECK(o.layout == "nhwc" || o.layout == "nchw", "--layout: 'nhwc' or 'nchw', not '", o.layout, "'");
-  c.channels_last = o.layout == "nhwc";
-  KILN_CHECK(o.dtype == "float32" || o.dtype == "bfloat16" || o.dtype == "float16",
-             "--dtype: 'float32', 'bfloat16' or 'float16', not '", o.dtype, "'");
-  c.compute_dtype = o.dtype == "bfloat16" ? DType::bfloat16 : o.dtype == "float16" ? DType::float16 : DType::float32;
-  c.device = pick_device(o.device);
+  c.channels_last = o.rt.layout == "nhwc";
+  c.compute_dtype = runtime_dtype(o.rt);
+  c.device = runtime_device(o.rt);
   c.dist = session.config();
 
   manual_seed(o.seed);  // the weights' initialisation (rank 0's are broadcast anyway)
@@ -176,7 +140,7 @@ int train_and_report(const ModulePtr& model, const Splits& data, const train::Tr
 }
 
 int run_eval(const TrainOptions& o) {
-  apply_runtime(o);
+  apply_runtime_flags(o.rt);
   KILN_CHECK(!o.checkpoint.empty(), "--checkpoint is required");
   Checkpoint ck = load_checkpoint(o.checkpoint);
   auto j = nlohmann::json::parse(ck.state_json, nullptr, false);
@@ -185,7 +149,7 @@ int run_eval(const TrainOptions& o) {
   KILN_CHECK(!model.empty(), "checkpoint ", o.checkpoint, " names no model; pass --model");
   std::string data_spec = o.data;
   if (data_spec.empty()) data_spec = state_string(j, "data", o.checkpoint);
-  Splits data = open_data(data_spec);
+  Splits data = open_dataset(data_spec);
   KILN_CHECK(data.test != nullptr, "--data ", data_spec, " has no test split to evaluate on");
   train::TrainConfig c;
   c.model_name = model;
@@ -193,7 +157,7 @@ int run_eval(const TrainOptions& o) {
   c.workers = o.workers;
   c.limit_test = o.limit_test;
   c.progress = false;
-  c.device = pick_device(o.device);
+  c.device = runtime_device(o.rt);
   c.task = pick_task(o.task, data);
   ModulePtr net = build_model(model, data, c.task);
   net->load_state_dict(ck.weights, true);
@@ -208,14 +172,11 @@ int run_eval(const TrainOptions& o) {
   return 0;
 }
 
-void add_common(CLI::App* sub, TrainOptions* o) {
+// train: layouts kTrainLayouts (and --dtype); eval: none.
+void add_common(CLI::App* sub, TrainOptions* o, const std::vector<std::string>& layouts) {
   sub->add_option("--data", o->data, "data set name, directory, .npz file or synthetic:CxHxW:CLASSES:N");
   sub->add_option("--batch", o->batch, "batch size")->capture_default_str()->check(whole(1, kMaxBatch));
-  sub->add_option("--device", o->device, "cpu or cuda[:N]")->capture_default_str();
-  sub->add_option("--backend", o->backend, "auto, native, onednn, ref (a comma list is a preference order)")
-      ->capture_default_str();
-  sub->add_option("--threads", o->threads, "threads inside ops (0: KILN_NUM_THREADS or all cores)")
-      ->check(whole(0, kMaxThreads));
+  add_runtime_flags(sub, &o->rt, layouts);
   sub->add_option("--workers", o->workers, "data-loader threads (0: load in the training thread)")
       ->capture_default_str()
       ->check(whole(0, kMaxWorkers));
@@ -232,7 +193,7 @@ Command add_train(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   CLI::App* sub = app.add_subcommand("train", "train a zoo model on a data set (logs, checkpoints, resume)");
   sub->add_option("--model", o->model, "zoo model (kiln info lists them)")->required();
-  add_common(sub, o.get());
+  add_common(sub, o.get(), kTrainLayouts);
   sub->add_option("--epochs", o->epochs, "epochs")->capture_default_str()->check(whole(1, 1 << 20));
   sub->add_option("--optimizer", o->optimizer, "sgd, nesterov, adam, adamw or lars")->capture_default_str();
   sub->add_option("--lr", o->lr, "base learning rate")->capture_default_str()->check(real(0, 10, true, false));
@@ -265,9 +226,6 @@ Command add_train(CLI::App& app) {
   sub->add_option("--keep", o->keep, "newest checkpoints kept in the directory, whatever run wrote them (0: all)")->capture_default_str()->check(whole(0, 1 << 20));
   sub->add_option("--resume", o->resume, "'latest' (newest in the checkpoint dir) or a checkpoint path");
   sub->add_flag("--quiet", o->quiet, "no progress bar (epoch lines stay)");
-  sub->add_option("--layout", o->layout, "activations: nhwc (channels-last) or nchw")->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "float32, or bfloat16/float16 (mixed precision, float32 master weights; float16 with dynamic loss scaling)")
-      ->capture_default_str();
   add_dist_flags(sub, &o->dist, true);
   return Command{sub, [o] { return run_train(*o); }};
 }
@@ -278,7 +236,7 @@ Command add_eval(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("eval", "evaluate a checkpoint on a data set's test split");
   sub->add_option("--checkpoint", o->checkpoint, "checkpoint prefix or .json sidecar")->required();
   sub->add_option("--model", o->model, "zoo model (default: the one the checkpoint names)");
-  add_common(sub, o.get());
+  add_common(sub, o.get(), {});
   return Command{sub, [o] { return run_eval(*o); }};
 }
 

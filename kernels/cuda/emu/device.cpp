@@ -1,6 +1,7 @@
-// The emulated CUDA device (kernels/cuda/emu/device.h): the runtime API of
-// kernels/cuda/emu/include/cuda_runtime_api.h served on the host, the memory protection that makes
-// host access to device memory fault, and the stream sanitizer.
+// The emulated CUDA device (kernels/cuda/emu/device.h): its state, the memory protection that
+// makes host access to device memory fault, device memory, the stream sanitizer, kernel launches
+// and the caching allocator's trace. The runtime API of kernels/cuda/emu/include/cuda_runtime_api.h
+// is served from here by kernels/cuda/emu/runtime_api.cpp (what both share: device_detail.h).
 // Tests: tests/emu_device/ (ctest --test-dir build-emu-device -L emu_device), tests/gpu.
 #include "kernels/cuda/emu/device.h"
 
@@ -25,62 +26,15 @@
 #include <vector>
 
 #include "kernels/common/error.h"
-
-struct CUstream_st {
-  int device = 0;
-  bool blocking = true;  // synchronises with the legacy default stream (cudaStreamDefault)
-  bool legacy = false;   // the device's legacy default stream (cudaStream_t 0)
-  uint32_t id = 0;       // its index in every vector clock
-  std::vector<uint64_t> clock;
-};
-
-struct CUevent_st {
-  int device = 0;
-  bool timing = true;
-  bool recorded = false;
-  std::vector<uint64_t> clock;
-  double ms = 0;  // host time when recorded (work runs when issued, so that is when it completed)
-};
+#include "kernels/cuda/emu/device_detail.h"
 
 namespace kiln::cuda::emu_device {
 
+using namespace device_detail;  // NOLINT: the state this file keeps
+
 namespace {
 
-using Clock = std::vector<uint64_t>;
-
 uint64_t at(const Clock& c, uint32_t i) { return i < c.size() ? c[i] : 0; }
-void join(Clock& a, const Clock& b) {
-  if (a.size() < b.size()) a.resize(b.size(), 0);
-  for (size_t i = 0; i < b.size(); ++i) a[i] = std::max(a[i], b[i]);
-}
-
-// One access of device memory: the seq-th operation of stream `stream` (0: none).
-struct Access {
-  uint32_t stream = 0;
-  uint64_t seq = 0;
-  int device = -1;
-  const char* what = nullptr;  // the kernel's name (a literal, from KILN_LAUNCH), or the runtime call
-  bool kernel = false;
-};
-
-// A tracked piece of device memory: a cudaMalloc region, or a block of the caching allocator.
-struct Region {
-  char* begin = nullptr;
-  size_t size = 0;
-  int device = 0;
-  bool block = false;
-  bool freed = false;  // blocks only: returned to the allocator, history kept for its reuse
-  Access last_write;
-  std::vector<Access> reads;  // since the last write, the last per stream
-};
-
-struct DeviceMem {
-  char* base = nullptr;
-  size_t capacity = 0;  // bytes the device reports and serves
-  std::map<size_t, size_t> free_ranges;  // offset -> length
-  std::unique_ptr<CUstream_st> legacy;
-  std::vector<CUstream_st*> streams;  // every live stream of the device, the legacy one included
-};
 
 constexpr int kMaxDevices = 16;
 constexpr size_t kAlign = 256;            // cudaMalloc's alignment
@@ -92,30 +46,10 @@ char* g_base[kMaxDevices];
 size_t g_size[kMaxDevices];
 struct sigaction g_old_segv;
 
-struct State {
-  std::recursive_mutex mu;
-  std::vector<DeviceMem> devices;
-  Arch arch;
-  std::string arch_name = "sm_90";
-  uint32_t next_stream = 1;
-  Clock host;  // what the host has waited for
-  std::map<char*, Region> raw;     // cudaMalloc / cudaMallocAsync regions
-  std::map<char*, Region> blocks;  // caching-allocator blocks, live or freed
-  std::map<void*, size_t> pinned;
-  int open_depth = 0;
-  SanitizerStats stats;
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  State();
-};
-
-thread_local int t_device = 0;
-thread_local cudaError_t t_last = cudaSuccess;
-
 size_t page_size() {
   static const size_t p = size_t(sysconf(_SC_PAGESIZE));
   return p;
 }
-size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 // The value of an environment variable, or nullptr when unset or empty.
 const char* env(const char* name) {
@@ -170,7 +104,17 @@ void install_fault_handler() {
   if (old.sa_sigaction != on_fault) g_old_segv = old;
 }
 
-namespace {
+namespace device_detail {
+
+thread_local int t_device = 0;
+thread_local cudaError_t t_last = cudaSuccess;
+
+void join(Clock& a, const Clock& b) {
+  if (a.size() < b.size()) a.resize(b.size(), 0);
+  for (size_t i = 0; i < b.size(); ++i) a[i] = std::max(a[i], b[i]);
+}
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 State::State() {
   if (const char* a = env("KILN_EMU_ARCH")) {
@@ -221,7 +165,11 @@ State& state() {
   return *s;
 }
 
+}  // namespace device_detail
+
 // ---------------------------------------------------------------- host access: the fault handler
+
+namespace {
 
 void say(const char* s) {
   size_t n = std::strlen(s);
@@ -311,7 +259,11 @@ class Open {
   std::vector<size_t> spans_;
 };
 
+}  // namespace
+
 // ---------------------------------------------------------------- device memory
+
+namespace device_detail {
 
 int device_of(const State& s, const void* p) {
   const char* c = static_cast<const char*>(p);
@@ -319,6 +271,10 @@ int device_of(const State& s, const void* p) {
     if (c >= s.devices[d].base && c < s.devices[d].base + s.devices[d].capacity) return int(d);
   return -1;
 }
+
+}  // namespace device_detail
+
+namespace {
 
 char* arena_alloc(State& s, int dev, size_t bytes) {
   DeviceMem& m = s.devices[size_t(dev)];
@@ -378,25 +334,11 @@ Region* find(State& s, const void* p) {
   return find_in(s.raw, p);
 }
 
+}  // namespace
+
 // ---------------------------------------------------------------- streams and the sanitizer
 
-std::string stream_name(const State& s, uint32_t id, int device) {
-  if (device >= 0 && size_t(device) < s.devices.size() && s.devices[size_t(device)].legacy->id == id)
-    return "the default stream of cuda:" + std::to_string(device);
-  return "stream " + std::to_string(id) + " of cuda:" + std::to_string(device);
-}
-
-std::string describe(const State& s, const Access& a) {
-  const std::string name = a.what ? a.what : "?";
-  return (a.kernel ? "kernel '" + name + "'" : name) + " on " + stream_name(s, a.stream, a.device);
-}
-
-std::string describe(const Region& r) {
-  char b[160];
-  std::snprintf(b, sizeof b, "%s of %zu bytes at %p on cuda:%d", r.block ? "a caching-allocator block" : "an allocation",
-                r.size, static_cast<void*>(r.begin), r.device);
-  return b;
-}
+namespace device_detail {
 
 CUstream_st* resolve(State& s, cudaStream_t stream, int device) {
   if (stream) return stream;
@@ -416,6 +358,28 @@ void order(State& s, CUstream_st* st) {
     join(st->clock, m.legacy->clock);
   }
   if (st->clock.size() <= st->id) st->clock.resize(st->id + 1, 0);
+}
+
+}  // namespace device_detail
+
+namespace {
+
+std::string stream_name(const State& s, uint32_t id, int device) {
+  if (device >= 0 && size_t(device) < s.devices.size() && s.devices[size_t(device)].legacy->id == id)
+    return "the default stream of cuda:" + std::to_string(device);
+  return "stream " + std::to_string(id) + " of cuda:" + std::to_string(device);
+}
+
+std::string describe(const State& s, const Access& a) {
+  const std::string name = a.what ? a.what : "?";
+  return (a.kernel ? "kernel '" + name + "'" : name) + " on " + stream_name(s, a.stream, a.device);
+}
+
+std::string describe(const Region& r) {
+  char b[160];
+  std::snprintf(b, sizeof b, "%s of %zu bytes at %p on cuda:%d", r.block ? "a caching-allocator block" : "an allocation",
+                r.size, static_cast<void*>(r.begin), r.device);
+  return b;
 }
 
 // A new operation of `st`: returns its access stamp.
@@ -477,6 +441,16 @@ Region& checked_region(State& s, const void* p, size_t bytes, const char* call, 
   return *r;
 }
 
+// Drops the block regions inside [p, p + n) (a segment going back to the device).
+void drop_blocks(State& s, char* p, size_t n) {
+  auto it = s.blocks.lower_bound(p);
+  while (it != s.blocks.end() && it->first < p + n) it = s.blocks.erase(it);
+}
+
+}  // namespace
+
+namespace device_detail {
+
 cudaError_t fail(cudaError_t e) {
   t_last = e;
   return e;
@@ -528,12 +502,6 @@ void all_sync(State& s) {
   for (size_t d = 0; d < s.devices.size(); ++d) device_sync(s, int(d));
 }
 
-// Drops the block regions inside [p, p + n) (a segment going back to the device).
-void drop_blocks(State& s, char* p, size_t n) {
-  auto it = s.blocks.lower_bound(p);
-  while (it != s.blocks.end() && it->first < p + n) it = s.blocks.erase(it);
-}
-
 cudaError_t malloc_on(void** ptr, size_t bytes, cudaStream_t stream, const char* call) {
   State& s = state();
   std::lock_guard<std::recursive_mutex> lock(s.mu);
@@ -571,7 +539,7 @@ cudaError_t free_raw(void* ptr, bool synchronise) {
   return cudaSuccess;
 }
 
-}  // namespace
+}  // namespace device_detail
 
 // ---------------------------------------------------------------- the C++ side (device.h)
 
@@ -708,328 +676,3 @@ void block_freed(const void* p, size_t) {
 }
 
 }  // namespace kiln::cuda::trace
-
-// ---------------------------------------------------------------- the runtime API
-
-using kiln::cuda::emu_device::State;
-using namespace kiln::cuda::emu_device;  // NOLINT: the C API below is this namespace's
-
-extern "C" {
-
-cudaError_t cudaGetDeviceCount(int* count) {
-  if (!count) return fail(cudaErrorInvalidValue);
-  *count = int(state().devices.size());
-  return *count > 0 ? cudaSuccess : fail(cudaErrorNoDevice);
-}
-
-cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  State& s = state();
-  if (!prop) return fail(cudaErrorInvalidValue);
-  if (!valid_device(s, device)) return fail(cudaErrorInvalidDevice);
-  *prop = cudaDeviceProp{};
-  std::snprintf(prop->name, sizeof prop->name, "kiln emulated device (%s)", s.arch_name.c_str());
-  prop->totalGlobalMem = s.devices[size_t(device)].capacity;
-  prop->sharedMemPerBlock = 48 * 1024;
-  prop->sharedMemPerBlockOptin = s.arch.max_shared_optin;
-  prop->warpSize = 32;
-  prop->maxThreadsPerBlock = 1024;
-  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
-  prop->maxThreadsDim[2] = 64;
-  prop->maxGridSize[0] = 0x7fffffff;
-  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
-  prop->major = s.arch.major;
-  prop->minor = s.arch.minor;
-  prop->multiProcessorCount = 2;
-  return cudaSuccess;
-}
-
-cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
-  cudaDeviceProp p;
-  if (!value) return fail(cudaErrorInvalidValue);
-  if (const cudaError_t e = cudaGetDeviceProperties(&p, device); e != cudaSuccess) return e;
-  switch (attr) {
-    case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
-    case cudaDevAttrMaxSharedMemoryPerBlock: *value = int(p.sharedMemPerBlock); break;
-    case cudaDevAttrWarpSize: *value = p.warpSize; break;
-    case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
-    case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
-    case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = int(p.sharedMemPerBlockOptin); break;
-    default: return fail(cudaErrorInvalidValue);
-  }
-  return cudaSuccess;
-}
-
-cudaError_t cudaGetDevice(int* device) {
-  if (!device) return fail(cudaErrorInvalidValue);
-  *device = t_device;
-  return cudaSuccess;
-}
-
-cudaError_t cudaSetDevice(int device) {
-  if (!valid_device(state(), device)) return fail(cudaErrorInvalidDevice);
-  t_device = device;
-  return cudaSuccess;
-}
-
-cudaError_t cudaDeviceSynchronize() {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!valid_device(s, t_device)) return fail(cudaErrorNoDevice);
-  device_sync(s, t_device);
-  return cudaSuccess;
-}
-
-cudaError_t cudaRuntimeGetVersion(int* version) {
-  if (!version) return fail(cudaErrorInvalidValue);
-  *version = CUDART_VERSION;
-  return cudaSuccess;
-}
-
-cudaError_t cudaDriverGetVersion(int* version) {
-  if (!version) return fail(cudaErrorInvalidValue);
-  *version = CUDART_VERSION;
-  return cudaSuccess;
-}
-
-cudaError_t cudaGetLastError() {
-  const cudaError_t e = t_last;
-  t_last = cudaSuccess;
-  return e;
-}
-
-cudaError_t cudaPeekAtLastError() { return t_last; }
-
-const char* cudaGetErrorName(cudaError_t e) {
-  switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInitializationError: return "cudaErrorInitializationError";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
-    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorStubLibrary: return "cudaErrorStubLibrary";
-    case cudaErrorSystemDriverMismatch: return "cudaErrorSystemDriverMismatch";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorNotSupported: return "cudaErrorNotSupported";
-    case cudaErrorUnknown: return "cudaErrorUnknown";
-  }
-  return "cudaErrorUnknown";
-}
-
-const char* cudaGetErrorString(cudaError_t e) {
-  switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInitializationError: return "initialization error";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected (KILN_EMU_DEVICES=0)";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorNotSupported: return "operation not supported";
-    default: return "unknown error";
-  }
-}
-
-cudaError_t cudaMalloc(void** ptr, size_t bytes) { return malloc_on(ptr, bytes, nullptr, "cudaMalloc"); }
-cudaError_t cudaFree(void* ptr) { return free_raw(ptr, true); }
-cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t stream) {
-  // Stream-ordered: the pool makes a reuse wait for the free's stream, so the new region starts
-  // with an allocation on `stream` and no history.
-  return malloc_on(ptr, bytes, stream ? stream : resolve(state(), nullptr, t_device), "cudaMallocAsync");
-}
-cudaError_t cudaFreeAsync(void* ptr, cudaStream_t) { return free_raw(ptr, false); }
-
-cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!ptr) return fail(cudaErrorInvalidValue);
-  void* p = std::aligned_alloc(4096, round_up(std::max<size_t>(bytes, 1), 4096));
-  if (!p) return fail(cudaErrorMemoryAllocation);
-  s.pinned[p] = std::max<size_t>(bytes, 1);
-  *ptr = p;
-  return cudaSuccess;
-}
-cudaError_t cudaMallocHost(void** ptr, size_t bytes) { return cudaHostAlloc(ptr, bytes, cudaHostAllocDefault); }
-cudaError_t cudaFreeHost(void* ptr) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!ptr) return cudaSuccess;
-  auto it = s.pinned.find(ptr);
-  if (it == s.pinned.end()) return fail(cudaErrorInvalidValue);
-  all_sync(s);
-  s.pinned.erase(it);
-  std::free(ptr);
-  return cudaSuccess;
-}
-
-namespace {
-// cudaMemcpyKind against where the pointers are (cudaMemcpyDefault: wherever they are).
-bool kind_matches(const State& s, const void* dst, const void* src, cudaMemcpyKind kind) {
-  const bool d = device_of(s, dst) >= 0, h = device_of(s, src) >= 0;
-  switch (kind) {
-    case cudaMemcpyHostToHost: return !d && !h;
-    case cudaMemcpyHostToDevice: return d && !h;
-    case cudaMemcpyDeviceToHost: return !d && h;
-    case cudaMemcpyDeviceToDevice: return d && h;
-    case cudaMemcpyDefault: return true;
-  }
-  return false;
-}
-}  // namespace
-
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!kind_matches(s, dst, src, kind)) return fail(cudaErrorInvalidMemcpyDirection);
-  const int device = stream ? stream->device : t_device;
-  return copy(dst, src, bytes, stream, device, "cudaMemcpyAsync");
-}
-
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!kind_matches(s, dst, src, kind)) return fail(cudaErrorInvalidMemcpyDirection);
-  const cudaError_t e = copy(dst, src, bytes, nullptr, t_device, "cudaMemcpy");
-  if (e == cudaSuccess && valid_device(s, t_device)) host_waits(s, resolve(s, nullptr, t_device)->clock);
-  return e;
-}
-
-cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, size_t bytes,
-                                cudaStream_t stream) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!valid_device(s, dst_device) || !valid_device(s, src_device)) return fail(cudaErrorInvalidDevice);
-  if (bytes && (device_of(s, dst) != dst_device || device_of(s, src) != src_device)) return fail(cudaErrorInvalidValue);
-  return copy(dst, src, bytes, stream, stream ? stream->device : t_device, "cudaMemcpyPeerAsync");
-}
-
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
-  return fill(ptr, value, bytes, stream, "cudaMemsetAsync");
-}
-
-cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  const cudaError_t e = fill(ptr, value, bytes, nullptr, "cudaMemset");
-  if (e == cudaSuccess) host_waits(s, resolve(s, nullptr, t_device)->clock);
-  return e;
-}
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!stream || (flags & ~unsigned(cudaStreamNonBlocking))) return fail(cudaErrorInvalidValue);
-  if (!valid_device(s, t_device)) return fail(cudaErrorNoDevice);
-  auto* st = new CUstream_st();
-  st->device = t_device;
-  st->blocking = !(flags & cudaStreamNonBlocking);
-  st->id = s.next_stream++;
-  order(s, st);
-  s.devices[size_t(t_device)].streams.push_back(st);
-  *stream = st;
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
-
-cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!stream || stream->legacy) return fail(cudaErrorInvalidResourceHandle);
-  auto& v = s.devices[size_t(stream->device)].streams;
-  auto it = std::find(v.begin(), v.end(), stream);
-  if (it == v.end()) return fail(cudaErrorInvalidResourceHandle);
-  v.erase(it);
-  delete stream;  // its stamps stay meaningful: ids are never reused
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!valid_device(s, stream ? stream->device : t_device)) return fail(cudaErrorNoDevice);
-  CUstream_st* st = resolve(s, stream, t_device);
-  order(s, st);
-  host_waits(s, st->clock);
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
-
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!event) return fail(cudaErrorInvalidResourceHandle);
-  if (!valid_device(s, stream ? stream->device : t_device)) return fail(cudaErrorNoDevice);
-  CUstream_st* st = resolve(s, stream, t_device);
-  if (event->recorded) join(st->clock, event->clock);
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
-  if (!event) return fail(cudaErrorInvalidValue);
-  auto* e = new CUevent_st();
-  e->device = t_device;
-  e->timing = !(flags & cudaEventDisableTiming);
-  *event = e;
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
-
-cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  if (!event) return fail(cudaErrorInvalidResourceHandle);
-  delete event;
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!event) return fail(cudaErrorInvalidResourceHandle);
-  if (!valid_device(s, stream ? stream->device : t_device)) return fail(cudaErrorNoDevice);
-  CUstream_st* st = resolve(s, stream, t_device);
-  if (st->device != event->device) return fail(cudaErrorInvalidResourceHandle);  // as on a GPU
-  order(s, st);
-  event->clock = st->clock;
-  event->recorded = true;
-  event->ms = now_ms(s);
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  State& s = state();
-  std::lock_guard<std::recursive_mutex> lock(s.mu);
-  if (!event) return fail(cudaErrorInvalidResourceHandle);
-  if (event->recorded) host_waits(s, event->clock);
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventQuery(cudaEvent_t event) { return cudaEventSynchronize(event); }
-
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  if (!ms || !start || !end) return fail(cudaErrorInvalidValue);
-  if (!start->timing || !end->timing) return fail(cudaErrorInvalidResourceHandle);
-  if (!start->recorded || !end->recorded) return fail(cudaErrorInvalidResourceHandle);
-  *ms = float(end->ms - start->ms);
-  return cudaSuccess;
-}
-
-cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
-  if (!func || attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0) return fail(cudaErrorInvalidValue);
-  // As the device: more than the architecture's opt-in limit is refused.
-  if (size_t(value) > arch().max_shared_optin) return fail(cudaErrorInvalidValue);
-  return cudaSuccess;
-}
-
-}  // extern "C"

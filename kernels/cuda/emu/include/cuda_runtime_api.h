@@ -1,5 +1,5 @@
 // The CUDA runtime API as kiln calls it, served on the host by the emulated device
-// (kernels/cuda/emu/device.cpp). The emu-device build (preset `emu-device`, KILN_EMU_DEVICE) puts
+// (kernels/cuda/emu/runtime_api.cpp). The emu-device build (preset `emu-device`, KILN_EMU_DEVICE) puts
 // this directory first on the include path, so kiln's runtime layer (kernels/cuda/runtime.cpp,
 // engine/cuda_runtime.cpp, engine/cuda_allocator.cpp) compiles unchanged against it, the way
 // HIP-CPU serves the HIP API from the CPU. Only what kiln uses is declared; the names, values and
