@@ -80,6 +80,11 @@ OpFn pad_op(NodeCtx& c) {
       for (int64_t d = 0; d < r; ++d) ax.push_back(d);
     if (pads.size() != 2 * ax.size()) c.refuse("pads has ", pads.size(), " values for a ", r, "-d input");
     check_axes(c, ax, r);
+    // The output's size, bounded before the first of the per-dim pads makes a partial result.
+    Shape out_shape = y.sizes();
+    for (size_t i = 0; i < ax.size(); ++i)
+      out_shape[size_t(ax[i])] = std::max<int64_t>(0, out_shape[size_t(ax[i])] + pads[i] + pads[i + ax.size()]);
+    check_tensor_bytes(out_shape, y.element_size(), c.where() + "the padded output");
     for (size_t i = 0; i < ax.size(); ++i) {
       const int64_t b = pads[i], e = pads[i + ax.size()], n = y.size(ax[i]);
       if (b == 0 && e == 0) continue;
