@@ -232,12 +232,34 @@ std::string MpiLiveness::blame(std::vector<int> candidates, double timeout_s) {
   std::string chain;
   for (int hop = 0; hop < size_; ++hop) {
     for (int p : candidates) seen[size_t(p)] = 1;
+    // This host's view of each candidate as the pings go out: one stopped then and continued
+    // during the window (a launcher's SIGCONT as it ends the job, an operator's) is still the one
+    // that did not answer; it gets one more window to answer for itself.
+    std::map<int, std::string> at_ping;
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && (candidates.empty() || std::count(candidates.begin(), candidates.end(), p)))
+        at_ping[p] = local_state(p);
+    const auto stopped_state = [](const std::string& st) { return st.find(": stopped (state") != std::string::npos; };
     std::map<int, int> waits, stopped_ms;
-    const std::vector<int> silent = ping(candidates, window, timeout_s, &waits, &stopped_ms);
+    std::vector<int> silent = ping(candidates, window, timeout_s, &waits, &stopped_ms);
+    std::vector<int> continued;
+    for (int p : silent)
+      if (stopped_state(at_ping[p]) && local_state(p).empty()) continued.push_back(p);
+    if (!continued.empty()) {
+      std::map<int, int> waits2, stopped_ms2;
+      const std::vector<int> still = ping(continued, window, timeout_s, &waits2, &stopped_ms2);
+      for (int p : continued) {
+        if (std::count(still.begin(), still.end(), p)) continue;
+        silent.erase(std::remove(silent.begin(), silent.end(), p), silent.end());
+        if (waits2.count(p)) waits[p] = waits2[p];
+        if (stopped_ms2.count(p)) stopped_ms[p] = stopped_ms2[p];
+      }
+    }
     if (!silent.empty()) {
       std::string why;
       for (int p : silent) {
-        const std::string st = local_state(p);
+        std::string st = local_state(p);
+        if (st.empty() && stopped_state(at_ping[p])) st = at_ping[p];  // continued since, and still silent
         if (!st.empty()) why += "; rank " + std::to_string(p) + ", " + st;
       }
       char w[32];
