@@ -202,7 +202,7 @@ Results run_onnxruntime_peer(const Peer& peer, const std::string& script, const 
       }
       path = models.dir + "/" + s.model + "-b" + std::to_string(s.batch) + ".onnx";
       try {
-        const nets::NetInfo& info = s.net ? *s.net : nets::find(s.model);
+        const nets::NetInfo& info = net_of(s);
         ModulePtr net = info.build(nets::NetOptions{});
         Shape input = info.input;
         input.insert(input.begin(), s.batch);

@@ -156,12 +156,13 @@ RunResult run_onnx(const RunSpec& spec, RunObserver* observer) {
 }
 }  // namespace
 
-void resolve(RunSpec& spec) {
-  spec.net = is_onnx_model(spec.model) ? nullptr : &nets::find(spec.model);
+const nets::NetInfo* find_net(const std::string& model) {
+  return is_onnx_model(model) ? nullptr : &nets::find(model);
 }
 
-namespace {
 const nets::NetInfo& net_of(const RunSpec& spec) { return spec.net ? *spec.net : nets::find(spec.model); }
+
+namespace {
 
 // What run(Module&, ...) itself needs of a spec (validate() checks it and the rest).
 void check_run(const RunSpec& spec) {

@@ -25,7 +25,7 @@ namespace kiln::bench {
 
 struct RunSpec {
   std::string model;
-  // The zoo entry of `model`, looked up once where the spec is made (resolve()); null for an
+  // The zoo entry of `model`, looked up once where the spec is made (find_net()); null for an
   // .onnx file, or for a spec whose maker did not resolve it (run() looks it up then).
   const nets::NetInfo* net = nullptr;
   int64_t batch = 16;
@@ -113,9 +113,11 @@ class RunObserver {
   virtual void end(const RunResult& result) {}
 };
 
-// Sets spec.net from spec.model (nets::find: an unknown name fails, listing the known ones);
-// nothing for an .onnx file.
-void resolve(RunSpec& spec);
+// The zoo entry of `model` (nets::find: an unknown name fails, listing the known ones); null for
+// an .onnx file. What RunSpec::net holds.
+const nets::NetInfo* find_net(const std::string& model);
+// spec.net, or the zoo entry of spec.model where the spec's maker did not look it up.
+const nets::NetInfo& net_of(const RunSpec& spec);
 // Fails (kiln::Error) on what this build cannot time: an unknown model, a device other than the
 // CPU, a dtype other than float32, an unknown backend name, an unknown layout, non-positive batch
 // or iterations.

@@ -64,10 +64,7 @@ std::vector<bench::RunSpec> make_specs(const BenchOptions& o) {
   std::vector<bench::RunSpec> specs;
   for (const std::string& m : models) {
     // Looked up once: an unknown name fails here, before any run, listing the known ones.
-    bench::RunSpec named;
-    named.model = m;
-    bench::resolve(named);
-    const nets::NetInfo* resolved = named.net;
+    const nets::NetInfo* resolved = bench::find_net(m);
     std::vector<int64_t> batches;
     for (const std::string& b : split_list(o.batches)) batches.push_back(parse_batch(b));
     if (batches.empty()) batches.push_back(bench::default_batch(m));
