@@ -190,8 +190,8 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& weight, const Tensor& bias
       GraphOp::batch_norm_relu, {x, weight, bias, running_mean, running_var}, [&] { return bn_attrs(training, eps); },
       [&](const Tensor* in) {
         // Half types: the kernels take no post-op.
-        if (is_half(x.dtype()) || !is_floating(x.dtype()) || x.dim() < 2)
-          return relu(batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps));
+        if (is_half(in[0].dtype()) || !is_floating(in[0].dtype()) || in[0].dim() < 2)
+          return relu(batch_norm(in[0], in[1], in[2], in[3], in[4], training, momentum, eps));
         return batch_norm_core(in[0], in[1], in[2], in[3], in[4], training, momentum, eps, false, true);
       });
 }
