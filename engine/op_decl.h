@@ -29,6 +29,7 @@
 #include "kernels/common/payload.h"
 #include "kernels/common/pool.h"
 #include "kernels/common/reduce.h"
+#include "kernels/common/rnn.h"
 #include "kernels/common/shape.h"
 
 namespace kiln {

@@ -15,6 +15,7 @@
 #include "kernels/cpu/native/index.h"
 #include "kernels/cpu/native/pool.h"
 #include "kernels/cpu/native/reduce.h"
+#include "kernels/cpu/native/rnn.h"
 #include "kernels/cpu/native/shape.h"
 
 namespace kiln {
@@ -64,6 +65,10 @@ void register_cpu_native(BackendRegistrar& r) {
   r.add<kernel_op::nll_bwd>(k::supports_class_loss, k::nll_bwd);
   r.add<kernel_op::point_loss_fwd>(k::supports_point_loss, k::point_loss_fwd);
   r.add<kernel_op::point_loss_bwd>(k::supports_point_loss, k::point_loss_bwd);
+
+  // The forward's gates and states travel to the backward in the payload.
+  r.add<kernel_op::rnn_fwd>(k::supports_rnn, kernel_op::rnn_fwd::PayloadKernel(k::rnn_fwd));
+  r.add<kernel_op::rnn_bwd>(k::supports_rnn, kernel_op::rnn_bwd::PayloadKernel(k::rnn_bwd));
 
   r.add<kernel_op::sgd_step>(k::supports_optim_sgd, k::sgd_step);
   r.add<kernel_op::adam_step>(k::supports_optim_adam, k::adam_step);

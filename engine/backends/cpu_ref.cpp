@@ -30,6 +30,7 @@
 #include "kernels/cpu/ref/optim.h"
 #include "kernels/cpu/ref/pool.h"
 #include "kernels/cpu/ref/reduce.h"
+#include "kernels/cpu/ref/rnn.h"
 #include "kernels/cpu/ref/shape.h"
 
 namespace kiln {
@@ -296,6 +297,31 @@ void ref_softmax_bwd(const SoftmaxDesc& d, const void* y, const void* dy, void* 
   });
 }
 
+// --- recurrent
+void ref_rnn_fwd(const RnnDesc& d, const void* src, const void* h0, const void* c0, const void* w_ih, const void* w_hh,
+                 const void* b_ih, const void* b_hh, const void* w_hr, const int64_t* lengths, void* dst, void* hn,
+                 void* cn) {
+  visit_float(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto c = [](const void* p) { return static_cast<const T*>(p); };
+    ref::rnn_fwd<T>(d, c(src), c(h0), c(c0), c(w_ih), c(w_hh), c(b_ih), c(b_hh), c(w_hr), lengths,
+                    static_cast<T*>(dst), static_cast<T*>(hn), static_cast<T*>(cn));
+  });
+}
+void ref_rnn_bwd(const RnnDesc& d, const void* src, const void* h0, const void* c0, const void* w_ih, const void* w_hh,
+                 const void* b_ih, const void* b_hh, const void* w_hr, const int64_t* lengths, const void* diff_dst,
+                 const void* diff_hn, const void* diff_cn, void* diff_src, void* diff_h0, void* diff_c0,
+                 void* diff_w_ih, void* diff_w_hh, void* diff_b_ih, void* diff_b_hh, void* diff_w_hr) {
+  visit_float(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto c = [](const void* p) { return static_cast<const T*>(p); };
+    auto o = [](void* p) { return static_cast<T*>(p); };
+    ref::rnn_bwd<T>(d, c(src), c(h0), c(c0), c(w_ih), c(w_hh), c(b_ih), c(b_hh), c(w_hr), lengths, c(diff_dst),
+                    c(diff_hn), c(diff_cn), o(diff_src), o(diff_h0), o(diff_c0), o(diff_w_ih), o(diff_w_hh),
+                    o(diff_b_ih), o(diff_b_hh), o(diff_w_hr));
+  });
+}
+
 // --- loss
 void ref_ce_fwd(const ClassLossDesc& d, const void* src, const int64_t* target, void* dst, void* lse) {
   visit_float(d.dtype, [&](auto tag) {
@@ -464,6 +490,9 @@ void register_cpu_ref(BackendRegistrar& r) {
   r.add<kernel_op::nll_bwd>(native::supports_class_loss, ref_nll_bwd);
   r.add<kernel_op::point_loss_fwd>(native::supports_point_loss, ref_point_fwd);
   r.add<kernel_op::point_loss_bwd>(native::supports_point_loss, ref_point_bwd);
+
+  r.add<kernel_op::rnn_fwd>(takes_float<RnnDesc>, ref_rnn_fwd);
+  r.add<kernel_op::rnn_bwd>(takes_float<RnnDesc>, ref_rnn_bwd);
 
   r.add<kernel_op::sgd_step>(native::supports_optim_sgd, ref_sgd);
   r.add<kernel_op::adam_step>(native::supports_optim_adam, ref_adam);

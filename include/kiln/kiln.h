@@ -36,6 +36,7 @@
 #include "engine/ops/norm.h"
 #include "engine/ops/pool.h"
 #include "engine/ops/reduce.h"
+#include "engine/ops/rnn.h"
 #include "engine/ops/shape.h"
 #include "engine/ops/softmax.h"
 #include "engine/optim.h"
@@ -57,6 +58,7 @@
 #include "layers/module.h"
 #include "layers/norm.h"
 #include "layers/pool.h"
+#include "layers/rnn.h"
 #include "layers/shape.h"
 
 // io: data sets, the loader, transforms, checkpoints, safetensors, NumPy files, ONNX.

@@ -28,6 +28,7 @@
 #include "layers/init.h"
 #include "layers/loss.h"
 #include "layers/pool.h"
+#include "layers/rnn.h"
 
 using namespace kiln;
 
@@ -107,6 +108,18 @@ TEST_CASE("docs: a custom autograd Function and gradcheck") {
   CHECK(err == "");
   Tensor y = Cube::apply(x);
   CHECK_CLOSE(y, x * x * x, 0, 0);
+}
+
+TEST_CASE("docs: recurrent layers") {
+  manual_seed(6);
+#include "docs_snippets/rnn_layers.inc"
+  CHECK(r.output.sizes() == Shape{4, 6, 64});
+  CHECK(r.h_n.sizes() == Shape{4, 4, 32});
+  CHECK(r.c_n.sizes() == Shape{4, 4, 32});
+  // The sequence of length 1: zeros after its first step, in both directions' halves.
+  CHECK(ops::amax(ops::abs(r.output.select(0, 3).narrow(0, 1, 5))).item() == 0.0);
+  CHECK(h1.sizes() == Shape{4, 32});
+  CHECK(c1.sizes() == Shape{4, 32});
 }
 
 TEST_CASE("docs: ModuleHolder and init") {

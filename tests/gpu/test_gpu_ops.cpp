@@ -32,6 +32,7 @@
 #include "engine/ops/norm.h"
 #include "engine/ops/pool.h"
 #include "engine/ops/reduce.h"
+#include "engine/ops/rnn.h"
 #include "engine/ops/shape.h"
 #include "engine/ops/softmax.h"
 #include "engine/random.h"
@@ -78,6 +79,45 @@ TEST_CASE("gpu ops: composites and views over the kernels (matmul of views, conv
                 1e-5,
                 1e-6});
   cs.push_back({"transposed contiguous", {in({5, 7}, 183)}, [](V x) { return Outs{x[0].t().contiguous()}; }, 1e-7, 0});
+  run_cases(cs);
+}
+
+// Recurrent layers on the device: the layer-by-layer stacking, the lengths copied to the device,
+// both directions and the saved state the backward reads (the kernels: tests/oracle).
+TEST_CASE("gpu ops: lstm, gru and rnn layers with lengths, both directions, a projection") {
+  std::vector<OpCase> cs;
+  const int64_t L = 5, N = 3, I = 4, H = 6;
+  for (RnnMode m : {RnnMode::lstm, RnnMode::gru, RnnMode::rnn_tanh}) {
+    for (int64_t proj : {int64_t(0), int64_t(2)}) {
+      if (proj && m != RnnMode::lstm) continue;
+      const int64_t G = rnn_gate_count(m), Ho = proj ? proj : H;
+      uint64_t seed = 300;
+      std::vector<Tensor> inputs = {in({L, N, I}, seed++), in({4, N, Ho}, seed++)};
+      if (m == RnnMode::lstm) inputs.push_back(in({4, N, H}, seed++));
+      for (int64_t l = 0; l < 2; ++l)
+        for (int d = 0; d < 2; ++d) {
+          inputs.push_back(in({G * H, l == 0 ? I : 2 * Ho}, seed++, -0.5, 0.5));
+          inputs.push_back(in({G * H, Ho}, seed++, -0.5, 0.5));
+          inputs.push_back(in({G * H}, seed++));
+          inputs.push_back(in({G * H}, seed++));
+          if (proj) inputs.push_back(in({proj, H}, seed++));
+        }
+      cs.push_back({std::string(rnn_mode_name(m)) + (proj ? " proj" : "") + " 2 layers bidirectional lengths", inputs,
+                    [m, proj](V x) {
+                      ops::RnnOptions o;
+                      o.mode = m;
+                      o.num_layers = 2;
+                      o.bidirectional = true;
+                      o.proj_size = proj;
+                      const size_t first = m == RnnMode::lstm ? 3 : 2;
+                      const std::vector<Tensor> params(x.begin() + long(first), x.end());
+                      const Tensor lengths = from_vector(std::vector<double>{3, 5, 1}, {3}, DType::int64);
+                      const ops::RnnOutput r =
+                          ops::rnn(x[0], x[1], m == RnnMode::lstm ? x[2] : Tensor(), params, o, lengths);
+                      return m == RnnMode::lstm ? Outs{r.output, r.h_n, r.c_n} : Outs{r.output, r.h_n};
+                    }});
+    }
+  }
   run_cases(cs);
 }
 

@@ -285,6 +285,7 @@ const CaseMap& cases() {
     add_pool(c);
     add_norm(c);
     add_loss(c);
+    add_rnn(c);
     add_optim(c);
     add_shape(c);
     return c;

@@ -158,6 +158,7 @@ void add_conv(CaseMap& m);
 void add_pool(CaseMap& m);
 void add_norm(CaseMap& m);
 void add_loss(CaseMap& m);
+void add_rnn(CaseMap& m);
 void add_optim(CaseMap& m);
 void add_shape(CaseMap& m);
 

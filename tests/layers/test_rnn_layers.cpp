@@ -1,0 +1,134 @@
+// Recurrent layers (layers/rnn.h): PyTorch's parameter names, shapes and order, its
+// initialisation bound, repr, output shapes for every layout (batch_first, unbatched,
+// bidirectional, proj_size), the one-tensor forward in a Sequential, cells against one step of
+// the layer, dropout between layers only while training, and errors that name the argument.
+// (Values and gradients against PyTorch: test_rnn_torch.cpp.)
+//   ctest --test-dir build -R layers.test_rnn_layers
+#include "tests/support/testing.h"
+
+#include "engine/ops/elementwise.h"
+#include "engine/ops/reduce.h"
+#include "engine/random.h"
+#include "layers/rnn.h"
+
+using namespace kiln;
+
+TEST_CASE("LSTM has PyTorch's parameters: names, shapes, order, init bound") {
+  RNNOptions o(3, 5);
+  o.num_layers = 2;
+  o.bidirectional = true;
+  o.proj_size = 2;
+  LSTM lstm(o);
+  const std::vector<std::pair<std::string, Shape>> want = {
+      {"weight_ih_l0", {20, 3}},         {"weight_hh_l0", {20, 2}},         {"bias_ih_l0", {20}},
+      {"bias_hh_l0", {20}},              {"weight_hr_l0", {2, 5}},          {"weight_ih_l0_reverse", {20, 3}},
+      {"weight_hh_l0_reverse", {20, 2}}, {"bias_ih_l0_reverse", {20}},      {"bias_hh_l0_reverse", {20}},
+      {"weight_hr_l0_reverse", {2, 5}},  {"weight_ih_l1", {20, 4}},         {"weight_hh_l1", {20, 2}},
+      {"bias_ih_l1", {20}},              {"bias_hh_l1", {20}},              {"weight_hr_l1", {2, 5}},
+      {"weight_ih_l1_reverse", {20, 4}}, {"weight_hh_l1_reverse", {20, 2}}, {"bias_ih_l1_reverse", {20}},
+      {"bias_hh_l1_reverse", {20}},      {"weight_hr_l1_reverse", {2, 5}}};
+  const NamedTensors sd = lstm.state_dict();
+  REQUIRE(sd.size() == want.size());
+  const double bound = 1 / std::sqrt(5.0);
+  for (size_t i = 0; i < sd.size(); ++i) {
+    CHECK(sd[i].first == want[i].first);
+    CHECK(sd[i].second.sizes() == want[i].second);
+    CHECK(ops::amax(ops::abs(sd[i].second)).item() <= bound);
+    CHECK(ops::amax(ops::abs(sd[i].second)).item() > bound * 0.5);  // drawn, not zeros
+  }
+  CHECK(lstm.repr() == "LSTM(3, 5, proj_size=2, num_layers=2, bidirectional=True)");
+  GRU gru(4, 7);
+  CHECK(gru.state_dict().size() == 4);
+  CHECK(gru.state_dict()[0].second.sizes() == Shape{21, 4});
+  RNNOptions r(2, 3);
+  r.nonlinearity = Nonlinearity::relu;
+  r.bias = false;
+  CHECK(RNN(r).repr() == "RNN(2, 3, nonlinearity='relu', bias=False)");
+  CHECK(RNN(r).state_dict().size() == 2);
+  CHECK(LSTMCell(3, 4).state_dict()[1].first == "weight_hh");
+  CHECK(LSTMCell(3, 4).state_dict()[1].second.sizes() == Shape{16, 4});
+}
+
+TEST_CASE("recurrent layers: output and state shapes in every layout") {
+  manual_seed(3);
+  RNNOptions o(3, 5);
+  o.num_layers = 2;
+  o.bidirectional = true;
+  o.batch_first = true;
+  LSTM lstm(o);
+  const RnnOutput r = lstm.forward(randn({4, 7, 3}), Tensor());  // [N, L, I]
+  CHECK(r.output.sizes() == Shape{4, 7, 10});
+  CHECK(r.h_n.sizes() == Shape{4, 4, 5});
+  CHECK(r.c_n.sizes() == Shape{4, 4, 5});
+  // The last step of the forward direction is h_n of the last layer's forward direction.
+  CHECK_CLOSE(r.output.select(1, 6).narrow(1, 0, 5), r.h_n.select(0, 2), 1e-6, 1e-6);
+  // ... and the reverse direction's h_n is its output at step 0.
+  CHECK_CLOSE(r.output.select(1, 0).narrow(1, 5, 5), r.h_n.select(0, 3), 1e-6, 1e-6);
+  // Unbatched: [L, I] -> [L, D * H], h_n [D * layers, H].
+  GRU gru(3, 6);
+  const RnnOutput u = gru.forward(randn({5, 3}), Tensor());
+  CHECK(u.output.sizes() == Shape{5, 6});
+  CHECK(u.h_n.sizes() == Shape{1, 6});
+  CHECK(!u.c_n.defined());
+  // In a Sequential: the one-tensor forward returns the output sequence.
+  Sequential seq;
+  seq.add(std::make_shared<RNN>(3, 4));
+  CHECK(seq.forward(randn({6, 2, 3})).sizes() == Shape{6, 2, 4});
+}
+
+TEST_CASE("cells are one step of the layer with the same weights") {
+  manual_seed(5);
+  LSTMCell cell(3, 4);
+  LSTM layer(3, 4);
+  NamedTensors sd;
+  for (const auto& [k, t] : cell.state_dict()) sd.push_back({k + "_l0", t});
+  layer.load_state_dict(sd);
+  const Tensor x = randn({2, 3}), h = randn({2, 4}), c = randn({2, 4});
+  const auto [h1, c1] = cell.forward(x, h, c);
+  const RnnOutput r = layer.forward(x.unsqueeze(0), h.unsqueeze(0), c.unsqueeze(0));
+  CHECK_CLOSE(h1, r.h_n.select(0, 0), 1e-6, 1e-6);
+  CHECK_CLOSE(c1, r.c_n.select(0, 0), 1e-6, 1e-6);
+  GRUCell g(3, 4);
+  CHECK(g.forward(x).sizes() == Shape{2, 4});
+  CHECK(RNNCell(3, 4, true, Nonlinearity::relu).forward(x.select(0, 0), h.select(0, 0)).sizes() == Shape{4});
+}
+
+TEST_CASE("dropout acts between layers while training only") {
+  manual_seed(7);
+  RNNOptions o(3, 8);
+  o.num_layers = 2;
+  o.dropout = 0.5;
+  GRU gru(o);
+  const Tensor x = randn({5, 2, 3});
+  gru.eval();
+  const Tensor a = gru.forward(x), b = gru.forward(x);
+  CHECK_CLOSE(a, b, 0, 0);
+  gru.train();
+  const Tensor t1 = gru.forward(x), t2 = gru.forward(x);
+  CHECK(ops::amax(ops::abs(t1 - t2)).item() > 1e-3);  // different masks
+  CHECK(ops::amax(ops::abs(t1 - a)).item() > 1e-3);
+  // One layer: nothing to drop between (PyTorch warns and does nothing).
+  RNNOptions one(3, 8);
+  one.dropout = 0.5;
+  GRU g1(one);
+  CHECK_CLOSE(g1.forward(x), g1.forward(x), 0, 0);
+}
+
+TEST_CASE("recurrent layers: bad arguments name what is wrong") {
+  CHECK_THROWS_KILN(LSTM(0, 4), "LSTM: input_size 0 and hidden_size 4 must be positive");
+  RNNOptions o(3, 4);
+  o.proj_size = 2;
+  CHECK_THROWS_KILN(GRU(o), "GRU: proj_size exists for LSTM only");
+  o.proj_size = 4;
+  CHECK_THROWS_KILN(LSTM(o), "proj_size 4 must be smaller than hidden_size 4");
+  LSTM lstm(3, 4);
+  CHECK_THROWS_KILN(lstm.forward(randn({5, 2, 2})), "weight_ih_l0 has shape [16, 3], expected [16, 2]");
+  CHECK_THROWS_KILN(lstm.forward(randn({5, 2, 3}), randn({1, 3, 4})), "h0 has shape [1, 3, 4], expected [1, 2, 4]");
+  CHECK_THROWS_KILN(lstm.forward(randn({2, 5, 2, 3})), "must be [L, N, I]");
+  GRU gru(3, 4);
+  CHECK_THROWS_KILN(gru.forward(randn({5, 2, 3}), Tensor(), randn({1, 2, 4})), "a GRU has none");
+  CHECK_THROWS_KILN(gru.forward_packed(randn({5, 2, 3}), from_vector(std::vector<double>{6, 2}, {2}, DType::int64)),
+                    "lengths[0] = 6 is outside [1, 5]");
+  CHECK_THROWS_KILN(gru.forward_packed(randn({5, 2, 3}), from_vector(std::vector<double>{1, 2}, {2}, DType::float32)),
+                    "lengths must be int64");
+}
