@@ -14,6 +14,7 @@
 #include "kernels/cpu/onednn/matmul.h"
 #include "kernels/cpu/onednn/norm.h"
 #include "kernels/cpu/onednn/pool.h"
+#include "kernels/cpu/onednn/rnn.h"
 
 namespace kiln {
 namespace {
@@ -90,6 +91,12 @@ void register_cpu_onednn(BackendRegistrar& r) {
   // bandwidth), sum 0.68-0.93x (bench_backends --only concat --threads 1, batch 16).
   r.add<kernel_op::concat>(k::supports_concat, k::concat);
   r.add<kernel_op::sum>(k::supports_sum, k::sum);
+
+  // Recurrent layers without per-sequence lengths or a projection (oneDNN has neither): the
+  // forward's workspace travels to the backward in the payload. Not yet measured beside native:
+  // native stays first.
+  r.add<kernel_op::rnn_fwd>(k::supports_rnn, kernel_op::rnn_fwd::PayloadKernel(k::rnn_fwd), priority::secondary);
+  r.add<kernel_op::rnn_bwd>(k::supports_rnn, kernel_op::rnn_bwd::PayloadKernel(k::rnn_bwd), priority::secondary);
 }
 
 }  // namespace kiln

@@ -32,7 +32,7 @@ Tensor plain(const Tensor& t) { return t.defined() ? t.contiguous().detach() : T
 
 // One layer in one direction: x [T, N, I]; h0 [N, Hout], c0 [N, H] or undefined; lengths int64
 // on x's device or undefined. Returns {y [T, N, Hout], hn, cn (lstm)}.
-std::vector<Tensor> layer(const RnnDesc& d, const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih,
+std::vector<Tensor> layer(RnnDesc d, const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& w_ih,
                           const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, const Tensor& w_hr,
                           const Tensor& lengths) {
   const Device dev = x.device();
@@ -45,6 +45,7 @@ std::vector<Tensor> layer(const RnnDesc& d, const Tensor& x, const Tensor& h0, c
   Tensor cn = lstm ? empty({d.N, d.H}, opts) : Tensor();
   const std::vector<Tensor> inputs = {x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr};
   const bool grad = autograd::needs_grad(inputs);
+  d.training = grad;
   auto payload = std::make_shared<KernelPayload>();
   dispatch_with<kernel_op::rnn_fwd>(dev.type, d, *payload, xc.data_ptr(), ptr(h0c), ptr(c0c), wih.data_ptr(),
                                     whh.data_ptr(), ptr(bih), ptr(bhh), ptr(whr), len, y.data_ptr(), hn.data_ptr(),

@@ -28,6 +28,7 @@ std::string RnnDesc::str() const {
   if (!has_bias) os << " nobias";
   if (reverse) os << " reverse";
   if (has_lengths) os << " lengths";
+  if (!training) os << " inference";
   return os.str();
 }
 

@@ -19,7 +19,8 @@
 // gradients of hn / cn (null: zero) and writes the gradients of src, h0, c0 and every weight
 // (each output nullable; written, never accumulated). A forward called with a payload leaves its
 // saved state there for the backward of the same backend; a backward with an empty payload
-// recomputes it from the inputs.
+// recomputes it from the inputs. A forward of a descriptor with !training is inference: no
+// backward follows, and a kernel may keep nothing.
 //   ctest --test-dir build -R 'oracle|rnn'
 #pragma once
 
@@ -48,6 +49,7 @@ struct RnnDesc {
   bool reverse = false;
   bool has_bias = true;
   bool has_lengths = false;
+  bool training = true;  // a backward may follow: a forward keeps its state for it
   int64_t G() const { return rnn_gate_count(mode); }
   int64_t hout() const { return P > 0 ? P : H; }
   int64_t src_elems() const { return T * N * I; }
@@ -66,7 +68,8 @@ struct RnnDesc {
 // The same problem (field by field: descriptors are compared by value, never by their bytes).
 inline bool same_problem(const RnnDesc& a, const RnnDesc& b) {
   return a.dtype == b.dtype && a.mode == b.mode && a.T == b.T && a.N == b.N && a.I == b.I && a.H == b.H &&
-         a.P == b.P && a.reverse == b.reverse && a.has_bias == b.has_bias && a.has_lengths == b.has_lengths;
+         a.P == b.P && a.reverse == b.reverse && a.has_bias == b.has_bias && a.has_lengths == b.has_lengths &&
+         a.training == b.training;
 }
 
 // Checks a descriptor the engine or a test built: sizes positive, P only with lstm and below H.

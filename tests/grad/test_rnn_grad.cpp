@@ -1,6 +1,6 @@
 // Recurrent networks (ops::rnn): every gradient (input, h0, c0, each parameter) against finite
 // differences in float64 on ref, and native float32 against ref float64 in outputs and
-// gradients (native's backward reads the gates its forward saved), for each mode, several
+// gradients (native's backward reads the gates its forward saved; oneDNN's its workspace), for each mode, several
 // layers, both directions, per-sequence lengths, batch_first, unbatched input, lstm's
 // projection, and the cells.
 //   ctest --test-dir build -R grad.test_rnn_grad
@@ -94,6 +94,13 @@ TEST_CASE("rnn: gradients against finite differences and native against ref") {
     const std::vector<Tensor> in = make_inputs(c);
     CHECK_GRAD(rnn_fn(c), in);
     CHECK_AGAINST_REF(rnn_fn(c), in);
+    // oneDNN's primitives where they apply (no lengths, no projection): its backward reads the
+    // workspace its training forward kept.
+    if (op_table<kernel_op::rnn_fwd>().has("onednn", DeviceType::cpu) && !c.lengths && c.proj == 0) {
+      test::RefCompareOptions o;
+      o.backend = "onednn,native";
+      CHECK_AGAINST_REF(rnn_fn(c), in, o);
+    }
   }
 }
 

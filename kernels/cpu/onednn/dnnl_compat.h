@@ -286,4 +286,104 @@ inline dnnl::sum::primitive_desc sum(const memory::desc& dst, const std::vector<
 #endif
 }
 
+// --- recurrent layers (one layer, one direction): vanilla RNN, LSTM, and the linear-before-reset
+// GRU (PyTorch's). Every operand descriptor is given (weights as format_tag::any); the backward's
+// gradients take the same descriptors as their operands.
+enum class RnnCell { vanilla_tanh, vanilla_relu, lstm, lbr_gru };
+
+struct RnnMds {
+  memory::desc src_layer, src_iter, src_iter_c, wei_layer, wei_iter, bias, dst_layer, dst_iter, dst_iter_c;
+};
+
+struct RnnPrims {
+  dnnl::rnn_primitive_desc_base fwd_pd, bwd_pd;
+  dnnl::primitive fwd, bwd;  // bwd empty unless asked for
+};
+
+inline RnnPrims rnn_prims(RnnCell cell, prop_kind prop, dnnl::rnn_direction dir, const RnnMds& m, bool with_bwd) {
+  RnnPrims p;
+  const auto bwd_kind = prop_kind::backward;
+  if (cell == RnnCell::lstm) {
+    using F = dnnl::lstm_forward;
+    using B = dnnl::lstm_backward;
+#if KILN_DNNL_V3
+    F::primitive_desc f(engine(), prop, dir, m.src_layer, m.src_iter, m.src_iter_c, m.wei_layer, m.wei_iter, m.bias,
+                        m.dst_layer, m.dst_iter, m.dst_iter_c);
+#else
+    F::primitive_desc f(F::desc(prop, dir, m.src_layer, m.src_iter, m.src_iter_c, m.wei_layer, m.wei_iter, m.bias,
+                                m.dst_layer, m.dst_iter, m.dst_iter_c),
+                        engine());
+#endif
+    p.fwd_pd = f;
+    p.fwd = F(f);
+    if (!with_bwd) return p;
+#if KILN_DNNL_V3
+    B::primitive_desc b(engine(), bwd_kind, dir, m.src_layer, m.src_iter, m.src_iter_c, m.wei_layer, m.wei_iter,
+                        m.bias, m.dst_layer, m.dst_iter, m.dst_iter_c, m.src_layer, m.src_iter, m.src_iter_c,
+                        m.wei_layer, m.wei_iter, m.bias, m.dst_layer, m.dst_iter, m.dst_iter_c, f);
+#else
+    B::primitive_desc b(B::desc(bwd_kind, dir, m.src_layer, m.src_iter, m.src_iter_c, m.wei_layer, m.wei_iter, m.bias,
+                                m.dst_layer, m.dst_iter, m.dst_iter_c, m.src_layer, m.src_iter, m.src_iter_c,
+                                m.wei_layer, m.wei_iter, m.bias, m.dst_layer, m.dst_iter, m.dst_iter_c),
+                        engine(), f);
+#endif
+    p.bwd_pd = b;
+    p.bwd = B(b);
+  } else if (cell == RnnCell::lbr_gru) {
+    using F = dnnl::lbr_gru_forward;
+    using B = dnnl::lbr_gru_backward;
+#if KILN_DNNL_V3
+    F::primitive_desc f(engine(), prop, dir, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias, m.dst_layer,
+                        m.dst_iter);
+#else
+    F::primitive_desc f(F::desc(prop, dir, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias, m.dst_layer,
+                                m.dst_iter),
+                        engine());
+#endif
+    p.fwd_pd = f;
+    p.fwd = F(f);
+    if (!with_bwd) return p;
+#if KILN_DNNL_V3
+    B::primitive_desc b(engine(), bwd_kind, dir, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias, m.dst_layer,
+                        m.dst_iter, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias, m.dst_layer, m.dst_iter,
+                        f);
+#else
+    B::primitive_desc b(B::desc(bwd_kind, dir, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias, m.dst_layer,
+                                m.dst_iter, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias, m.dst_layer,
+                                m.dst_iter),
+                        engine(), f);
+#endif
+    p.bwd_pd = b;
+    p.bwd = B(b);
+  } else {
+    using F = dnnl::vanilla_rnn_forward;
+    using B = dnnl::vanilla_rnn_backward;
+    const algorithm act = cell == RnnCell::vanilla_relu ? algorithm::eltwise_relu : algorithm::eltwise_tanh;
+#if KILN_DNNL_V3
+    F::primitive_desc f(engine(), prop, act, dir, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias,
+                        m.dst_layer, m.dst_iter);
+#else
+    F::primitive_desc f(F::desc(prop, act, dir, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias, m.dst_layer,
+                                m.dst_iter),
+                        engine());
+#endif
+    p.fwd_pd = f;
+    p.fwd = F(f);
+    if (!with_bwd) return p;
+#if KILN_DNNL_V3
+    B::primitive_desc b(engine(), bwd_kind, act, dir, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias,
+                        m.dst_layer, m.dst_iter, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias,
+                        m.dst_layer, m.dst_iter, f);
+#else
+    B::primitive_desc b(B::desc(bwd_kind, act, dir, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias,
+                                m.dst_layer, m.dst_iter, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias,
+                                m.dst_layer, m.dst_iter),
+                        engine(), f);
+#endif
+    p.bwd_pd = b;
+    p.bwd = B(b);
+  }
+  return p;
+}
+
 }  // namespace kiln::onednn::compat
