@@ -337,6 +337,33 @@ class UNet(nn.Module):
 
 
 # name: (builder, input C,H,W, expected parameters, where the figure comes from)
+class Forecaster(nn.Module):
+    """nets/recurrent.cpp's lstm-forecast / gru-forecast: the last step of the layer to Linear."""
+
+    def __init__(self, cell, features=3, hidden=64, outputs=3):
+        super().__init__()
+        self.rnn = cell(features, hidden, batch_first=True)
+        self.fc = nn.Linear(hidden, outputs)
+
+    def forward(self, x):
+        return self.fc(self.rnn(x)[0][:, -1])
+
+
+class SequenceLayer(nn.Module):
+    """One batch-first recurrent layer whose output sequence is the net's output (DeepBench shapes)."""
+
+    def __init__(self, cell, hidden):
+        super().__init__()
+        self.rnn = cell(hidden, hidden, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+def rnn_params(gates, inp, hidden):
+    return gates * hidden * (inp + hidden) + 2 * gates * hidden
+
+
 NETS = {
     "alexnet": (alexnet, (3, 224, 224), 61100840, "nets.md 1.2"),
     "overfeat": (overfeat, (3, 231, 231), 145920872, "nets.md 1.3"),
@@ -352,6 +379,12 @@ NETS = {
     "cifar10-cnn": (cifar10_cnn, (3, 32, 32), 1250858, "nets.md 7.1"),
     "mnist-cnn": (mnist_cnn, (1, 28, 28), 1199882, "nets.md 7.2"),
     "unet": (UNet, (1, 128, 128), 31030658, "nets.md 6.1"),
+    "lstm-forecast": (lambda: Forecaster(nn.LSTM), (6, 3), rnn_params(4, 3, 64) + 195, "DEEP"),
+    "gru-forecast": (lambda: Forecaster(nn.GRU), (6, 3), rnn_params(3, 3, 64) + 195, "DEEP"),
+    "lstm-h1024-t25": (lambda: SequenceLayer(nn.LSTM, 1024), (25, 1024), rnn_params(4, 1024, 1024), "DeepBench"),
+    "lstm-h1536-t50": (lambda: SequenceLayer(nn.LSTM, 1536), (50, 1536), rnn_params(4, 1536, 1536), "DeepBench"),
+    "gru-h512-t1500": (lambda: SequenceLayer(nn.GRU, 512), (1500, 512), rnn_params(3, 512, 512), "DeepBench"),
+    "gru-h2816-t375": (lambda: SequenceLayer(nn.GRU, 2816), (375, 2816), rnn_params(3, 2816, 2816), "DeepBench"),
 }
 
 
@@ -360,11 +393,14 @@ def count_params(net):
 
 
 def count_macs(net, shape):
-    """Conv and linear MACs of one sample, as kiln's bench/harness/flops.cpp counts them."""
+    """Conv, linear and recurrent MACs of one sample, as kiln's bench/harness/flops.cpp counts them."""
     total = [0]
 
     def hook(m, inp, out):
-        if isinstance(m, nn.Conv2d):
+        if isinstance(m, nn.RNNBase):  # every step of every layer: its weight matrices once each
+            steps = inp[0].shape[0] * inp[0].shape[1]
+            total[0] += steps * sum(w.numel() for n, w in m.named_parameters() if n.startswith("weight_"))
+        elif isinstance(m, nn.Conv2d):
             total[0] += out.numel() * m.weight[0].numel()
         elif isinstance(m, nn.ConvTranspose2d):
             total[0] += inp[0].numel() * m.weight[0].numel()
@@ -372,7 +408,7 @@ def count_macs(net, shape):
             total[0] += out.numel() * m.in_features
 
     handles = [m.register_forward_hook(hook) for m in net.modules()
-               if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear))]
+               if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear, nn.RNNBase))]
     net.eval()
     with torch.no_grad():
         net(torch.zeros(1, *shape))

@@ -23,6 +23,20 @@ double node_macs(const Node& n) {
   if (n.outputs.empty()) return 0;
   const std::string name = n.name();
   const double out = double(shape_numel(n.outputs[0].sizes));
+  // A recurrent layer in one direction (engine/ops/rnn.cpp): inputs x, h0, c0, w_ih [G*H, I],
+  // w_hh [G*H, Hout], b_ih, b_hh, w_hr [P, H]; output y [T, N, Hout]. Per step and sequence the
+  // input and recurrent products and the projection.
+  if (name == "LstmBackward" || name == "GruBackward" || name == "RnnTanhBackward" || name == "RnnReluBackward") {
+    const Shape* wih = edge_shape(n, 3);
+    const Shape* whh = edge_shape(n, 4);
+    const Shape* whr = edge_shape(n, 7);
+    if (!wih || !whh || wih->size() != 2 || whh->size() != 2) return 0;
+    const double hout = double(n.outputs[0].sizes.back());
+    const double steps = hout > 0 ? out / hout : 0;  // T * N
+    double per_step = double(shape_numel(*wih)) + double(shape_numel(*whh));
+    if (whr) per_step += double(shape_numel(*whr));
+    return steps * per_step;
+  }
   const Shape* w = edge_shape(n, 1);
   if (!w || w->empty() || (*w)[0] == 0) return 0;
   const double per_row = double(shape_numel(*w)) / double((*w)[0]);

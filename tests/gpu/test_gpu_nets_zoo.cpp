@@ -13,7 +13,8 @@ using namespace kiln;
 TEST_CASE("gpu nets: the rest of the zoo's eval output, train loss and first-conv gradient on cuda match the CPU") {
   std::vector<const nets::NetInfo*> nets;
   for (const nets::NetInfo& info : nets::zoo())
-    if (std::find(gputest::kFirstNets.begin(), gputest::kFirstNets.end(), info.name) == gputest::kFirstNets.end())
+    if (info.input.size() == 3 &&  // the image nets; the sequence nets: test_gpu_ops.cpp's recurrent layers
+        std::find(gputest::kFirstNets.begin(), gputest::kFirstNets.end(), info.name) == gputest::kFirstNets.end())
       nets.push_back(&info);
   CHECK(!nets.empty());
   gputest::check_nets(nets);
