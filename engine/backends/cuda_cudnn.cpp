@@ -12,6 +12,7 @@
 #include "kernels/cuda/cudnn/gemm.h"
 #include "kernels/cuda/cudnn/norm.h"
 #include "kernels/cuda/cudnn/pool.h"
+#include "kernels/cuda/cudnn/rnn.h"
 
 namespace kiln {
 
@@ -34,6 +35,8 @@ void register_cuda_cudnn(BackendRegistrar& r) {
   r.add<kernel_op::pool_bwd>(k::supports_pool, k::pool_bwd);
   r.add<kernel_op::lrn_fwd>(k::supports_lrn, k::lrn_fwd);
   r.add<kernel_op::lrn_bwd>(k::supports_lrn, k::lrn_bwd);
+  r.add<kernel_op::rnn_fwd>(k::supports_rnn, kernel_op::rnn_fwd::PayloadKernel(k::rnn_fwd));
+  r.add<kernel_op::rnn_bwd>(k::supports_rnn, kernel_op::rnn_bwd::PayloadKernel(k::rnn_bwd));
 }
 
 }  // namespace kiln
