@@ -18,6 +18,7 @@
 #include "engine/metrics.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/loss.h"
+#include "engine/ops/reduce.h"
 #include "io/formats/checkpoint.h"
 #include "io/logs/progress.h"
 #include "train/stop_signals.h"
@@ -57,10 +58,16 @@ void make_dir(const std::string& dir, const char* flag) {
   KILN_CHECK(!ec, flag, " ", dir, ": cannot create the folder: ", ec.message());
 }
 
-Tensor task_loss(Task task, const Tensor& output0, const Tensor& target) {
+Tensor task_loss(Task task, const Tensor& output0, const Tensor& target, RegressionLoss loss) {
   // Losses in float32 whatever the compute type (as autocast does).
   const Tensor output = output0.is_floating_point() ? output0.to(DType::float32) : output0;
   if (task == Task::segmentation) return ops::binary_cross_entropy_with_logits(output, target.to(DType::float32));
+  if (task == Task::regression) {
+    const Tensor t = target.to(DType::float32);
+    KILN_CHECK(output.sizes() == t.sizes(), "regression: the net gives ", shape_str(output.sizes()),
+               ", the targets are ", shape_str(t.sizes()));
+    return loss == RegressionLoss::mse ? ops::mse_loss(output, t) : ops::mean(ops::abs(ops::sub(output, t)));
+  }
   return ops::cross_entropy(output, target);
 }
 
@@ -178,14 +185,17 @@ EvalResult Trainer::evaluate(const Dataset& data) {
   DataLoader loader(view, loader_options(false), data_.default_transform(false));
   loader.start_epoch(0);
   metrics::RunningAverage loss;
-  double top1 = 0, top5 = 0, iou = 0, dice = 0;
+  double top1 = 0, top5 = 0, iou = 0, dice = 0, mae = 0;
   int64_t n = 0;
   Batch b;
   while (loader.next(b)) {
     Tensor out = (*model_)(prepare(b.input));
     b.target = on_device(b.target);
-    loss.add(task_loss(cfg_.task, out, b.target).item(), double(b.size));
-    if (cfg_.task == Task::segmentation) {
+    loss.add(task_loss(cfg_.task, out, b.target, cfg_.regression_loss).item(), double(b.size));
+    if (cfg_.task == Task::regression) {
+      NoGradGuard ng;
+      mae += ops::mean(ops::abs(ops::sub(out.to(DType::float32), b.target.to(DType::float32)))).item() * double(b.size);
+    } else if (cfg_.task == Task::segmentation) {
       auto s = metrics::binary_segmentation_scores(out, b.target);
       iou += s.iou * double(b.size);
       dice += s.dice * double(b.size);
@@ -203,6 +213,7 @@ EvalResult Trainer::evaluate(const Dataset& data) {
     r.top5 = top5 / double(n);
     r.iou = iou / double(n);
     r.dice = dice / double(n);
+    r.mae = mae / double(n);
   }
   return strategy_->sums_over_ranks() ? reduce_eval(r, r.loss * double(n)) : r;
 }
@@ -210,18 +221,20 @@ EvalResult Trainer::evaluate(const Dataset& data) {
 // Sums of every rank's share of an evaluation, as means over all of it.
 EvalResult Trainer::reduce_eval(EvalResult local, double loss_sum) const {
   const double n = double(local.samples);
-  Tensor t = from_vector(std::vector<double>{loss_sum, local.top1 * n, local.top5 * n, local.iou * n, local.dice * n, n},
-                         {6}, DType::float64);
+  Tensor t = from_vector(
+      std::vector<double>{loss_sum, local.top1 * n, local.top5 * n, local.iou * n, local.dice * n, local.mae * n, n},
+      {7}, DType::float64);
   strategy_->sum_over_ranks(t, "evaluation sums");
   const double* v = t.data<double>();
   EvalResult r;
-  r.samples = int64_t(v[5]);
-  if (v[5] > 0) {
-    r.loss = v[0] / v[5];
-    r.top1 = v[1] / v[5];
-    r.top5 = v[2] / v[5];
-    r.iou = v[3] / v[5];
-    r.dice = v[4] / v[5];
+  r.samples = int64_t(v[6]);
+  if (v[6] > 0) {
+    r.loss = v[0] / v[6];
+    r.top1 = v[1] / v[6];
+    r.top5 = v[2] / v[6];
+    r.iou = v[3] / v[6];
+    r.dice = v[4] / v[6];
+    r.mae = v[5] / v[6];
   }
   return r;
 }
@@ -355,7 +368,7 @@ Trainer::StepResult Trainer::train_step(Batch& b, bool replay, double lr) {
     dist::timeline::Span span("compute", "forward");
     out = (*model_)(prepare(b.input));
     b.target = on_device(b.target);
-    loss = task_loss(cfg_.task, out, b.target);
+    loss = task_loss(cfg_.task, out, b.target, cfg_.regression_loss);
   }
   {
     dist::timeline::Span span("compute", "backward");

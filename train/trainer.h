@@ -42,7 +42,9 @@ class ProgressBar;
 
 namespace kiln::train {
 
-enum class Task { classification, segmentation };
+enum class Task { classification, segmentation, regression };
+// The loss of a regression: mean squared or mean absolute error over every target value.
+enum class RegressionLoss { mse, mae };
 
 // Data parallelism over a communicator (`kiln train --strategy` under mpirun or srun): see
 // dist/strategy.h (the name stays here for code written against train::DistConfig).
@@ -74,7 +76,9 @@ struct TrainConfig {
   std::string resume;                // "": fresh run; "latest": newest in checkpoint_dir; else a path
   bool progress = true;              // console progress bar
   bool epoch_lines = true;           // one summary line per epoch on stderr (also without the bar)
-  Task task = Task::classification;  // segmentation: BCE with logits, IoU and Dice
+  Task task = Task::classification;  // segmentation: BCE with logits, IoU and Dice; regression:
+                                     // regression_loss, mean absolute error
+  RegressionLoss regression_loss = RegressionLoss::mse;
   bool channels_last = true;         // 4-d inputs fed NHWC (the CPU kernels' layout without reorders)
   Device device;                     // where the model, its optimizer state and each batch live; on
                                      // CUDA the loader hands out pinned batches so the copy is async
@@ -106,6 +110,7 @@ struct EvalResult {
   double top5 = 0;   // classification with more than 5 classes
   double iou = 0;    // segmentation
   double dice = 0;
+  double mae = 0;    // regression: mean absolute error over every target value
   int64_t samples = 0;
 };
 
@@ -209,6 +214,6 @@ class Trainer {
 };
 
 // The loss the trainer uses for `task` on a batch (mean over the batch).
-Tensor task_loss(Task task, const Tensor& output, const Tensor& target);
+Tensor task_loss(Task task, const Tensor& output, const Tensor& target, RegressionLoss loss = RegressionLoss::mse);
 
 }  // namespace kiln::train

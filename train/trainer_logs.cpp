@@ -35,7 +35,9 @@ dist::Settings job_settings(const TrainConfig& c, const std::string& data, int64
       {"compute dtype", dtype_name(c.compute_dtype)},
       {"loss scaling", c.compute_dtype == DType::float16 ? "dynamic" : "none"},
       {"device type", c.device.is_cuda() ? "cuda" : "cpu"},
-      {"task", c.task == Task::segmentation ? "segmentation" : "classification"},
+      {"task", c.task == Task::segmentation ? "segmentation"
+               : c.task == Task::regression ? (c.regression_loss == RegressionLoss::mse ? "regression (mse)" : "regression (mae)")
+                                            : "classification"},
   });
   const dist::Settings strategy = dist::describe(c.dist);
   s.insert(s.end(), strategy.begin(), strategy.end());
@@ -111,6 +113,9 @@ void Trainer::log_epoch(const EpochSummary& s) {
     if (seg)
       std::snprintf(line, sizeof line, "epoch %lld: train loss %.4f | val loss %.4f IoU %.4f Dice %.4f | %.0f img/s\n",
                     (long long)s.epoch, s.train_loss, s.val.loss, s.val.iou, s.val.dice, s.images_per_s);
+    else if (cfg_.task == Task::regression)
+      std::snprintf(line, sizeof line, "epoch %lld: train loss %.4f | val loss %.4f MAE %.4f | %.0f samples/s\n",
+                    (long long)s.epoch, s.train_loss, s.val.loss, s.val.mae, s.images_per_s);
     else
       std::snprintf(line, sizeof line, "epoch %lld: train loss %.4f acc %.4f | val loss %.4f acc %.4f | %.0f img/s\n",
                     (long long)s.epoch, s.train_loss, s.train_top1, s.val.loss, s.val.top1, s.images_per_s);
@@ -135,6 +140,8 @@ void Trainer::log_epoch(const EpochSummary& s) {
   if (seg) {
     ev.add_scalar("epoch/val_iou", s.val.iou, step_);
     ev.add_scalar("epoch/val_dice", s.val.dice, step_);
+  } else if (cfg_.task == Task::regression) {
+    ev.add_scalar("epoch/val_mae", s.val.mae, step_);
   } else {
     ev.add_scalar("epoch/train_accuracy", s.train_top1, step_);
     ev.add_scalar("epoch/val_accuracy", s.val.top1, step_);

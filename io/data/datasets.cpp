@@ -11,6 +11,7 @@
 #include "io/data/idx.h"
 #include "io/data/image_folder.h"
 #include "io/data/synthetic.h"
+#include "io/data/timeseries.h"
 #include "io/formats/file_bytes.h"
 #include "io/formats/npz.h"
 
@@ -109,6 +110,75 @@ Splits synthetic(const std::string& spec) {
   }
 }
 
+// "timeseries:PATH[:key=value]...": a CSV or .npy table as sliding windows, split by time.
+Splits timeseries(const std::string& spec) {
+  std::vector<std::string> parts;
+  for (size_t a = 0;;) {
+    const size_t b = spec.find(':', a);
+    parts.push_back(spec.substr(a, b == std::string::npos ? std::string::npos : b - a));
+    if (b == std::string::npos) break;
+    a = b + 1;
+  }
+  KILN_CHECK(parts.size() >= 2 && !parts[1].empty(), "--data ", spec,
+             ": timeseries:PATH[:window=N][:horizon=N][:stride=N][:inputs=a,b][:targets=c][:train=F][:sep=;]");
+  TimeSeriesOptions o;
+  o.window = 6;
+  double train = 0.8;
+  CsvOptions csv;
+  auto integer = [&](const std::string& key, const std::string& v) {
+    int64_t x = 0;
+    const auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+    KILN_CHECK(r.ec == std::errc() && r.ptr == v.data() + v.size() && x >= 1 && x <= (int64_t(1) << 31), "--data ",
+               spec, ": ", key, "=", v, " is not a positive integer");
+    return x;
+  };
+  auto names = [](const std::string& v) {
+    std::vector<std::string> out;
+    for (size_t a = 0;;) {
+      const size_t b = v.find(',', a);
+      out.push_back(v.substr(a, b == std::string::npos ? std::string::npos : b - a));
+      if (b == std::string::npos) break;
+      a = b + 1;
+    }
+    return out;
+  };
+  for (size_t i = 2; i < parts.size(); ++i) {
+    const size_t eq = parts[i].find('=');
+    KILN_CHECK(eq != std::string::npos, "--data ", spec, ": '", parts[i], "' is not key=value");
+    const std::string key = parts[i].substr(0, eq), v = parts[i].substr(eq + 1);
+    if (key == "window") o.window = integer(key, v);
+    else if (key == "horizon") o.horizon = integer(key, v);
+    else if (key == "stride") o.stride = integer(key, v);
+    else if (key == "inputs") o.inputs = names(v);
+    else if (key == "targets") o.targets = names(v);
+    else if (key == "sep") {
+      KILN_CHECK(v == "," || v == ";" || v == "tab", "--data ", spec, ": sep is ',', ';' or 'tab', not '", v, "'");
+      csv.separator = v == "tab" ? '\t' : v[0];
+    } else if (key == "train") {
+      char* end = nullptr;
+      train = std::strtod(v.c_str(), &end);
+      KILN_CHECK(end && *end == 0 && train > 0 && train < 1, "--data ", spec, ": train=", v,
+                 " is not a fraction in (0, 1)");
+    } else {
+      KILN_THROW("--data ", spec, ": unknown key '", key,
+                 "' (window, horizon, stride, inputs, targets, train, sep)");
+    }
+  }
+  const std::string path = parts[1], ext = lower(fs::path(path).extension().string());
+  KILN_CHECK(ext == ".csv" || ext == ".npy", "--data ", spec, ": ", path, " is neither a .csv nor a .npy file");
+  TimeTable table = ext == ".csv" ? read_csv_table(path, csv) : read_npy_table(path);
+  TimeSeriesSplits s = split_by_time(std::move(table), o, train, 0.0);
+  KILN_CHECK(s.test != nullptr, "--data ", spec, ": no rows are left for the test split after train=", train);
+  Splits out;
+  out.train = s.train;
+  out.test = s.test;
+  out.name = "timeseries";
+  out.sample_shape = s.train->sample_shape();
+  out.classes = int64_t(s.train->target_columns().size());
+  out.regression = true;
+  return out;
+}
+
 Splits npz(const std::string& path) {
   auto arrays = read_npz(path);
   auto get = [&](const std::string& k) -> Tensor {
@@ -168,6 +238,7 @@ std::shared_ptr<const Transform> Splits::default_transform(bool train) const {
 
 Splits open_dataset_dir(const std::string& path) {
   if (path.rfind("synthetic:", 0) == 0) return synthetic(path);
+  if (path.rfind("timeseries:", 0) == 0) return timeseries(path);
   fs::path p(path);
   KILN_CHECK(path_exists(p), "open_dataset_dir: ", path, " does not exist");
   if (!path_is_dir(p)) {
@@ -229,7 +300,8 @@ Splits open_dataset_dir(const std::string& path) {
 Splits open_dataset(const std::string& spec) {
   KILN_CHECK(!spec.empty(), "--data is required (a data set name, a directory or a .npz file)");
   std::error_code ec;  // a name too long for a path, or in a folder we may not read, is not a path here
-  if (spec.rfind("synthetic:", 0) == 0 || std::filesystem::exists(spec, ec)) return open_dataset_dir(spec);
+  if (spec.rfind("synthetic:", 0) == 0 || spec.rfind("timeseries:", 0) == 0 || std::filesystem::exists(spec, ec))
+    return open_dataset_dir(spec);
   const std::string dir = find_dataset(spec);
   KILN_CHECK(!dir.empty(), "--data ", spec, ": neither a path nor an installed data set (looked under ", data_root(),
              " and /usr/share/datasets); `kiln data fetch ", spec, "` installs it");

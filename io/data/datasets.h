@@ -6,6 +6,10 @@
 //   ImageNet-style tree (train/ and val/ of class folders)    -> "imagenet"
 //   file.npz: x_train/y_train/x_test/y_test, or images/masks split 90/10 in file order -> "npz"
 //   "synthetic:CxHxW:CLASSES:N": N training samples, N/10 (at least 1) test samples -> "synthetic"
+//   "timeseries:PATH[:window=6][:horizon=1][:stride=1][:inputs=a,b][:targets=c][:train=0.8][:sep=;]":
+//     a CSV or .npy table (io/data/timeseries.h) as sliding windows [window, inputs] -> targets,
+//     split by time: the first `train` share of the rows trains, the rest is the test split;
+//     normalised with the training rows' statistics -> "timeseries" (regression)
 //   ctest --test-dir build -R test_dataloader
 #pragma once
 
@@ -23,6 +27,7 @@ struct Splits {
   Shape sample_shape;   // input shape after default_transform (imagenet: [3, 224, 224])
   int64_t classes = 0;  // label count; for mask targets the mask channels
   bool segmentation = false;  // targets are masks (npz images/masks)
+  bool regression = false;    // targets are values to predict (time series; `classes` counts them)
 
   // The usual recipe: mnist: normalize (mean/std of the set); cifar: train random_crop 32 pad 4 +
   // flip + normalize, test normalize; imagenet: train random_resized_crop 224 + flip, test

@@ -361,6 +361,38 @@ Example TimeSeriesDataset::get(int64_t index) const {
   return {x, y};
 }
 
+ForecastScores last_value_forecast(const TimeSeriesDataset& data) {
+  const std::vector<int64_t>& in = data.input_columns();
+  const std::vector<int64_t>& out = data.target_columns();
+  std::vector<int64_t> at;  // each target's position among the inputs
+  for (int64_t c : out) {
+    const auto it = std::find(in.begin(), in.end(), c);
+    KILN_CHECK(it != in.end(), "last-value forecast: target column ", data.table().names[size_t(c)],
+               " is not an input column (", data.table().label(), ")");
+    at.push_back(int64_t(it - in.begin()));
+  }
+  ForecastScores s;
+  double se = 0, ae = 0;
+  const int64_t w = data.options().window, ni = int64_t(in.size());
+  for (int64_t i = 0; i < data.size(); ++i) {
+    const Example e = data.get(i);
+    const float* x = e.input.data<float>();
+    const float* y = e.target.data<float>();
+    for (size_t k = 0; k < at.size(); ++k) {
+      const double d = double(x[(w - 1) * ni + at[k]]) - double(y[k]);
+      se += d * d;
+      ae += std::abs(d);
+    }
+  }
+  s.samples = data.size();
+  const double n = double(data.size()) * double(out.size());
+  if (n > 0) {
+    s.mse = se / n;
+    s.mae = ae / n;
+  }
+  return s;
+}
+
 std::string TimeSeriesDataset::source(int64_t index) const {
   const int64_t t = first_row(index);
   return table_->label() + ": rows " + std::to_string(t) + "-" + std::to_string(t + options_.window - 1) + " -> row " +

@@ -156,6 +156,16 @@ TimeSeriesSplits split_by_time(std::shared_ptr<const TimeTable> table, const Tim
 TimeSeriesSplits split_by_time(TimeTable table, const TimeSeriesOptions& options, double train_fraction,
                                double val_fraction);
 
+// The naive forecast a model must beat: every target predicted as its column's value at the
+// window's last step ("persistence", the last value). Mean squared and mean absolute error over
+// every target value of `data`, in its normalised units (as the model's loss); kiln::Error when a
+// target column is not among the inputs.
+struct ForecastScores {
+  double mse = 0, mae = 0;
+  int64_t samples = 0;
+};
+ForecastScores last_value_forecast(const TimeSeriesDataset& data);
+
 struct SyntheticTrafficOptions {
   double noise = 0.05;       // relative standard deviation of the per-hour noise
   double trend = 0.3;        // relative growth per 365 days (linear)

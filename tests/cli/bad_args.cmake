@@ -76,7 +76,8 @@ set(cases
     "EPOCHS must be a whole number in .1, 1048576., got '99999999999999999999' :: ${train} --schedule step:99999999999999999999:0.1"
     "--dtype: 'float32', 'bfloat16' or 'float16', not 'int8' :: ${train} --dtype int8"
     "--layout: 'nhwc' or 'nchw', not 'x' :: ${train} --layout x"
-    "--task: 'auto', 'classification' or 'segmentation', not 'x' :: ${train} --task x"
+    "--task: 'auto', 'classification', 'segmentation' or 'regression', not 'x' :: ${train} --task x"
+    "--loss: 'mse' or 'mae', not 'huber' :: ${train} --loss huber"
     # Files: missing, a FIFO, unwritable folders.
     "load_checkpoint../nonexistent/x..: directory '/nonexistent' does not exist :: ${train} --resume /nonexistent/x"
     "fifo.json': cannot open the sidecar: .*not a regular file :: ${train} --resume ${fifo}"

@@ -3,19 +3,24 @@
 //   kiln data list
 //   kiln data fetch fashion-mnist [--from URL|PATH] [--dir DIR]
 //   kiln data verify cifar-10 [--dir DIR] [--full]
+//   kiln data traffic --rows 8760 --seed 1 --out traffic.csv   (a synthetic hourly traffic series,
+//     io/data/timeseries.h synthetic_traffic: for kiln train --data timeseries:traffic.csv)
 // Test: ctest --test-dir build -R cli.data
 #include <cstdio>
 #include <memory>
 
 #include "io/data/catalogue.h"
+#include "io/data/timeseries.h"
 #include "tools/kiln/commands.h"
 
 namespace kiln::cli {
 
 namespace {
 struct DataArgs {
-  std::string name, from, dir;
+  std::string name, from, dir, out;
   bool full = false;
+  int64_t rows = 24 * 7 * 52;
+  uint64_t seed = 1;
 };
 }  // namespace
 
@@ -33,7 +38,18 @@ Command add_data(CLI::App& app) {
   verify->add_option("--dir", args->dir, "the data set's folder (default: where it is installed)");
   verify->add_flag("--full", args->full, "hash files over 4 GiB too (ImageNet's tars), not only their size");
 
+  CLI::App* traffic = sub->add_subcommand("traffic", "write a synthetic hourly network-traffic series as CSV");
+  traffic->add_option("--rows", args->rows, "hours")->capture_default_str()->check(CLI::Range(int64_t(8), int64_t(1) << 26));
+  traffic->add_option("--seed", args->seed, "seed")->capture_default_str();
+  traffic->add_option("--out", args->out, "the CSV file to write")->required();
+
   return Command{sub, [=] {
+                   if (traffic->parsed()) {
+                     write_csv_table(args->out, synthetic_traffic(args->rows, args->seed));
+                     std::printf("%s: %lld hourly rows (bytes_in, bytes_out, flows), seed %llu\n", args->out.c_str(),
+                                 (long long)args->rows, (unsigned long long)args->seed);
+                     return 0;
+                   }
                    if (list->parsed()) {
                      std::printf("data directory: %s (KILN_DATA)\n", data_root().c_str());
                      std::printf("%-20s %-8s %-10s %s\n", "NAME", "SIZE", "INSTALLED", "LICENCE");

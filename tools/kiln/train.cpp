@@ -4,7 +4,9 @@
 //   kiln train ... --resume latest        (continues the run in --logdir bit for bit)
 //   kiln eval --checkpoint runs/fmnist/ckpt-00000938 --data fashion-mnist
 // --data takes a catalogue name (found under KILN_DATA or /usr/share/datasets, see `kiln data`),
-// a directory (IDX, CIFAR binary, image-folder tree), a .npz file or synthetic:CxHxW:CLASSES:N.
+// a directory (IDX, CIFAR binary, image-folder tree), a .npz file, synthetic:CxHxW:CLASSES:N or
+// timeseries:FILE[:window=N]... (a forecasting regression: --loss mse|mae; the test line then also
+// gives the last-value forecast's errors on the same held-out rows).
 // Test: ctest --test-dir build -R cli.train
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include "engine/random.h"
 #include "io/data/dataloader.h"
 #include "io/data/datasets.h"
+#include "io/data/timeseries.h"
 #include "io/formats/checkpoint.h"
 #include "nets/zoo.h"
 #include "tools/kiln/commands.h"
@@ -27,7 +30,7 @@ namespace {
 
 struct TrainOptions {
   std::string model, data, optimizer = "sgd", schedule = "constant", logdir, checkpoint_dir, resume, checkpoint;
-  std::string task = "auto";
+  std::string task = "auto", loss = "mse";
   int64_t epochs = 1, batch = 64, checkpoint_every = 0, limit_train = 0, limit_test = 0, max_steps = 0, log_every = 20;
   double lr = 0.01, momentum = 0.9, weight_decay = 0, warmup = 0, clip_norm = 0, val_fraction = 0;
   bool nesterov = false, no_augment = false, quiet = false;
@@ -42,14 +45,23 @@ const std::vector<std::string> kTrainLayouts = {"nhwc", "nchw"};
 train::Task pick_task(const std::string& task, const Splits& data) {
   if (task == "classification") return train::Task::classification;
   if (task == "segmentation") return train::Task::segmentation;
-  KILN_CHECK(task == "auto", "--task: 'auto', 'classification' or 'segmentation', not '", task, "'");
+  if (task == "regression") return train::Task::regression;
+  KILN_CHECK(task == "auto", "--task: 'auto', 'classification', 'segmentation' or 'regression', not '", task, "'");
+  if (data.regression) return train::Task::regression;
   return data.segmentation ? train::Task::segmentation : train::Task::classification;
+}
+
+train::RegressionLoss pick_loss(const std::string& loss) {
+  KILN_CHECK(loss == "mse" || loss == "mae", "--loss: 'mse' or 'mae', not '", loss, "'");
+  return loss == "mse" ? train::RegressionLoss::mse : train::RegressionLoss::mae;
 }
 
 ModulePtr build_model(const std::string& name, const Splits& data, train::Task task) {
   nets::NetOptions no;
   const Shape& in = data.sample_shape;
-  if (!in.empty()) {
+  if (in.size() == 2) {  // a sequence [L, features]: the net's input columns
+    no.in_channels = in[1];
+  } else if (!in.empty()) {
     no.in_channels = in[0];
     if (in.size() == 3) no.image_size = in[2];
   }
@@ -58,6 +70,20 @@ ModulePtr build_model(const std::string& name, const Splits& data, train::Task t
 }
 
 int train_and_report(const ModulePtr& model, const Splits& data, const train::TrainConfig& c, DistSession& session);
+
+// A regression's test line: the loss and MAE (normalised units), and for a time series the
+// last-value forecast on the same rows, the margin a model has to beat.
+void print_regression(const char* who, const train::EvalResult& r, const train::TrainConfig& c, const Dataset& test) {
+  const char* loss = c.regression_loss == train::RegressionLoss::mse ? "mse" : "mae";
+  std::printf("%s: loss %.4f (%s) MAE %.4f (%lld samples)", who, r.loss, loss, r.mae, (long long)r.samples);
+  if (const auto* ts = dynamic_cast<const TimeSeriesDataset*>(&test)) {
+    const ForecastScores naive = last_value_forecast(*ts);
+    const double base = c.regression_loss == train::RegressionLoss::mse ? naive.mse : naive.mae;
+    std::printf("; last-value forecast: loss %.4f MAE %.4f; model/last-value loss %.3f", base, naive.mae,
+                base > 0 ? r.loss / base : 0.0);
+  }
+  std::printf("\n");
+}
 
 // A string of a checkpoint's state ("" when absent); another type is an error naming the key.
 std::string state_string(const nlohmann::json& j, const char* key, const std::string& checkpoint) {
@@ -102,6 +128,7 @@ int run_train(const TrainOptions& o) {
   c.resume = o.resume;
   c.progress = !o.quiet;
   c.task = pick_task(o.task, data);
+  c.regression_loss = pick_loss(o.loss);
   c.channels_last = o.rt.layout == "nhwc";
   c.compute_dtype = runtime_dtype(o.rt);
   c.device = runtime_device(o.rt);
@@ -133,6 +160,8 @@ int train_and_report(const ModulePtr& model, const Splits& data, const train::Tr
   if (!t.is_chief()) return 0;
   if (c.task == train::Task::segmentation)
     std::printf("test: loss %.4f IoU %.4f Dice %.4f (%lld samples)\n", r.loss, r.iou, r.dice, (long long)r.samples);
+  else if (c.task == train::Task::regression)
+    print_regression("test", r, c, *data.test);
   else
     std::printf("test: loss %.4f top-1 %.4f top-5 %.4f (%lld samples)\n", r.loss, r.top1, r.top5,
                 (long long)r.samples);
@@ -159,6 +188,7 @@ int run_eval(const TrainOptions& o) {
   c.progress = false;
   c.device = runtime_device(o.rt);
   c.task = pick_task(o.task, data);
+  c.regression_loss = pick_loss(o.loss);
   ModulePtr net = build_model(model, data, c.task);
   net->load_state_dict(ck.weights, true);
   train::Trainer t(net, data, c);
@@ -166,6 +196,8 @@ int run_eval(const TrainOptions& o) {
   if (c.task == train::Task::segmentation)
     std::printf("%s on %s: loss %.4f IoU %.4f Dice %.4f (%lld samples)\n", model.c_str(), data_spec.c_str(), r.loss,
                 r.iou, r.dice, (long long)r.samples);
+  else if (c.task == train::Task::regression)
+    print_regression((model + " on " + data_spec).c_str(), r, c, *t.test_set());
   else
     std::printf("%s on %s: loss %.4f top-1 %.4f top-5 %.4f (%lld samples)\n", model.c_str(), data_spec.c_str(),
                 r.loss, r.top1, r.top5, (long long)r.samples);
@@ -174,7 +206,8 @@ int run_eval(const TrainOptions& o) {
 
 // train: layouts kTrainLayouts (and --dtype); eval: none.
 void add_common(CLI::App* sub, TrainOptions* o, const std::vector<std::string>& layouts) {
-  sub->add_option("--data", o->data, "data set name, directory, .npz file or synthetic:CxHxW:CLASSES:N");
+  sub->add_option("--data", o->data,
+                  "data set name, directory, .npz file, synthetic:CxHxW:CLASSES:N or timeseries:FILE[:window=N]...");
   sub->add_option("--batch", o->batch, "batch size")->capture_default_str()->check(whole(1, kMaxBatch));
   add_runtime_flags(sub, &o->rt, layouts);
   sub->add_option("--workers", o->workers, "data-loader threads (0: load in the training thread)")
@@ -184,7 +217,8 @@ void add_common(CLI::App* sub, TrainOptions* o, const std::vector<std::string>& 
                   "use only the first N test samples (kiln train: for the per-epoch validation; its final test line "
                   "covers the whole split)")
       ->check(whole(0, kMaxCount));
-  sub->add_option("--task", o->task, "auto, classification or segmentation")->capture_default_str();
+  sub->add_option("--task", o->task, "auto, classification, segmentation or regression")->capture_default_str();
+  sub->add_option("--loss", o->loss, "regression loss: mse or mae")->capture_default_str();
 }
 
 }  // namespace
