@@ -431,7 +431,7 @@ def run(model, batch, train, iters, warmup, channels_last, device="cpu", amp="")
         net, x = net.to(device), x.to(device)
         torch.cuda.reset_peak_memory_stats(device)
     autocast_dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(amp)
-    if channels_last:
+    if channels_last and x.dim() == 4:  # a memory format of images; sequence nets have none
         net = net.to(memory_format=torch.channels_last)
         x = x.to(memory_format=torch.channels_last)
     net.train(train)
