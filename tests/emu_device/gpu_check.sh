@@ -49,7 +49,7 @@ if sorted(pack_tests) != sorted(built):
     errors.append(f"the pack's tests {sorted(pack_tests)} are not the build's gpu tests {sorted(built)}")
 steps = [l.rstrip("\n").split("\t") for l in open(steps_tsv) if l.strip()]
 status = {s[0]: (s[1], s[4]) for s in steps}
-nets = ["mnist-cnn", "cifar10-cnn"]
+nets = ["mnist-cnn", "cifar10-cnn", "lstm-forecast"]
 precisions = ["float32", "float16"]
 bench = [f"bench.{who}-{p}-{m}" for m in nets for p in precisions for who in ("kiln-cudnn", "kiln-native", "torch")]
 expected = ["preflight"] + pack_tests + ["memcheck", "racecheck", "train"] + bench
