@@ -234,7 +234,9 @@ std::string MpiLiveness::blame(std::vector<int> candidates, double timeout_s) {
     for (int p : candidates) seen[size_t(p)] = 1;
     // This host's view of each candidate as the pings go out: one stopped then and continued
     // during the window (a launcher's SIGCONT as it ends the job, an operator's) is still the one
-    // that did not answer; it gets one more window to answer for itself.
+    // that did not answer; it gets one more, longer window (up to a quarter of the timeout) to
+    // answer for itself: a process just continued on a loaded machine may take more than a
+    // window to be scheduled and reach its answer.
     std::map<int, std::string> at_ping;
     for (int p = 0; p < size_; ++p)
       if (p != rank_ && (candidates.empty() || std::count(candidates.begin(), candidates.end(), p)))
@@ -247,7 +249,8 @@ std::string MpiLiveness::blame(std::vector<int> candidates, double timeout_s) {
       if (stopped_state(at_ping[p]) && local_state(p).empty()) continued.push_back(p);
     if (!continued.empty()) {
       std::map<int, int> waits2, stopped_ms2;
-      const std::vector<int> still = ping(continued, window, timeout_s, &waits2, &stopped_ms2);
+      const double again = std::max(window, std::min(4 * window, timeout_s / 4));
+      const std::vector<int> still = ping(continued, again, timeout_s, &waits2, &stopped_ms2);
       for (int p : continued) {
         if (std::count(still.begin(), still.end(), p)) continue;
         silent.erase(std::remove(silent.begin(), silent.end(), p), silent.end());
