@@ -5,7 +5,7 @@
 //   }
 // and call() does what each op used to repeat:
 //   - tracing (engine/trace.h): at the outermost traced level it records the op with its inputs,
-//     output and attributes (`attrs` is a callable, run only while tracing);
+//     output(s) and attributes (`attrs` is a callable, run only while tracing);
 //   - half types: under Half::float32, float16/bfloat16 inputs run `body` on float32 copies and the
 //     output is cast back; under Half::kernel `body` may return float32_fallback() when no kernel
 //     takes its half descriptor, and runs again on float32 copies.
@@ -81,35 +81,47 @@ bool routes_to_float32(Inputs in);
 std::vector<Tensor> float32_copies(Inputs in);
 [[noreturn]] void no_output(GraphOp op);
 
-template <class Body>
-Tensor run(GraphOp op, Inputs in, Body& body) {
+// What call() and call_multi() need of a body's result: one tensor or several.
+inline bool has_output(const Tensor& y) { return y.defined(); }
+inline bool has_output(const std::vector<Tensor>& y) { return !y.empty() && y[0].defined(); }
+inline Tensor cast_back(const Tensor& y, DType t) { return y.to(t); }
+inline std::vector<Tensor> cast_back(std::vector<Tensor> y, DType t) {
+  for (Tensor& o : y)
+    if (o.defined()) o = o.to(t);
+  return y;
+}
+inline std::vector<Tensor> output_list(const Tensor& y) { return {y}; }
+inline std::vector<Tensor> output_list(const std::vector<Tensor>& y) { return y; }
+
+template <class Result, class Body>
+Result run(GraphOp op, Inputs in, Body& body) {
   const Half h = info(op).half;
   const bool half = (h == Half::float32 || h == Half::kernel) && routes_to_float32(in);
   if (h != Half::float32 || !half) {
-    Tensor y = body(in.data());
-    if (y.defined()) return y;
+    Result y = body(in.data());
+    if (has_output(y)) return y;
     if (h != Half::kernel || !half) no_output(op);
   }
   const std::vector<Tensor> f = float32_copies(in);
-  const Tensor y = body(f.data());
-  if (!y.defined()) no_output(op);
-  return y.to(in.data()[0].dtype());
+  const Result y = body(f.data());
+  if (!has_output(y)) no_output(op);
+  return cast_back(y, in.data()[0].dtype());
 }
 
 // Throws when the trace records an attribute engine/graph_ops.inc does not declare for `op`.
 void check_attrs(GraphOp op, const std::vector<trace::Attr>& attrs);
 
-template <class Attrs, class Body>
-Tensor call(GraphOp op, Inputs in, Attrs& attrs, Body& body) {
-  if (!trace::top_level()) return detail::run(op, in, body);
-  Tensor y;
+template <class Result, class Attrs, class Body>
+Result call(GraphOp op, Inputs in, Attrs& attrs, Body& body) {
+  if (!trace::top_level()) return detail::run<Result>(op, in, body);
+  Result y;
   {
     trace::Nest nest;
-    y = detail::run(op, in, body);
+    y = detail::run<Result>(op, in, body);
   }
   std::vector<trace::Attr> a = attrs();
   detail::check_attrs(op, a);
-  trace::record(op, in.vector(), y, std::move(a));
+  trace::record(op, in.vector(), output_list(y), std::move(a));
   return y;
 }
 }  // namespace detail
@@ -118,11 +130,19 @@ Tensor call(GraphOp op, Inputs in, Attrs& attrs, Body& body) {
 // float32 copy); attrs() gives the attributes a trace records.
 template <class Attrs, class Body>
 Tensor call(GraphOp op, std::initializer_list<Tensor> inputs, Attrs&& attrs, Body&& body) {
-  return detail::call(op, detail::Inputs(inputs.begin(), inputs.size()), attrs, body);
+  return detail::call<Tensor>(op, detail::Inputs(inputs.begin(), inputs.size()), attrs, body);
 }
 template <class Attrs, class Body>
 Tensor call(GraphOp op, const std::vector<Tensor>& inputs, Attrs&& attrs, Body&& body) {
-  return detail::call(op, detail::Inputs(inputs.data(), inputs.size()), attrs, body);
+  return detail::call<Tensor>(op, detail::Inputs(inputs.data(), inputs.size()), attrs, body);
+}
+
+// A graph op of several outputs (the recurrent ops: output, h_n, c_n): body returns them all, in
+// order, the first defined (others may be undefined: an op's absent output). Traced as one event
+// with every output (trace::Event::outputs); under Half::float32 each defined output is cast back.
+template <class Attrs, class Body>
+std::vector<Tensor> call_multi(GraphOp op, const std::vector<Tensor>& inputs, Attrs&& attrs, Body&& body) {
+  return detail::call<std::vector<Tensor>>(op, detail::Inputs(inputs.data(), inputs.size()), attrs, body);
 }
 
 }  // namespace graph

@@ -1,6 +1,6 @@
 // Op tracing: a Recorder installed on this thread (trace::Scope) sees every call of the graph ops
-// (engine/graph_ops.inc: conv2d, linear, batch_norm, relu, pooling, add, cat, pad, upsample, ...) with its
-// input tensors, output tensor and attributes, at the outermost level only (an op built from other
+// (engine/graph_ops.inc: conv2d, linear, batch_norm, relu, pooling, add, cat, pad, upsample, lstm, ...)
+// with its input tensors, output tensors and attributes, at the outermost level only (an op built from other
 // traced ops is recorded once). io/onnx/onnx_export.cpp builds an ONNX graph from one forward this way, so any
 // module, composite or not, exports without describing its own wiring. Off by default; when off
 // a traced op costs one thread-local load.
@@ -31,7 +31,9 @@ inline Attr real(std::string name, double v) { return Attr{std::move(name), {}, 
 struct Event {
   GraphOp op{};                 // graph::name(op): the ops:: function ("conv2d", "max_pool2d", ...)
   std::vector<Tensor> inputs;   // in the function's argument order; undefined for an absent bias
-  Tensor output;
+  Tensor output;                // outputs[0]: the only one of most ops
+  std::vector<Tensor> outputs;  // every output in order (a recurrent op's output, h_n, c_n; undefined
+                                // where the op has none of that kind)
   std::vector<Attr> attrs;
 };
 
@@ -81,7 +83,8 @@ class Nest {
   Nest& operator=(const Nest&) = delete;
 };
 
-// Called by graph::call() (engine/graph_op.h), the one place graph ops are traced.
-void record(GraphOp op, std::vector<Tensor> inputs, const Tensor& output, std::vector<Attr> attrs);
+// Called by graph::call() and graph::call_multi() (engine/graph_op.h), the one place graph ops are
+// traced. `outputs` is not empty.
+void record(GraphOp op, std::vector<Tensor> inputs, std::vector<Tensor> outputs, std::vector<Attr> attrs);
 
 }  // namespace kiln::trace

@@ -10,6 +10,7 @@
 
 #include "engine/autograd.h"
 #include "engine/dispatch.h"
+#include "engine/graph_op.h"
 #include "engine/ops/dropout.h"
 #include "engine/ops/shape.h"
 
@@ -120,6 +121,7 @@ RnnOutput rnn_float(const Tensor& input, const Tensor& h0, const Tensor& c0, con
   KILN_CHECK(o.dropout >= 0 && o.dropout <= 1, op, ": dropout ", o.dropout, " outside [0, 1]");
   KILN_CHECK(o.proj_size >= 0, op, ": negative proj_size ", o.proj_size);
   KILN_CHECK(o.proj_size == 0 || o.mode == RnnMode::lstm, op, ": proj_size exists for lstm only");
+  KILN_CHECK(!(o.reverse && o.bidirectional), op, ": reverse is one direction; bidirectional runs both");
   const bool unbatched = input.dim() == 2;
   const Tensor x3 = unbatched ? input.unsqueeze(1) : (o.batch_first ? input.transpose(0, 1) : input);
   const int64_t L = x3.size(0), N = x3.size(1), I = x3.size(2), D = o.bidirectional ? 2 : 1;
@@ -158,18 +160,19 @@ RnnOutput rnn_float(const Tensor& input, const Tensor& h0, const Tensor& c0, con
     std::vector<Tensor> ys;
     for (int64_t dir = 0; dir < D; ++dir) {
       const Tensor* p = &params[size_t((l * D + dir) * per)];
-      check_param(op, p[0], where("weight_ih", l, dir), {G * H, in_size}, input);
-      check_param(op, p[1], where("weight_hh", l, dir), {G * H, Ho}, input);
+      const int64_t named = dir == 1 || o.reverse;
+      check_param(op, p[0], where("weight_ih", l, named), {G * H, in_size}, input);
+      check_param(op, p[1], where("weight_hh", l, named), {G * H, Ho}, input);
       if (o.bias) {
-        check_param(op, p[2], where("bias_ih", l, dir), {G * H}, input);
-        check_param(op, p[3], where("bias_hh", l, dir), {G * H}, input);
+        check_param(op, p[2], where("bias_ih", l, named), {G * H}, input);
+        check_param(op, p[3], where("bias_hh", l, named), {G * H}, input);
       }
-      if (P > 0) check_param(op, p[per - 1], where("weight_hr", l, dir), {P, H}, input);
+      if (P > 0) check_param(op, p[per - 1], where("weight_hr", l, named), {P, H}, input);
       RnnDesc d;
       d.dtype = input.dtype();
       d.mode = o.mode;
       d.T = L, d.N = N, d.I = in_size, d.H = H, d.P = P;
-      d.reverse = dir == 1;
+      d.reverse = dir == 1 || o.reverse;
       d.has_bias = o.bias;
       d.has_lengths = len.defined();
       const int64_t k = l * D + dir;
@@ -194,7 +197,15 @@ RnnOutput rnn_float(const Tensor& input, const Tensor& h0, const Tensor& c0, con
   return out;
 }
 
-Tensor as_float32(const Tensor& t) { return t.defined() ? t.to(DType::float32) : t; }
+GraphOp graph_op(RnnMode m) {
+  switch (m) {
+    case RnnMode::lstm: return GraphOp::lstm;
+    case RnnMode::gru: return GraphOp::gru;
+    case RnnMode::rnn_relu: return GraphOp::rnn_relu;
+    case RnnMode::rnn_tanh: break;
+  }
+  return GraphOp::rnn_tanh;
+}
 
 // One step of a cell: x [N, I] or [I], h / c [N, H] or [H].
 std::vector<Tensor> cell(RnnMode mode, const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& w_ih,
@@ -227,16 +238,24 @@ std::vector<Tensor> cell(RnnMode mode, const Tensor& x, const Tensor& h, const T
 
 RnnOutput rnn(const Tensor& input, const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& params,
               const RnnOptions& o, const Tensor& lengths) {
-  if (!input.defined() || !is_half(input.dtype())) return rnn_float(input, h0, c0, params, o, lengths);
-  // Half types: the layers run in float32 (their state is float32 throughout); outputs cast back.
-  std::vector<Tensor> p32;
-  for (const Tensor& p : params) p32.push_back(as_float32(p));
-  RnnOutput r = rnn_float(input.to(DType::float32), as_float32(h0), as_float32(c0), p32, o, lengths);
-  const DType t = input.dtype();
-  r.output = r.output.to(t);
-  r.h_n = r.h_n.to(t);
-  if (r.c_n.defined()) r.c_n = r.c_n.to(t);
-  return r;
+  // One graph op for the whole call (traced with every layer, direction and length), its inputs
+  // {input, h0, c0, lengths, params...}. Half types run in float32 (Half::float32: the state is
+  // float32 throughout) and the outputs are cast back.
+  std::vector<Tensor> in = {input, h0, c0, lengths};
+  in.insert(in.end(), params.begin(), params.end());
+  const size_t n = in.size();
+  const auto attrs = [&] {
+    return std::vector<trace::Attr>{
+        trace::ints("num_layers", {o.num_layers}), trace::ints("bias", {o.bias}),
+        trace::ints("batch_first", {o.batch_first}), trace::ints("bidirectional", {o.bidirectional}),
+        trace::ints("reverse", {o.reverse}), trace::ints("proj_size", {o.proj_size}),
+        trace::real("dropout", o.dropout), trace::ints("training", {o.training})};
+  };
+  const std::vector<Tensor> r = graph::call_multi(graph_op(o.mode), in, attrs, [&](const Tensor* t) {
+    RnnOutput y = rnn_float(t[0], t[1], t[2], std::vector<Tensor>(t + 4, t + n), o, t[3]);
+    return std::vector<Tensor>{y.output, y.h_n, y.c_n};
+  });
+  return RnnOutput{r[0], r[1], r[2]};
 }
 
 Tensor rnn_tanh_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,

@@ -3,6 +3,8 @@
 // direction is one kernel op (kernel_op::rnn_fwd / rnn_bwd, kernels/common/rnn.h) with its own
 // autograd node; the layers are stacked here, with dropout between them while training.
 // float32 and float64 (ref); float16 / bfloat16 inputs compute in float32 and return their dtype.
+// A call is one graph op (engine/graph_ops.inc: lstm, gru, rnn_tanh, rnn_relu), traced whole for the
+// ONNX export.
 //   ctest --test-dir build -R rnn
 #pragma once
 
@@ -21,6 +23,10 @@ struct RnnOptions {
   double dropout = 0.0;  // on the output of every layer but the last, while training
   bool training = false;
   bool bidirectional = false;
+  // One direction run from the last step to the first (ONNX's direction = "reverse", which the
+  // ONNX importer maps here; PyTorch has no such layer): the parameters are one direction's, as
+  // without it. Not with bidirectional.
+  bool reverse = false;
   int64_t proj_size = 0;  // lstm only
 };
 

@@ -164,6 +164,56 @@ put("onnx", "hostile-pad.onnx",
     onnx_model("Pad", [1, 1, 4, 4], ["pads"], [onnx_ints("pads", [0, 0, big, big, 0, 0, big, big])]))
 put("onnx", "hostile-input.onnx", onnx_model("Relu", [1, 3, 1 << 20, 1 << 20], [], []))
 
+
+
+# Recurrent nodes (io/onnx/onnx_rnn.cpp): a bidirectional LSTM with B, an int32 sequence_lens and
+# explicit activations (a STRINGS attribute), Y_h the graph's output; a GRU whose zero initial
+# state is ConstantOfShape(Shape(x)) sliced, as PyTorch's TorchScript exporter writes it.
+def onnx_attr(name, kind, value):  # AttributeProto: "i" INT, "s" STRING, "ss" STRINGS
+    if kind == "i":
+        return pb(5, pb(1, name) + pb(3, value) + pb(20, 2))
+    if kind == "s":
+        return pb(5, pb(1, name) + pb(4, value) + pb(20, 3))
+    return pb(5, pb(1, name) + b"".join(pb(9, x) for x in value) + pb(20, 8))
+
+
+def onnx_node(op, inputs, outputs, attrs=b""):
+    return pb(1, b"".join(pb(1, i) for i in inputs) + b"".join(pb(2, o) for o in outputs) + pb(3, outputs[0] or op)
+              + pb(4, op) + attrs)
+
+
+def onnx_graph_model(nodes, in_dims, output, out_dims, inits, opset=13):
+    graph = b"".join(nodes) + pb(2, "recurrent") + b"".join(pb(5, t) for t in inits)
+    graph += pb(11, onnx_value("x", in_dims)) + pb(12, onnx_value(output, out_dims))
+    return pb(1, 7) + pb(8, pb(1, "") + pb(2, opset)) + pb(7, graph)
+
+
+def onnx_int32s(name, v):  # TensorProto, int32
+    return pb(1, len(v)) + pb(2, 6) + b"".join(pb(5, x) for x in v) + pb(8, name)
+
+
+def wave(n, f):
+    return [0.5 * np.sin(f * i + 0.3) for i in range(n)]
+
+
+T, N, I, H = 4, 2, 3, 2
+put("onnx", "lstm-bidir.onnx", onnx_graph_model(
+    [onnx_node("LSTM", ["x", "W", "R", "B", "lens"], ["y", "y_h", "y_c"],
+               onnx_attr("hidden_size", "i", H) + onnx_attr("direction", "s", "bidirectional")
+               + onnx_attr("activations", "ss", ["Sigmoid", "Tanh", "Tanh"] * 2))],
+    [T, N, I], "y_h", [2, N, H],
+    [onnx_floats("W", [2, 4 * H, I], wave(2 * 4 * H * I, 0.7)), onnx_floats("R", [2, 4 * H, H], wave(2 * 4 * H * H, 1.1)),
+     onnx_floats("B", [2, 8 * H], wave(2 * 8 * H, 1.3)), onnx_int32s("lens", [4, 2])]))
+put("onnx", "gru-zero-state.onnx", onnx_graph_model(
+    [onnx_node("Shape", ["x"], ["shape"]),
+     onnx_node("ConstantOfShape", ["shape"], ["zeros"]),
+     onnx_node("Slice", ["zeros", "s0", "s1", "s0"], ["h0"]),
+     onnx_node("GRU", ["x", "W", "R", "", "", "h0"], ["y", ""],
+               onnx_attr("hidden_size", "i", H) + onnx_attr("linear_before_reset", "i", 1))],
+    [T, N, H], "y", [T, 1, N, H],  # input_size = hidden_size: Shape(x) sliced is the state's [1, N, H]
+    [onnx_floats("W", [1, 3 * H, H], wave(3 * H * H, 0.9)), onnx_floats("R", [1, 3 * H, H], wave(3 * H * H, 0.5)),
+     onnx_ints("s0", [0]), onnx_ints("s1", [1])]))
+
 put("catalogue", "one", json.dumps({"datasets": [{
     "name": "tiny", "description": "a test set", "size": "1 KB", "licence": "CC0", "homepage": "https://example.org",
     "files": [{"name": "a.gz", "url": "https://example.org/a.gz", "bytes": 10, "md5": "0" * 32,

@@ -3,6 +3,7 @@
 //   ctest --test-dir build -R onnx
 #include "io/onnx/onnx.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -20,7 +21,7 @@ namespace model_f { enum { ir_version = 1, producer_name = 2, producer_version =
 namespace opset_f { enum { domain = 1, version = 2 }; }
 namespace graph_f { enum { node = 1, name = 2, initializer = 5, input = 11, output = 12 }; }
 namespace node_f { enum { input = 1, output = 2, name = 3, op_type = 4, attribute = 5, domain = 7 }; }
-namespace attr_f { enum { name = 1, f = 2, i = 3, s = 4, t = 5, floats = 7, ints = 8, type = 20 }; }
+namespace attr_f { enum { name = 1, f = 2, i = 3, s = 4, t = 5, floats = 7, ints = 8, strings = 9, type = 20 }; }
 namespace tensor_f {
 enum {
   dims = 1,
@@ -47,6 +48,13 @@ std::string encode_tensor(const TensorData& t) {
   // raw_data: little-endian values, what onnxruntime and PyTorch write for initializers.
   if (t.elem_type == kFloat) {
     w.bytes(tensor_f::raw_data, t.f.data(), t.f.size() * sizeof(float));
+  } else if (t.elem_type == kInt32) {  // values in t.i (a recurrent node's sequence_lens)
+    std::vector<int32_t> v;
+    for (int64_t x : t.i) {
+      KILN_CHECK(x >= INT32_MIN && x <= INT32_MAX, "onnx: tensor '", t.name, "' value ", x, " is not an int32");
+      v.push_back(int32_t(x));
+    }
+    w.bytes(tensor_f::raw_data, v.data(), v.size() * sizeof(int32_t));
   } else {
     KILN_CHECK(t.elem_type == kInt64, "onnx: cannot write tensor '", t.name, "' of element type ", t.elem_type);
     w.bytes(tensor_f::raw_data, t.i.data(), t.i.size() * sizeof(int64_t));
@@ -64,6 +72,7 @@ std::string encode_attr(const Attribute& a) {
     case kAttrTensor: w.bytes(attr_f::t, encode_tensor(a.t)); break;
     case kAttrFloats: for (float v : a.floats) w.float32(attr_f::floats, v); break;
     case kAttrInts: for (int64_t v : a.ints) w.int64(attr_f::ints, v); break;
+    case kAttrStrings: for (const std::string& v : a.strings) w.string(attr_f::strings, v); break;
     default: KILN_THROW("onnx: attribute '", a.name, "' has unsupported type ", a.type);
   }
   w.int64(attr_f::type, a.type);
@@ -191,6 +200,7 @@ Attribute decode_attr(const pb::Field& field, const std::string& what) {
       case attr_f::t: a.t = decode_tensor(f, what + " attribute tensor"); break;
       case attr_f::floats: pb::append_floats(f, a.floats, what); break;
       case attr_f::ints: pb::append_int64s(f, a.ints, what); break;
+      case attr_f::strings: a.strings.push_back(f.str()); break;
       case attr_f::type: a.type = int32_t(f.value); typed = true; break;
       default: break;
     }

@@ -28,7 +28,8 @@ enum ElemType : int32_t { kFloat = 1, kInt32 = 6, kInt64 = 7, kBool = 9, kDouble
 // "float32", "int64", ... for a TensorProto.DataType value (its number if unknown).
 std::string elem_type_name(int32_t t);
 
-// A TensorProto (initializer or attribute value); floats in f, integers in i.
+// A TensorProto (initializer or attribute value); floats in f, integers in i. Read, int32 and bool
+// tensors become int64 ones and float64 float32; written, kInt32 is int32 (values from i).
 struct TensorData {
   std::string name;
   std::vector<int64_t> dims;
@@ -45,7 +46,8 @@ enum AttrType : int32_t {
   kAttrString = 3,
   kAttrTensor = 4,
   kAttrFloats = 6,
-  kAttrInts = 7
+  kAttrInts = 7,
+  kAttrStrings = 8
 };
 
 struct Attribute {
@@ -56,6 +58,7 @@ struct Attribute {
   std::string s;
   std::vector<float> floats;
   std::vector<int64_t> ints;
+  std::vector<std::string> strings;
   TensorData t;
 };
 
@@ -96,7 +99,9 @@ Model load(const std::string& path);
 
 // --- export (io/onnx/onnx_export.cpp)
 struct ExportOptions {
-  bool dynamic_batch = true;  // the batch dim of the input and output named "N" rather than fixed
+  // The batch dim (dim 0) of the input and output named "N" rather than fixed; left fixed when a
+  // recurrent layer's lengths or initial state are constants of the traced batch.
+  bool dynamic_batch = true;
   std::string graph_name = "kiln";
   // Rerun the exported graph with kiln's importer on a second input and compare with the net: an
   // op that escaped the trace (its result baked in as a constant) makes them differ, and the
@@ -106,8 +111,9 @@ struct ExportOptions {
 // Runs one eval-mode forward of `net` on a deterministic input of `input_shape` ([N, C, H, W]),
 // records every op, and returns the graph: parameters and buffers become initializers named by
 // their state-dict keys, other tensors the net makes up (zeros of a shortcut) constants. The net's
-// train/eval mode is restored after. Throws kiln::Error naming the op for an op or attribute ONNX
-// (opset 13) cannot express here.
+// train/eval mode is restored after. A recurrent layer (ops::rnn: LSTM, GRU, RNN) is one ONNX node
+// per layer (docs/onnx.md). Throws kiln::Error naming the op for an op or attribute ONNX (opset 13)
+// cannot express here (an LSTM's proj_size, say).
 Model export_module(Module& net, const Shape& input_shape, const ExportOptions& options = {});
 
 // --- import (io/onnx/onnx_import.cpp)

@@ -2,11 +2,13 @@
 // mapped to ONNX (opset 13) nodes. Tracing rather than a per-layer mapping: composite modules
 // (residual blocks, inception branches, UNet skips, option-A shortcuts) wire their children with
 // plain ops in their own forward, and the trace sees exactly that wiring without each of them
-// having to describe it.
+// having to describe it. A recurrent call (ops::rnn, one traced event with output, h_n and c_n)
+// becomes one LSTM / GRU / RNN node per layer with PyTorch's exporter's glue (recurrent()).
 //   kiln export --onnx resnet18.onnx --model resnet18
 //   ctest --test-dir build -R onnx
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -16,6 +18,7 @@
 #include "engine/ops/norm.h"
 #include "engine/trace.h"
 #include "io/onnx/onnx.h"
+#include "kernels/common/rnn.h"
 
 namespace kiln::onnx {
 namespace {
@@ -46,6 +49,13 @@ Attribute attr_string(const std::string& name, std::string v) {
   a.name = name;
   a.type = kAttrString;
   a.s = std::move(v);
+  return a;
+}
+Attribute attr_strings(const std::string& name, std::vector<std::string> v) {
+  Attribute a;
+  a.name = name;
+  a.type = kAttrStrings;
+  a.strings = std::move(v);
   return a;
 }
 
@@ -86,6 +96,10 @@ class Exporter : public trace::Recorder {
   }
 
   void record(trace::Event e) override { map(e); }
+
+  // A recurrent op's sequence lengths or initial state was a constant of the traced batch: the
+  // graph's dims are then fixed (export_module leaves the batch dim fixed).
+  bool fixes_batch() const { return fixes_batch_; }
 
  private:
   std::string fresh(const std::string& stem) { return stem + "_" + std::to_string(counter_++); }
@@ -136,17 +150,22 @@ class Exporter : public trace::Recorder {
     return d.name;
   }
 
-  // Appends a node; returns its output's name.
-  std::string node(const std::string& op_type, std::vector<std::string> inputs, std::vector<Attribute> attrs = {}) {
+  // Appends a node of `outputs` outputs; returns their names.
+  std::vector<std::string> node_n(const std::string& op_type, std::vector<std::string> inputs,
+                                  std::vector<Attribute> attrs, int outputs) {
     Node n;
     n.op_type = op_type;
     n.name = fresh(op_type);
     n.inputs = std::move(inputs);
     while (!n.inputs.empty() && n.inputs.back().empty()) n.inputs.pop_back();  // trailing absent optionals
-    n.outputs = {n.name + "_out"};
+    for (int k = 0; k < outputs; ++k) n.outputs.push_back(n.name + (k ? "_out" + std::to_string(k) : "_out"));
     n.attrs = std::move(attrs);
     g_.nodes.push_back(n);
-    return n.outputs[0];
+    return n.outputs;
+  }
+  // Appends a node; returns its output's name.
+  std::string node(const std::string& op_type, std::vector<std::string> inputs, std::vector<Attribute> attrs = {}) {
+    return node_n(op_type, std::move(inputs), std::move(attrs), 1)[0];
   }
 
   // A constant tensor (neither a graph value nor a parameter) whose elements all equal one value.
@@ -192,7 +211,8 @@ class Exporter : public trace::Recorder {
   static std::vector<int64_t> pads4(const std::vector<int64_t>& p) { return {p[0], p[1], p[0], p[1]}; }
 
   // One exporter per graph op (engine/graph_ops.inc): Exporter::export_<name>, returning its
-  // output's value name. A graph op without one fails to compile here.
+  // output's value name (an op of several outputs binds the others itself). A graph op without
+  // one fails to compile here.
   void map(const trace::Event& e) {
     using Export = std::string (Exporter::*)(const trace::Event&);
     static const Export table[] = {
@@ -397,11 +417,162 @@ class Exporter : public trace::Recorder {
                              int_const({s[3]})});
   }
 
+  // ---- recurrent layers: lstm, gru, rnn_tanh, rnn_relu (one event for the whole ops::rnn call).
+  // One ONNX node per layer, both directions in one (direction "bidirectional"), time-major
+  // (layout 0, which opset 13 has: the file stays opset 13 whatever it holds; PyTorch's h_n is
+  // [D * layers, N, H] even with batch_first, which ONNX's layout 1 would make batch-major too, so
+  // Transposes are needed either way), with PyTorch's exporter's glue: X transposed from
+  // batch-first, each layer's Y [T, D, N, H] back to [T, N, D * H] for the next, and h_n / c_n
+  // the layers' Y_h / Y_c concatenated. Weights are written as ONNX's W [D, G*H, I], R [D, G*H, H]
+  // and B [D, 2*G*H] (Wb then Rb) in ONNX's gate order (LSTM i o f c, from PyTorch's i f g o; GRU
+  // z r h, from r z n), under names made from the state-dict keys ("lstm.W_l0" from
+  // "lstm.weight_ih_l0").
+  // A tensor the graph computes (the input or an op's output), not an initializer.
+  bool is_graph_value(const Tensor& t) const {
+    auto v = values_.find(t.impl());
+    return v != values_.end() && !emitted_.count(v->second);
+  }
+  static RnnMode mode_of(const trace::Event& e) {
+    switch (e.op) {
+      case GraphOp::lstm: return RnnMode::lstm;
+      case GraphOp::gru: return RnnMode::gru;
+      case GraphOp::rnn_relu: return RnnMode::rnn_relu;
+      default: return RnnMode::rnn_tanh;
+    }
+  }
+  // ONNX's gate blocks in kiln's (PyTorch's) numbering: ONNX block k is kiln block order[k].
+  static std::vector<int64_t> onnx_gate_order(RnnMode m) {
+    if (m == RnnMode::lstm) return {0, 3, 1, 2};  // i o f c <- i f g o
+    if (m == RnnMode::gru) return {1, 0, 2};      // z r h <- r z n
+    return {0};
+  }
+
+  // The rows of kiln's [G*H, ...] parameters, directions stacked, in ONNX's gate order, as an
+  // initializer named after the first one's state-dict key ("weight_ih" -> "W"); a second use
+  // of the same parameters (a layer called twice) reuses it.
+  std::string rnn_weights(const trace::Event& e, const std::vector<const Tensor*>& per_dir, const char* key,
+                          const char* onnx_name, const std::vector<int64_t>& dims) {
+    const RnnMode mode = mode_of(e);
+    const Tensor& first = *per_dir[0];
+    for (const Tensor* t : per_dir)
+      KILN_CHECK(!is_graph_value(*t), "onnx export: ", name_of(e), "'s ", key,
+                 " is computed by the graph; kiln writes recurrent weights as initializers (parameters or "
+                 "constants)");
+    auto p = params_.find(first.impl());
+    std::string name;
+    if (p != params_.end() && p->second.rfind(key) != std::string::npos) {
+      name = p->second;
+      name.replace(name.rfind(key), std::strlen(key), onnx_name);
+      if (emitted_.count(name)) return name;
+    } else {
+      name = fresh(onnx_name);
+    }
+    TensorData d;
+    d.name = name;
+    d.dims = dims;
+    const int64_t G = rnn_gate_count(mode);
+    for (const Tensor* t : per_dir) {
+      const std::vector<float> v = host_floats(t->contiguous());
+      const int64_t rows = t->size(0) / G, cols = t->dim() > 1 ? t->size(1) : 1;
+      for (int64_t k : onnx_gate_order(mode))
+        d.f.insert(d.f.end(), v.begin() + std::ptrdiff_t(k * rows * cols), v.begin() + std::ptrdiff_t((k + 1) * rows * cols));
+    }
+    g_.initializers.push_back(std::move(d));
+    emitted_.insert(name);
+    return name;
+  }
+  // ONNX's B [D, 2*G*H]: per direction Wb (b_ih) then Rb (b_hh), each in ONNX's gate order.
+  std::string rnn_bias(const trace::Event& e, const std::vector<std::pair<const Tensor*, const Tensor*>>& per_dir,
+                       int64_t GH) {
+    std::vector<const Tensor*> flat;
+    for (const auto& [bi, bh] : per_dir) flat.push_back(bi), flat.push_back(bh);
+    // rnn_weights permutes each tensor's gate blocks; b_ih and b_hh alternate per direction.
+    return rnn_weights(e, flat, "bias_ih", "B", {int64_t(per_dir.size()), 2 * GH});
+  }
+  // A state (h0 / c0: [D * layers, N, H], or [D * layers, H] unbatched) for layer l: [D, N, H].
+  std::string rnn_state(const trace::Event& e, const Tensor& s, int64_t l, int64_t D, int64_t layers, bool unbatched) {
+    if (!s.defined()) return "";
+    std::string v = use(s, name_of(e));
+    if (layers > 1) v = node("Slice", {v, int_const({l * D}), int_const({(l + 1) * D}), int_const({0})});
+    return unbatched ? node("Unsqueeze", {v, int_const({1})}) : v;
+  }
+
+  std::string recurrent(const trace::Event& e) {
+    const RnnMode mode = mode_of(e);
+    const bool lstm = mode == RnnMode::lstm;
+    const int64_t layers = int_of(e, "num_layers"), proj = int_of(e, "proj_size");
+    const bool bias = int_of(e, "bias") != 0, batch_first = int_of(e, "batch_first") != 0;
+    const bool bidir = int_of(e, "bidirectional") != 0, reverse = int_of(e, "reverse") != 0;
+    KILN_CHECK(proj == 0, "onnx export: lstm with proj_size ", proj,
+               " has no ONNX form (ONNX's LSTM has no projection of the hidden state)");
+    if (int_of(e, "training") != 0 && real_of(e, "dropout") > 0 && layers > 1)
+      no_form(e, "it ran in training mode with dropout between its layers (export runs the net in eval)");
+    const Tensor &x = e.inputs[0], &h0 = e.inputs[1], &c0 = e.inputs[2], &lengths = e.inputs[3];
+    const int64_t D = bidir ? 2 : 1, G = rnn_gate_count(mode), per = 2 + (bias ? 2 : 0);
+    const int64_t H = e.inputs[4].size(0) / G;
+    const bool unbatched = x.dim() == 2;
+    for (const Tensor* s : {&h0, &c0, &lengths})
+      if (s->defined() && !is_graph_value(*s)) fixes_batch_ = true;
+    std::string seq = use(x, name_of(e));
+    if (unbatched) seq = node("Unsqueeze", {seq, int_const({1})});
+    else if (batch_first) seq = node("Transpose", {seq}, {attr_ints("perm", {1, 0, 2})});
+    std::string lens;
+    if (lengths.defined()) {
+      TensorData d;
+      d.name = fresh("sequence_lens");
+      d.dims = {lengths.numel()};
+      d.elem_type = kInt32;
+      d.i = lengths.to(Device()).to(DType::int64).contiguous().to_vector_of<int64_t>();
+      g_.initializers.push_back(d);
+      lens = d.name;
+    }
+    std::vector<Attribute> attrs = {attr_int("hidden_size", H),
+                                    attr_string("direction", bidir ? "bidirectional" : reverse ? "reverse" : "forward")};
+    if (mode == RnnMode::gru) attrs.push_back(attr_int("linear_before_reset", 1));  // PyTorch's GRU
+    if (mode == RnnMode::rnn_relu) attrs.push_back(attr_strings("activations", std::vector<std::string>(size_t(D), "Relu")));
+    std::vector<std::string> hns, cns;
+    for (int64_t l = 0; l < layers; ++l) {
+      std::vector<const Tensor*> w_ih, w_hh;
+      std::vector<std::pair<const Tensor*, const Tensor*>> b;
+      for (int64_t d = 0; d < D; ++d) {
+        const Tensor* p = &e.inputs[size_t(4 + (l * D + d) * per)];
+        w_ih.push_back(&p[0]);
+        w_hh.push_back(&p[1]);
+        if (bias) b.push_back({&p[2], &p[3]});
+      }
+      const int64_t in = w_ih[0]->size(1);
+      const std::vector<std::string> outs = node_n(
+          onnx_op(e),
+          {seq, rnn_weights(e, w_ih, "weight_ih", "W", {D, G * H, in}), rnn_weights(e, w_hh, "weight_hh", "R", {D, G * H, H}),
+           bias ? rnn_bias(e, b, G * H) : "", lens, rnn_state(e, h0, l, D, layers, unbatched),
+           lstm ? rnn_state(e, c0, l, D, layers, unbatched) : ""},
+          attrs, lstm ? 3 : 2);
+      // Y [T, D, N, H] -> [T, N, D * H], the next layer's input.
+      seq = D == 1 ? node("Squeeze", {outs[0], int_const({1})})
+                   : node("Reshape", {node("Transpose", {outs[0]}, {attr_ints("perm", {0, 2, 1, 3})}), int_const({0, 0, -1})});
+      hns.push_back(outs[1]);
+      if (lstm) cns.push_back(outs[2]);
+    }
+    auto states = [&](const std::vector<std::string>& v) {
+      const std::string s = v.size() == 1 ? v[0] : node("Concat", v, {attr_int("axis", 0)});
+      return unbatched ? node("Squeeze", {s, int_const({1})}) : s;
+    };
+    bind(e.outputs[1], states(hns));
+    if (lstm) bind(e.outputs[2], states(cns));
+    if (unbatched) return node("Squeeze", {seq, int_const({1})});
+    return batch_first ? node("Transpose", {seq}, {attr_ints("perm", {1, 0, 2})}) : seq;
+  }
+  std::string export_lstm(const trace::Event& e) { return recurrent(e); }
+  std::string export_gru(const trace::Event& e) { return recurrent(e); }
+  std::string export_rnn_tanh(const trace::Event& e) { return recurrent(e); }
+  std::string export_rnn_relu(const trace::Event& e) { return recurrent(e); }
+
   Graph& g_;
   std::unordered_map<const TensorImpl*, std::string> values_, params_;
   std::unordered_set<std::string> emitted_;
   std::vector<Tensor> keep_;
   int counter_ = 0;
+  bool fixes_batch_ = false;
 };
 
 // Restores a module's train/eval mode.
@@ -470,7 +641,7 @@ Model export_module(Module& net, const Shape& input_shape, const ExportOptions& 
     vi.name = name;
     vi.dims = s;
     vi.dim_params.assign(s.size(), "");
-    if (options.dynamic_batch) vi.dim_params[0] = "N";
+    if (options.dynamic_batch && !ex.fixes_batch()) vi.dim_params[0] = "N";
     return vi;
   };
   m.graph.inputs.push_back(info("input", input_shape));

@@ -7,7 +7,9 @@
 // io/onnx/onnx_ops.h), and the graph then runs once at its declared input shape, so what depends on
 // shapes is refused at import too. Errors name the node, the op, the attribute and the opset.
 // The op builders: onnx_ops.cpp, onnx_spatial.cpp (Conv, pools), onnx_resize.cpp (Pad, Slice,
-// Resize, Upsample).
+// Resize, Upsample), onnx_rnn.cpp (LSTM, GRU, RNN: the only nodes of several outputs). A recurrent
+// node's zero initial state computed from Shape(...), as PyTorch's exporters write it, is dropped
+// before the nodes are built (drop_zero_initial_states).
 // In eval, with no gradient wanted, a Conv whose only reader is a BatchNormalization (both on
 // initializers) runs as one convolution with the batch norm folded into its weights, and a Relu
 // that alone reads the batch norm as its post-op, as a zoo net's Conv2d, BatchNorm2d and ReLU do
@@ -18,7 +20,9 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <functional>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -45,9 +49,9 @@ const Attribute* NodeCtx::get(const char* name, int32_t type) {
   const Attribute* a = node.attr(name);
   if (!a) return nullptr;
   used_.insert(name);
-  static const char* names[] = {"", "float", "int", "string", "tensor", "graph", "floats", "ints"};
+  static const char* names[] = {"", "float", "int", "string", "tensor", "graph", "floats", "ints", "strings"};
   if (a->type != type)
-    refuse("attribute '", name, "' has type ", a->type >= 0 && a->type < 8 ? names[a->type] : "?", ", expected ",
+    refuse("attribute '", name, "' has type ", a->type >= 0 && a->type < 9 ? names[a->type] : "?", ", expected ",
            names[type]);
   return a;
 }
@@ -70,6 +74,10 @@ std::vector<int64_t> NodeCtx::ints(const char* name, const std::vector<int64_t>&
 std::vector<float> NodeCtx::floats(const char* name, const std::vector<float>& dflt) {
   const Attribute* a = get(name, kAttrFloats);
   return a ? a->floats : dflt;
+}
+std::vector<std::string> NodeCtx::strings(const char* name, const std::vector<std::string>& dflt) {
+  const Attribute* a = get(name, kAttrStrings);
+  return a ? a->strings : dflt;
 }
 
 bool NodeCtx::is_const(size_t k) const {
@@ -149,11 +157,13 @@ const std::map<std::string, std::vector<Version>>& schemas() {
       {"Gemm", {{1, 3, 3, 1}, {6, 3, 3, 1}, {7, 3, 3, 1}, {9, 3, 3, 1}, {11, 2, 3, 1}, {13, 2, 3, 1}}},
       {"GlobalAveragePool", {{1, 1, 1, 1}, {22, 1, 1, 1}}},
       {"GlobalMaxPool", {{1, 1, 1, 1}, {22, 1, 1, 1}}},
+      {"GRU", {{7, 3, 6, 2}, {14, 3, 6, 2}, {22, 3, 6, 2}}},
       {"Identity", {{1, 1, 1, 1}, {13, 1, 1, 1}, {14, 1, 1, 1}, {16, 1, 1, 1}, {19, 1, 1, 1}, {21, 1, 1, 1},
                     {23, 1, 1, 1}, {24, 1, 1, 1}, {25, 1, 1, 1}}},
       {"LeakyRelu", {{1, 1, 1, 1}, {6, 1, 1, 1}, {16, 1, 1, 1}}},
       {"LogSoftmax", {{1, 1, 1, 1}, {11, 1, 1, 1}, {13, 1, 1, 1}}},
       {"LRN", {{1, 1, 1, 1}, {13, 1, 1, 1}}},
+      {"LSTM", {{7, 3, 8, 3}, {14, 3, 8, 3}, {22, 3, 8, 3}}},
       {"MatMul", {{1, 2, 2, 1}, {9, 2, 2, 1}, {13, 2, 2, 1}}},
       {"MaxPool", {{1, 1, 1, 1}, {8, 1, 1, 2}, {10, 1, 1, 2}, {11, 1, 1, 2}, {12, 1, 1, 2}, {22, 1, 1, 2}}},
       {"Mul", {{1, 2, 2, 1}, {6, 2, 2, 1}, {7, 2, 2, 1}, {13, 2, 2, 1}, {14, 2, 2, 1}}},
@@ -164,6 +174,7 @@ const std::map<std::string, std::vector<Version>>& schemas() {
       {"Reshape", {{1, 1, 1, 1}, {5, 2, 2, 1}, {13, 2, 2, 1}, {14, 2, 2, 1}, {19, 2, 2, 1}, {21, 2, 2, 1},
                    {23, 2, 2, 1}, {24, 2, 2, 1}, {25, 2, 2, 1}}},
       {"Resize", {{10, 2, 2, 1}, {11, 3, 4, 1}, {13, 1, 4, 1}, {18, 1, 4, 1}, {19, 1, 4, 1}}},
+      {"RNN", {{7, 3, 6, 2}, {14, 3, 6, 2}, {22, 3, 6, 2}}},
       {"Sigmoid", {{1, 1, 1, 1}, {6, 1, 1, 1}, {13, 1, 1, 1}}},
       {"Slice", {{1, 1, 1, 1}, {10, 3, 5, 1}, {11, 3, 5, 1}, {13, 3, 5, 1}}},
       {"Softmax", {{1, 1, 1, 1}, {11, 1, 1, 1}, {13, 1, 1, 1}}},
@@ -192,6 +203,10 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// Integer tensors: int64 and, in a model built in memory (the exporter's sequence_lens), int32 and
+// bool (decode() reads both as int64).
+bool is_int(int32_t elem_type) { return elem_type == kInt64 || elem_type == kInt32 || elem_type == kBool; }
+
 Tensor to_tensor(const TensorData& t) {
   if (t.elem_type == kFloat) return from_vector(t.f, t.dims, TensorOptions(DType::float32));
   return from_vector(std::vector<double>(t.i.begin(), t.i.end()), t.dims, TensorOptions(DType::float32));
@@ -206,7 +221,7 @@ class OnnxNet : public Module {
     std::unordered_set<std::string> init_names;
     for (const TensorData& t : graph_.initializers) {
       init_names.insert(t.name);
-      if (t.elem_type == kInt64) {
+      if (is_int(t.elem_type)) {
         consts_.ints[t.name] = t.i;
       } else {
         consts_.floats[t.name] = &t.f;
@@ -223,6 +238,7 @@ class OnnxNet : public Module {
     KILN_CHECK(graph_.outputs[0].elem_type == kFloat || graph_.outputs[0].elem_type == 0,
                "onnx import: the graph output '", graph_.outputs[0].name, "' has element type ",
                elem_type_name(graph_.outputs[0].elem_type), "; kiln computes in float32");
+    drop_zero_initial_states();
     build_steps();
     fold_batch_norms();
     fuse_conv_relus();
@@ -250,7 +266,13 @@ class OnnxNet : public Module {
       for (size_t k = 0; k < in.size(); ++k)
         if (s.tensor_input[k]) in[k] = env.at(s.node->inputs[k]);
       try {
-        env[s.node->outputs[0]] = s.fn(in);
+        if (s.multi) {
+          const std::vector<Tensor> out = s.multi(in);
+          for (size_t k = 0; k < s.node->outputs.size() && k < out.size(); ++k)
+            if (!s.node->outputs[k].empty()) env[s.node->outputs[k]] = out[k];
+        } else {
+          env[s.node->outputs[0]] = s.fn(in);
+        }
       } catch (const Error& e) {
         if (e.message().rfind("onnx import:", 0) == 0) throw;
         throw Error(s.ctx->where() + e.message(), __FILE__, __LINE__);
@@ -265,6 +287,7 @@ class OnnxNet : public Module {
     const Node* node;
     std::unique_ptr<NodeCtx> ctx;  // the closures refer to it (its where() for run-time errors)
     OpFn fn;
+    MultiOpFn multi;                 // instead of fn: a recurrent node (every output)
     std::vector<bool> tensor_input;  // read from the environment (else absent or fixed at import)
     std::vector<std::string> frees;  // values no later step reads: freed after this one
     bool folded = false;             // a Conv whose batch norm fold_batch_norms took
@@ -289,7 +312,7 @@ class OnnxNet : public Module {
       const Attribute* a = c.node.attr("value");
       if (a->type != kAttrTensor) c.refuse("attribute 'value' is not a tensor");
       c.ignore("value");
-      if (a->t.elem_type == kInt64) {
+      if (is_int(a->t.elem_type)) {
         consts_.ints[out] = a->t.i;
       } else {
         const_floats_[out] = a->t.f;
@@ -309,6 +332,99 @@ class OnnxNet : public Module {
     }
     if (const_floats_.count(out)) consts_.floats[out] = &const_floats_.at(out);
     c.finish();
+  }
+
+  // The nodes the graph output depends on.
+  std::vector<bool> live_nodes() const {
+    std::unordered_map<std::string, size_t> made_by;
+    for (size_t k = 0; k < graph_.nodes.size(); ++k)
+      for (const std::string& o : graph_.nodes[k].outputs)
+        if (!o.empty()) made_by[o] = k;
+    std::vector<bool> live(graph_.nodes.size(), false);
+    std::vector<std::string> work;
+    for (const ValueInfo& v : graph_.outputs) work.push_back(v.name);
+    while (!work.empty()) {
+      const std::string name = work.back();
+      work.pop_back();
+      auto it = made_by.find(name);
+      if (it == made_by.end() || live[it->second]) continue;
+      live[it->second] = true;
+      for (const std::string& i : graph_.nodes[it->second].inputs)
+        if (!i.empty()) work.push_back(i);
+    }
+    return live;
+  }
+
+  // drop_zero_initial_states' test of one value (its callers memoise it).
+  static bool zero_value(const std::string& name, int depth,
+                         const std::unordered_map<std::string, const Node*>& made_by,
+                         const std::unordered_map<std::string, const TensorData*>& inits,
+                         const std::function<bool(const std::string&, int)>& zeros) {
+    auto all_zero = [](const TensorData& t) {
+      return t.elem_type == kFloat && std::all_of(t.f.begin(), t.f.end(), [](float v) { return v == 0.f; });
+    };
+    if (inits.count(name)) return all_zero(*inits.at(name));
+    auto it = made_by.find(name);
+    if (it == made_by.end()) return false;
+    const Node& c = *it->second;
+    if (!(c.domain.empty() || c.domain == "ai.onnx") || c.outputs.size() != 1) return false;
+    if (c.op_type == "Constant")
+      return c.attrs.size() == 1 && c.attrs[0].name == "value" && c.attrs[0].type == kAttrTensor &&
+             all_zero(c.attrs[0].t);
+    if (c.op_type == "ConstantOfShape")  // value: one float32 element, 0 by default
+      return c.attrs.empty() || (c.attrs.size() == 1 && c.attrs[0].name == "value" &&
+                                 c.attrs[0].type == kAttrTensor && c.attrs[0].t.numel() == 1 && all_zero(c.attrs[0].t));
+    static const std::set<std::string> moves = {"Expand", "Slice", "Reshape", "Squeeze", "Unsqueeze", "Transpose",
+                                                "Identity"};
+    return moves.count(c.op_type) && !c.inputs.empty() && !c.inputs[0].empty() && zeros(c.inputs[0], depth + 1);
+  }
+
+  // PyTorch's exporters write a recurrent layer's zero initial state so that it follows the batch:
+  // Expand(zeros, Concat(..., Shape(x)...)) or ConstantOfShape(...) (the TorchScript exporter),
+  // Expand(0, ...) sliced per layer (the dynamo one, a free batch): all zeros whatever the shape,
+  // which is what an absent initial_h / initial_c means. Such an input is dropped, and the nodes
+  // that only fed it (Shape, Gather, Concat, Expand, ConstantOfShape, ...: kiln has no shape
+  // arithmetic) with it. Exact: the node needs that input to be [D, N, H], which zeros, expanded,
+  // sliced or reshaped, can only fill with zeros.
+  void drop_zero_initial_states() {
+    std::unordered_map<std::string, const Node*> made_by;
+    for (const Node& n : graph_.nodes)
+      for (const std::string& o : n.outputs)
+        if (!o.empty()) made_by[o] = &n;
+    std::unordered_map<std::string, const TensorData*> inits;
+    for (const TensorData& t : graph_.initializers) inits[t.name] = &t;
+    // Whether a value is zeros: a zero constant, or zeros through ops that only move or repeat
+    // elements (depth-bounded, so a hostile chain cannot recurse far; memoised).
+    std::unordered_map<std::string, bool> known;
+    std::function<bool(const std::string&, int)> zeros;
+    zeros = [&](const std::string& name, int depth) {
+      if (depth > 16) return false;
+      auto k = known.find(name);
+      if (k != known.end()) return k->second;
+      const bool z = zero_value(name, depth, made_by, inits, zeros);
+      known[name] = z;
+      return z;
+    };
+    const std::vector<bool> before = live_nodes();
+    bool dropped = false;
+    for (Node& n : graph_.nodes) {
+      if (!is_recurrent(n.op_type) || !(n.domain.empty() || n.domain == "ai.onnx")) continue;
+      for (size_t i : {size_t(5), size_t(6)}) {
+        // Only a state the graph computes (a zero initializer or Constant is read as it is).
+        if (i >= n.inputs.size() || n.inputs[i].empty() || !made_by.count(n.inputs[i]) ||
+            made_by.at(n.inputs[i])->op_type == "Constant" || !zeros(n.inputs[i], 0))
+          continue;
+        n.inputs[i].clear();
+        dropped = true;
+      }
+    }
+    if (!dropped) return;
+    // Only what the rewrite left unread goes (a node that was dead before is checked as ever).
+    const std::vector<bool> after = live_nodes();
+    std::vector<Node> kept;
+    for (size_t k = 0; k < graph_.nodes.size(); ++k)
+      if (!before[k] || after[k]) kept.push_back(std::move(graph_.nodes[k]));
+    graph_.nodes = std::move(kept);
   }
 
   void build_steps() {
@@ -332,13 +448,18 @@ class OnnxNet : public Module {
                  " inputs, the node has ", nin);
       for (int i = 0; i < v->min_in; ++i)
         KILN_CHECK(!n.inputs[size_t(i)].empty(), at, "required input ", i, " is empty");
-      KILN_CHECK(!n.outputs.empty() && !n.outputs[0].empty(), at, "the node has no output");
+      // The recurrent ops compute every output (each optional); the others their first.
+      const bool multi = is_recurrent(n.op_type);
+      KILN_CHECK(std::any_of(n.outputs.begin(), n.outputs.end(), [](const std::string& o) { return !o.empty(); }) &&
+                     (multi || !n.outputs[0].empty()),
+                 at, "the node has no output");
       KILN_CHECK(int(n.outputs.size()) <= v->max_out, at, n.op_type, "-", v->since, " has at most ", v->max_out,
                  " outputs, the node names ", n.outputs.size());
-      for (size_t o = 1; o < n.outputs.size(); ++o)
+      for (size_t o = 1; o < n.outputs.size() && !multi; ++o)
         KILN_CHECK(n.outputs[o].empty(), at, "output ", o, " ('", n.outputs[o],
                    "') is not implemented (kiln computes the first output only)");
-      KILN_CHECK(!made.count(n.outputs[0]), at, "output '", n.outputs[0], "' is already defined");
+      for (const std::string& o : n.outputs)
+        KILN_CHECK(o.empty() || !made.count(o), at, "output '", o, "' is already defined");
       auto ctx = std::make_unique<NodeCtx>(n, k, opset_, v->since, consts_);
       if (n.op_type == "Constant") {
         add_constant(*ctx);
@@ -350,7 +471,8 @@ class OnnxNet : public Module {
                    "', which no initializer, graph input or earlier node makes");
       Step s;
       s.node = &n;
-      s.fn = build_op(*ctx);
+      if (multi) s.multi = recurrent_op(*ctx);
+      else s.fn = build_op(*ctx);
       ctx->finish();
       // An input is a tensor unless the builder fixed it at import; an integer constant is never
       // a tensor (kiln computes in float32).
@@ -362,7 +484,8 @@ class OnnxNet : public Module {
         s.tensor_input[i] = true;
       }
       s.ctx = std::move(ctx);
-      made.insert(n.outputs[0]);
+      for (const std::string& o : n.outputs)
+        if (!o.empty()) made.insert(o);
       steps_.push_back(std::move(s));
     }
     KILN_CHECK(made.count(graph_.outputs[0].name), "onnx import: the graph output '", graph_.outputs[0].name,
@@ -387,9 +510,10 @@ class OnnxNet : public Module {
     ++readers[graph_.outputs[0].name];
     std::unordered_map<std::string, const TensorData*> inits;
     for (const TensorData& t : graph_.initializers)
-      if (t.elem_type != kInt64) inits[t.name] = &t;
+      if (!is_int(t.elem_type)) inits[t.name] = &t;
     std::unordered_map<std::string, size_t> made_by;
-    for (size_t k = 0; k < steps_.size(); ++k) made_by[steps_[k].node->outputs[0]] = k;
+    for (size_t k = 0; k < steps_.size(); ++k)
+      if (!steps_[k].multi) made_by[steps_[k].node->outputs[0]] = k;
     for (size_t j = 0; j < steps_.size(); ++j) {
       const Node& bn = *steps_[j].node;
       if (bn.op_type != "BatchNormalization" || bn.inputs.size() != 5 || !made_by.count(bn.inputs[0])) continue;
@@ -486,6 +610,7 @@ class OnnxNet : public Module {
     if (op == "Dropout") return i >= 1 && v >= 12;
     if (op == "ReduceMean") return i >= 1 && v >= 18;
     if (op == "Squeeze" || op == "Unsqueeze") return i >= 1 && v >= 13;
+    if (is_recurrent(op)) return i == 4 || (op == "LSTM" && i == 7);  // sequence_lens, P
     return false;
   }
 
@@ -497,6 +622,10 @@ class OnnxNet : public Module {
     for (const auto& [name, k] : last)
       if (!init_names.count(name) && !const_tensors_.count(name) && name != graph_.outputs[0].name)
         steps_[k].frees.push_back(name);
+    // Outputs nothing reads (a recurrent node's Y_c, say) go as soon as they are made.
+    for (Step& s : steps_)
+      for (const std::string& o : s.node->outputs)
+        if (!o.empty() && !last.count(o) && o != graph_.outputs[0].name) s.frees.push_back(o);
   }
 
   // One run at the declared input shape (batch 1 where the batch dim is symbolic): what depends

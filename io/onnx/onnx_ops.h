@@ -1,5 +1,5 @@
 // Inside the ONNX importer (io/onnx/onnx_import.cpp, onnx_ops.cpp, onnx_spatial.cpp,
-// onnx_resize.cpp): what a node knows at import time, and the op builders. A builder reads the
+// onnx_resize.cpp, onnx_rnn.cpp): what a node knows at import time, and the op builders. A builder reads the
 // node's attributes and constant inputs once, refuses at import what kiln does not implement
 // exactly, and returns the function that runs the node. Every attribute read is marked; one no
 // builder read is refused when the node is done (NodeCtx::finish), so an attribute kiln does not
@@ -22,6 +22,8 @@ namespace kiln::onnx::detail {
 
 // Runs a node: its inputs in order (an undefined Tensor for an absent one or one read at import).
 using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
+// Runs a node of several outputs (the recurrent ops): every output in order.
+using MultiOpFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 // The graph's constant values: int64 (and int32, bool) tensors and float ones, by value name.
 struct Constants {
@@ -48,6 +50,7 @@ class NodeCtx {
   std::string s(const char* name, const std::string& dflt);
   std::vector<int64_t> ints(const char* name, const std::vector<int64_t>& dflt);
   std::vector<float> floats(const char* name, const std::vector<float>& dflt);
+  std::vector<std::string> strings(const char* name, const std::vector<std::string>& dflt);
   // Marks an attribute read whose value does not change kiln's result (documented at the call).
   void ignore(const char* name) { used_.insert(name); }
 
@@ -68,7 +71,8 @@ class NodeCtx {
 };
 
 // The builders. build_op (io/onnx/onnx_ops.cpp) dispatches on the op type to its own builders
-// and to these (io/onnx/onnx_spatial.cpp, io/onnx/onnx_resize.cpp).
+// and to these (io/onnx/onnx_spatial.cpp, io/onnx/onnx_resize.cpp); the importer calls
+// recurrent_op (io/onnx/onnx_rnn.cpp) for the ops of several outputs.
 OpFn build_op(NodeCtx& c);
 // relu: the ReLU as the convolution's post-op (ops::conv2d_relu; the batch-norm fold of
 // onnx_import.cpp runs Conv -> BatchNormalization -> Relu as one such convolution).
@@ -79,6 +83,10 @@ OpFn global_pool_op(NodeCtx& c);
 OpFn pad_op(NodeCtx& c);
 OpFn slice_op(NodeCtx& c);
 OpFn resize_op(NodeCtx& c);  // Resize and Upsample
+// LSTM, GRU, RNN (io/onnx/onnx_rnn.cpp): the only ops of several outputs (Y, Y_h, Y_c), each
+// optional; inputs 4 (sequence_lens) and 7 (P) are read at import.
+bool is_recurrent(const std::string& op_type);
+MultiOpFn recurrent_op(NodeCtx& c);
 
 // Pieces shared by the builders.
 // x's elements at positions idx along `axis`, in that order (exact: slices and concatenation).

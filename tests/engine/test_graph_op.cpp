@@ -1,5 +1,5 @@
 // Graph ops (engine/graph_ops.inc, engine/graph_op.h): the table, call()'s tracing and its
-// float32 routing of half types.
+// float32 routing of half types, and call_multi()'s (the recurrent ops, one event of three outputs).
 //   ctest --test-dir build -R graph_op
 #include "tests/support/testing.h"
 
@@ -11,6 +11,7 @@
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/pool.h"
+#include "engine/ops/rnn.h"
 #include "engine/ops/softmax.h"
 #include "engine/trace.h"
 
@@ -117,4 +118,63 @@ TEST_CASE("graph ops: Half::kernel falls back to float32 only for half inputs") 
   CHECK_THROWS_WITH_AS(graph::call(GraphOp::softmax, {h}, graph::no_attrs,
                                    [](const Tensor*) { return graph::float32_fallback(); }),
                        doctest::Contains("returned no tensor"), Error);
+}
+
+TEST_CASE("graph ops: call_multi traces one event with every output and casts each back from float32") {
+  // Two stacked LSTM layers: one lstm event for the whole call (its cats, stacks and transposes
+  // are not recorded), with output, h_n and c_n, and the options as attributes.
+  const int64_t T = 3, N = 2, I = 4, H = 5;
+  std::vector<Tensor> params;
+  for (int64_t l = 0; l < 2; ++l) {
+    params.push_back(ramp({4 * H, l ? H : I}));
+    params.push_back(ramp({4 * H, H}));
+    params.push_back(ramp({4 * H}));
+    params.push_back(ramp({4 * H}));
+  }
+  ops::RnnOptions o;
+  o.num_layers = 2;
+  o.batch_first = true;
+  Sink sink;
+  ops::RnnOutput r;
+  {
+    trace::Scope scope(&sink);
+    r = ops::rnn(ramp({N, T, I}), Tensor(), Tensor(), params, o);
+  }
+  REQUIRE(sink.events.size() == 1);
+  const trace::Event& e = sink.events[0];
+  CHECK(e.op == GraphOp::lstm);
+  CHECK(std::strcmp(graph::info(e.op).onnx, "LSTM") == 0);
+  REQUIRE(e.outputs.size() == 3);
+  CHECK(e.output.is_same(r.output));
+  CHECK(e.outputs[0].is_same(r.output));
+  CHECK(e.outputs[1].is_same(r.h_n));
+  CHECK(e.outputs[2].is_same(r.c_n));
+  CHECK(e.inputs.size() == 4 + params.size());  // input, h0, c0, lengths, then the parameters
+  CHECK(!e.inputs[1].defined());
+  bool layers = false;
+  for (const trace::Attr& a : e.attrs) layers |= a.name == "num_layers" && a.ints == std::vector<int64_t>{2};
+  CHECK(layers);
+  // A GRU's third output is undefined; half inputs run in float32 and every output comes back half.
+  ops::RnnOptions g;
+  g.mode = RnnMode::gru;
+  const std::vector<Tensor> gp = {ramp({3 * H, I}), ramp({3 * H, H})};
+  g.bias = false;
+  for (DType dt : {DType::float16, DType::bfloat16}) {
+    CAPTURE(dt);
+    Sink half_sink;
+    ops::RnnOutput h;
+    {
+      trace::Scope scope(&half_sink);
+      h = ops::rnn(ramp({T, N, I}, dt), ramp({1, N, H}, dt), Tensor(), gp, g);
+    }
+    CHECK(h.output.dtype() == dt);
+    CHECK(h.h_n.dtype() == dt);
+    CHECK(!h.c_n.defined());
+    REQUIRE(half_sink.events.size() == 1);
+    CHECK(half_sink.events[0].op == GraphOp::gru);
+    CHECK(!half_sink.events[0].outputs[2].defined());
+    const ops::RnnOutput f = ops::rnn(ramp({T, N, I}, dt).to(DType::float32), ramp({1, N, H}, dt).to(DType::float32),
+                                      Tensor(), gp, g);
+    CHECK(h.h_n.to_vector() == f.h_n.to(dt).to_vector());
+  }
 }

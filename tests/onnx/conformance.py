@@ -9,6 +9,8 @@ kiln's graphs take one input: a case's first input stays the graph input, the ot
 initializers. Each manifest line: name, op type, model opset, rtol, atol, input element type,
 input shape, output element type, output shape (shapes as comma lists, "-" for a scalar). The
 tensors are raw little-endian in their own element type (float32 for every case kiln can run).
+A recurrent case (LSTM, GRU, RNN) that checks several outputs (Y, Y_h, Y_c) becomes one case per
+output, the graph keeping that output alone: <case> for the first, <case>_<output> for the others.
 Cases whose name has "_expanded" test the op's function body (other op types) and are left out;
 the manifest's header counts them.
 
@@ -30,10 +32,10 @@ MODULES = {
     "Add": "add", "AveragePool": "averagepool", "BatchNormalization": "batch_normalization",
     "Concat": "concat", "Constant": "constant", "Conv": "conv", "ConvTranspose": "convtranspose",
     "Div": "div", "Dropout": "dropout", "Flatten": "flatten", "Gemm": "gemm",
-    "GlobalAveragePool": "globalaveragepool", "GlobalMaxPool": "globalmaxpool", "Identity": "identity",
-    "LeakyRelu": "leakyrelu", "LogSoftmax": "logsoftmax", "LRN": "lrn", "MatMul": "matmul",
+    "GlobalAveragePool": "globalaveragepool", "GlobalMaxPool": "globalmaxpool", "GRU": "gru", "Identity": "identity",
+    "LeakyRelu": "leakyrelu", "LogSoftmax": "logsoftmax", "LRN": "lrn", "LSTM": "lstm", "MatMul": "matmul",
     "MaxPool": "maxpool", "Mul": "mul", "Pad": "pad", "ReduceMean": "reducemean", "Relu": "relu", "Reshape": "reshape",
-    "Resize": "resize", "Sigmoid": "sigmoid", "Slice": "slice", "Softmax": "softmax", "Squeeze": "squeeze",
+    "Resize": "resize", "RNN": "rnn", "Sigmoid": "sigmoid", "Slice": "slice", "Softmax": "softmax", "Squeeze": "squeeze",
     "Sub": "sub",
     "Sum": "sum", "Tanh": "tanh", "Transpose": "transpose", "Unsqueeze": "unsqueeze", "Upsample": "upsample",
 }
@@ -53,9 +55,15 @@ def dims(a):
     return ",".join(str(d) for d in a.shape) if a.ndim else "-"
 
 
+# The ops of several outputs kiln computes (Y, Y_h, Y_c): a case that checks more than one becomes
+# one case per output (the first under the case's own name, the others as <case>_<output name>).
+RECURRENT = {"LSTM", "GRU", "RNN"}
+
+
 def convert(case, out_dir):
+    """The manifest lines of a case (one, or one per output of a recurrent case)."""
     import onnx
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
     model = onnx.ModelProto()
     model.CopyFrom(case.model)
@@ -74,19 +82,34 @@ def convert(case, out_dir):
     graph.input.extend(keep)
     if model.ir_version < 4:
         model.ir_version = 4
-    case_dir = os.path.join(out_dir, case.name)
+    x = np.asarray(inputs[0]) if inputs else np.zeros([0], np.float32)
+    if op not in RECURRENT or len(graph.output) < 2:
+        y = np.asarray(outputs[0]) if outputs else np.zeros([0], np.float32)
+        return [write_case(model, case.name, op, case, x, y, out_dir)]
+    lines = []
+    all_outputs = list(graph.output)
+    for j, (vi, y) in enumerate(zip(all_outputs, outputs)):
+        del graph.output[:]
+        graph.output.extend([vi])
+        name = case.name if j == 0 else f"{case.name}_{vi.name}"
+        lines.append(write_case(model, name, op, case, x, np.asarray(y), out_dir))
+    return lines
+
+
+def write_case(model, name, op, case, x, y, out_dir):
+    import onnx
+
+    case_dir = os.path.join(out_dir, name)
     os.makedirs(case_dir, exist_ok=True)
     onnx.save(model, os.path.join(case_dir, "model.onnx"))
-    x = np.asarray(inputs[0]) if inputs else np.zeros([0], np.float32)
-    y = np.asarray(outputs[0]) if outputs else np.zeros([0], np.float32)
-    for name, a in (("input.bin", x), ("expected.bin", y)):
+    for fname, a in (("input.bin", x), ("expected.bin", y)):
         if a.dtype == object:
             a = np.zeros([0], np.float32)
-        a.astype(a.dtype.newbyteorder("<")).tofile(os.path.join(case_dir, name))
+        a.astype(a.dtype.newbyteorder("<")).tofile(os.path.join(case_dir, fname))
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     rtol = case.rtol if case.rtol is not None else 1e-3
     atol = case.atol if case.atol is not None else 1e-7
-    return "\t".join([case.name, op, str(opset), repr(float(rtol)), repr(float(atol)), str(x.dtype), dims(x),
+    return "\t".join([name, op, str(opset), repr(float(rtol)), repr(float(atol)), str(x.dtype), dims(x),
                       str(y.dtype), dims(y)])
 
 
@@ -104,7 +127,7 @@ def generate(out_dir, ops):
             continue
         if not any(n.op_type in ops for n in c.model.graph.node):
             continue
-        lines.append(convert(c, out_dir))
+        lines.extend(convert(c, out_dir))
     node_cases = len(lines)
     import onnx
 
@@ -112,7 +135,7 @@ def generate(out_dir, ops):
     import legacy
 
     for c in legacy.cases(ops):
-        lines.append(convert(c, out_dir))
+        lines.extend(convert(c, out_dir))
     with open(os.path.join(out_dir, "manifest.tsv"), "w") as f:
         f.write(f"# onnx {onnx.__version__}, newest opset {onnx.defs.onnx_opset_version()}, {node_cases} node test "
                 f"cases ({expanded} _expanded left out), {len(lines) - node_cases} kiln cases\n")

@@ -3,7 +3,9 @@ meaning differs from the newest) and the forms exporters write, one node each, e
 from onnxruntime (which implements every opset). A case onnxruntime itself rejects is left out.
 
 Each case: a name ("kiln_<op>_..."), the opset, the node (op type, attributes), the graph input
-x and the other inputs as initializers (None: the optional input left out, "").
+x and the other inputs as initializers (None: the optional input left out, ""), and optionally the
+node's outputs (each a graph output; the recurrent ops' Y, Y_h, Y_c: conformance.py makes a case
+of each).
 """
 import types
 
@@ -175,19 +177,69 @@ def _specs():
     add(("kiln_add_opset7_bcast", 7, "Add", {}, x4, [_rand(3, 1, 6, seed=27)]))
     add(("kiln_div_opset7_bcast", 7, "Div", {}, x4, [np.abs(_rand(6, seed=28)) + 0.5]))
     add(("kiln_leakyrelu_opset7", 7, "LeakyRelu", {"alpha": 0.3}, x4, []))
+    specs.extend(_recurrent_specs())
     return specs
 
 
-def _model(name, opset, op, attrs, x, others):
+def _recurrent_specs():
+    """LSTM, GRU (PyTorch's linear_before_reset = 1) and RNN in the forms exporters write: opset 7
+    (no layout) and later, both directions and reverse, B, sequence_lens, initial states, explicit default activations and RNN's Relu; and what kiln refuses by design (clip,
+    input_forget, other activations)."""
+    T, N, I, H = 5, 3, 4, 3
+    x = _rand(T, N, I, seed=30)
+    lens = np.array([5, 2, 4], dtype=np.int32)
+    specs = []
+    for op, G in (("LSTM", 4), ("GRU", 3), ("RNN", 1)):
+        low = op.lower()
+        base = {"hidden_size": H, **({"linear_before_reset": 1} if op == "GRU" else {})}
+        outs = ["y", "y_h", "y_c"] if op == "LSTM" else ["y", "y_h"]
+
+        def weights(D, seed):
+            return [0.4 * _rand(D, G * H, I, seed=seed), 0.4 * _rand(D, G * H, H, seed=seed + 1),
+                    0.3 * _rand(D, 2 * G * H, seed=seed + 2)]
+
+        def states(D, seed):
+            h = 0.5 * _rand(D, N, H, seed=seed)
+            return [h, 0.5 * _rand(D, N, H, seed=seed + 1)] if op == "LSTM" else [h]
+
+        w1, w2 = weights(1, 31), weights(2, 34)
+        specs.append((f"kiln_{low}_opset7_states", 7, op, base, x, w1 + [None] + states(1, 37), outs))
+        specs.append((f"kiln_{low}_opset13_bidir_seq_lens", 13, op, {**base, "direction": "bidirectional"}, x,
+                      w2 + [lens], outs))
+        specs.append((f"kiln_{low}_opset13_reverse_seq_lens_no_bias", 13, op, {**base, "direction": "reverse"}, x,
+                      w1[:2] + [None, lens] + states(1, 39), outs))
+        # (Layout 1 has no kiln case: onnxruntime's CPU kernels refuse it, "Batchwise recurrent
+        # operations (layout == 1) are not supported"; the node tests' _batchwise cases check it.)
+    acts = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Relu"]}
+    for op, G in (("LSTM", 4), ("GRU", 3), ("RNN", 1)):
+        attrs = {"hidden_size": H, "direction": "bidirectional", "activations": acts[op] * 2,
+                 **({"linear_before_reset": 1} if op == "GRU" else {})}
+        w = [0.4 * _rand(2, G * H, I, seed=43), 0.4 * _rand(2, G * H, H, seed=44), 0.3 * _rand(2, 2 * G * H, seed=45)]
+        specs.append((f"kiln_{op.lower()}_opset22_activations", 22, op, attrs, x, w, ["y", "y_h"]))
+    # An all-zero P is no peephole: kiln takes it.
+    w = [0.4 * _rand(1, 4 * H, I, seed=46), 0.4 * _rand(1, 4 * H, H, seed=47)]
+    specs.append(("kiln_lstm_opset13_zero_peepholes", 13, "LSTM", {"hidden_size": H}, x,
+                  w + [None, None, None, None, np.zeros((1, 3 * H), np.float32)], ["y"]))
+    # Refused by design: cell clipping, coupled input and forget gates, other activations.
+    specs.append(("kiln_lstm_opset13_clip", 13, "LSTM", {"hidden_size": H, "clip": 0.5}, x, w, ["y"]))
+    specs.append(("kiln_lstm_opset13_input_forget", 13, "LSTM", {"hidden_size": H, "input_forget": 1}, x, w, ["y"]))
+    specs.append(("kiln_gru_opset13_hardsigmoid", 13, "GRU",
+                  {"hidden_size": H, "linear_before_reset": 1, "activations": ["HardSigmoid", "Tanh"]}, x,
+                  [0.4 * _rand(1, 3 * H, I, seed=48), 0.4 * _rand(1, 3 * H, H, seed=49)], ["y"]))
+    return specs
+
+
+def _model(name, opset, op, attrs, x, others, outputs=("y",)):
     from onnx import TensorProto, helper, numpy_helper
 
     names = ["x"] + [f"in{i}" if v is not None else "" for i, v in enumerate(others, 1)]
     while names and names[-1] == "":
         names.pop()
-    node = helper.make_node(op, names, ["y"], name=name, **attrs)
+    node = helper.make_node(op, names, list(outputs), name=name, **attrs)
     inits = [numpy_helper.from_array(np.asarray(v), f"in{i}") for i, v in enumerate(others, 1) if v is not None]
     graph = helper.make_graph([node], name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+                              initializer=inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
 
 
@@ -199,17 +251,17 @@ def cases(ops):
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     opts.intra_op_num_threads = 1
     opts.log_severity_level = 4
-    for name, opset, op, attrs, x, others in _specs():
+    for name, opset, op, attrs, x, others, *outputs in _specs():
         if op not in ops:
             continue
-        model = _model(name, opset, op, attrs, x, others)
+        model = _model(name, opset, op, attrs, x, others, *outputs)
         try:
             sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-            y = sess.run(None, {"x": x})[0]
+            ys = sess.run(None, {"x": x})
         except Exception as e:  # onnxruntime rejects the model itself: not a case
             rejected.append(f"{name}: {str(e).splitlines()[0][:150]}")
             continue
-        out.append(types.SimpleNamespace(name=name, model=model, data_sets=[([x, *others], [y])], rtol=1e-3,
+        out.append(types.SimpleNamespace(name=name, model=model, data_sets=[([x, *others], ys)], rtol=1e-3,
                                          atol=1e-5))
     for r in rejected:
         print("legacy.py: onnxruntime rejects", r)
