@@ -1,8 +1,10 @@
 // kiln's own recurrent layer on the CPU (kernels/common/rnn.h): the time loop of
 // kernels/common/rnn_driver.h on kiln's GEMM (kernels/cpu/native/gemm.h, its ISA picked at run
 // time) with the gate arithmetic of a step fused into one pass, parallel over the batch and
-// hidden units. float32. The forward leaves its gates and states in the payload for the backward;
-// a backward without them recomputes the forward first.
+// hidden units (rnn_gates.h: vectorised, ISA picked at run time). float32. A training forward
+// leaves its gates and states in the payload for the backward; a backward without them recomputes
+// the forward first. An inference forward (!training) keeps them in a per-thread buffer reused
+// across calls (grown, never shrunk) and leaves the payload empty.
 //   ctest --test-dir build -R 'oracle|rnn'     ./build/tools/kiln bench --model lstm ...
 #pragma once
 
