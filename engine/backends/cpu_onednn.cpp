@@ -42,7 +42,15 @@ int conv_bwd_weights_priority(const ConvDesc& d) {
   return d.nhwc || small_depthwise ? kPreferred : priority::secondary;
 }
 
-int rnn_priority(const RnnDesc& d) { return d.training ? priority::secondary : kPreferred; }
+// oneDNN first for an inference forward over many rows (steps x batch): it reorders the weights
+// on every call, which many rows amortise. kiln bench, forward medians, AMD EPYC Zen 4, 2 threads,
+// oneDNN against native: lstm-h1024-t25 batch 128 (3200 rows) 270 / 338 ms, gru-h512-t1500
+// batch 32 (48000) 783 / 1204 ms; lstm-h1536-t50 batch 4 (200) 178 / 89 ms, lstm-forecast batch
+// 64 (384, hidden 64) 0.46 / 0.21 ms. Training: native first (lstm-h1024-t25 batch 128, a step
+// 800 against oneDNN's 958 ms), so the training forward and its backward stay together there.
+int rnn_priority(const RnnDesc& d) {
+  return !d.training && d.T * d.N >= 1024 ? kPreferred : priority::secondary;
+}
 
 }  // namespace
 
@@ -95,10 +103,7 @@ void register_cpu_onednn(BackendRegistrar& r) {
   r.add<kernel_op::sum>(k::supports_sum, k::sum);
 
   // Recurrent layers without per-sequence lengths or a projection (oneDNN has neither): the
-  // forward's workspace travels to the backward in the payload. lstm-h1024-t25 batch 128 (kiln
-  // bench, medians of 5, AMD EPYC Zen 4, 2 threads): inference forward 270 ms against native's
-  // 338 (first), training step 958 against native's 800 (second: the training forward and the
-  // backward stay together on native).
+  // forward's workspace travels to the backward in the payload. See rnn_priority.
   r.add<kernel_op::rnn_fwd>(k::supports_rnn, kernel_op::rnn_fwd::PayloadKernel(k::rnn_fwd), rnn_priority);
   r.add<kernel_op::rnn_bwd>(k::supports_rnn, kernel_op::rnn_bwd::PayloadKernel(k::rnn_bwd), rnn_priority);
 }
