@@ -19,6 +19,12 @@ const char* cell_name(RnnMode m) {
   return "RNNCell";
 }
 
+RNNOptions stacked(int64_t input_size, int64_t hidden_size, int64_t num_layers) {
+  RNNOptions o(input_size, hidden_size);
+  o.num_layers = num_layers;
+  return o;
+}
+
 void init_uniform(Module& m, int64_t hidden) {
   const double stdv = hidden > 0 ? 1.0 / std::sqrt(double(hidden)) : 0.0;
   for (Tensor& p : m.parameters(false)) init::uniform_(p, -stdv, stdv);
@@ -120,27 +126,15 @@ std::string RNNBase::repr() const {
 RNN::RNN(const RNNOptions& o)
     : RNNBase(o.nonlinearity == Nonlinearity::relu ? RnnMode::rnn_relu : RnnMode::rnn_tanh, o, "RNN") {}
 RNN::RNN(int64_t input_size, int64_t hidden_size, int64_t num_layers)
-    : RNN([&] {
-        RNNOptions o(input_size, hidden_size);
-        o.num_layers = num_layers;
-        return o;
-      }()) {}
+    : RNN(stacked(input_size, hidden_size, num_layers)) {}
 
 LSTM::LSTM(const RNNOptions& o) : RNNBase(RnnMode::lstm, o, "LSTM") {}
 LSTM::LSTM(int64_t input_size, int64_t hidden_size, int64_t num_layers)
-    : LSTM([&] {
-        RNNOptions o(input_size, hidden_size);
-        o.num_layers = num_layers;
-        return o;
-      }()) {}
+    : LSTM(stacked(input_size, hidden_size, num_layers)) {}
 
 GRU::GRU(const RNNOptions& o) : RNNBase(RnnMode::gru, o, "GRU") {}
 GRU::GRU(int64_t input_size, int64_t hidden_size, int64_t num_layers)
-    : GRU([&] {
-        RNNOptions o(input_size, hidden_size);
-        o.num_layers = num_layers;
-        return o;
-      }()) {}
+    : GRU(stacked(input_size, hidden_size, num_layers)) {}
 
 RNNCellBase::RNNCellBase(RnnMode mode, int64_t input_size, int64_t hidden_size, bool bias, const char* type)
     : mode_(mode), input_(input_size), hidden_(hidden_size), bias_(bias), type_(type) {
