@@ -337,6 +337,16 @@ class UNet(nn.Module):
 
 
 # name: (builder, input C,H,W, expected parameters, where the figure comes from)
+def run_rnn(rnn, x):
+    """The output sequence of a recurrent layer. Under CPU autocast to float16 (the emulated
+    gpu-check's peer) PyTorch's oneDNN LSTM has no float16 kernel: the layer runs in float32, as
+    kiln runs recurrent layers on half inputs."""
+    if x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16:
+        with torch.autocast("cpu", enabled=False):
+            return rnn(x.float())[0]
+    return rnn(x)[0]
+
+
 class Forecaster(nn.Module):
     """nets/recurrent.cpp's lstm-forecast / gru-forecast: the last step of the layer to Linear."""
 
@@ -346,7 +356,7 @@ class Forecaster(nn.Module):
         self.fc = nn.Linear(hidden, outputs)
 
     def forward(self, x):
-        return self.fc(self.rnn(x)[0][:, -1])
+        return self.fc(run_rnn(self.rnn, x)[:, -1])
 
 
 class SequenceLayer(nn.Module):
@@ -357,7 +367,7 @@ class SequenceLayer(nn.Module):
         self.rnn = cell(hidden, hidden, batch_first=True)
 
     def forward(self, x):
-        return self.rnn(x)[0]
+        return run_rnn(self.rnn, x)
 
 
 def rnn_params(gates, inp, hidden):
