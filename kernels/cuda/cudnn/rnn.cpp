@@ -235,7 +235,8 @@ Layout weight_layout(Context& ctx, const RnnDesc& d, cudnnRNNDescriptor_t rnn, c
   }
   if (d.P > 0) {
     void* mp = nullptr;
-    KILN_CUDNN_CHECK(cudnnGetRNNWeightParams(ctx.dnn, rnn, 0, bytes, space, 2 * G, m.d, &mp, nullptr, nullptr), what,
+    void* bp = nullptr;  // the projection has no bias (cuDNN leaves it null); asked as PyTorch asks
+    KILN_CUDNN_CHECK(cudnnGetRNNWeightParams(ctx.dnn, rnn, 0, bytes, space, 2 * G, m.d, &mp, b.d, &bp), what,
                      " (linLayerID ", 2 * G, ", the projection)");
     const size_t got = elems_of(m.d, what);
     KILN_CHECK(got == P * H, what, ": cuDNN's projection has ", got, " elements, kiln's w_hr ", P * H);
