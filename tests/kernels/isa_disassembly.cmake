@@ -63,6 +63,12 @@ if(ARCH MATCHES "^(x86_64|AMD64|amd64)$")
   # bfloat16 direct convolution tile: 2 zmm vdpbf16ps per row of heights 1..12 and pair: 2 * 78.
   check(conv_direct_avx512bf16.cpp "-mavx512f -mavx512bf16 -mavx512bw -mavx512vl -mfma -mavx2" "vdpbf16ps[^\n]*%zmm" 156
         "AVX512_BF16 (zmm) dot product")
+  # The recurrent gate passes (rnn_gates_kernels.inc): every loop vectorised; 475 zmm / ymm
+  # arithmetic instructions with GCC 12 at -O3, the bound a third of that.
+  check(rnn_gates_avx512.cpp "-march=knl" "v(fmadd[0-9]+|mul|add|sub|div|max|min)ps[^\n]*%zmm" 150
+        "AVX-512 (zmm) arithmetic" _knl)
+  check(rnn_gates_avx2.cpp "-mavx2 -mfma" "v(fmadd[0-9]+|mul|add|sub|div|max|min)ps[^\n]*%ymm" 150
+        "AVX2 (ymm) arithmetic")
   # 6 x 16 tile: 2 ymm FMAs per row and k step; heights 1..6 in two A modes: 2 * 21 * 2.
   check(gemm_avx2.cpp "-mavx2 -mfma" "vfmadd[0-9]+ps[^\n]*%ymm" 84 "AVX2 (ymm) FMA")
   check(conv_depthwise_avx2.cpp "-mavx2 -mfma" "v(fmadd[0-9]+|mul|add)ps[^\n]*%ymm" 8 "AVX2 (ymm) arithmetic")
