@@ -5,7 +5,7 @@
 // leaves its gates and states in the payload for the backward; a backward without them recomputes
 // the forward first. An inference forward (!training) keeps them in a per-thread buffer reused
 // across calls (grown, never shrunk) and leaves the payload empty.
-//   ctest --test-dir build -R 'oracle|rnn'     ./build/tools/kiln bench --model lstm ...
+//   ctest --test-dir build -R 'oracle|rnn'     build/tools/kiln bench --model lstm-h1024-t25 --batch 128 --backend native
 #pragma once
 
 #include <cstdint>
