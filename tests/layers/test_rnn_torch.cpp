@@ -95,7 +95,9 @@ void check_spec(const Spec& s, uint64_t seed) {
   CHECK_CLOSE(x.grad(), want["grad.x"], tol, tol);
   CHECK_CLOSE(h0.grad(), want["grad.h0"], tol, tol);
   if (lstm) CHECK_CLOSE(c0.grad(), want["grad.c0"], tol, tol);
-  for (auto& [name, p] : net->named_parameters()) {
+  for (auto& named : net->named_parameters()) {
+    const std::string& name = named.first;  // a structured binding cannot be captured in C++17
+    const Tensor& p = named.second;
     CAPTURE(name);
     REQUIRE(want.count("grad." + name));
     CHECK_CLOSE(p.grad(), want["grad." + name], tol, tol);

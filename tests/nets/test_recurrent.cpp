@@ -15,7 +15,9 @@ TEST_CASE("recurrent zoo nets: parameters and output shapes") {
   const std::vector<std::pair<std::string, int64_t>> counts = {
       {"lstm-forecast", 17859},     {"gru-forecast", 13443},       {"lstm-h1024-t25", 8396800},
       {"lstm-h1536-t50", 18886656}, {"gru-h512-t1500", 1575936},   {"gru-h2816-t375", 47596032}};
-  for (const auto& [name, n] : counts) {
+  for (const auto& count : counts) {
+    const std::string& name = count.first;  // a structured binding cannot be captured in C++17
+    const int64_t n = count.second;
     CAPTURE(name);
     CHECK(nets::find(name).parameters == n);
     if (n < 2000000) CHECK(nets::build(name)->num_parameters() == n);
