@@ -40,15 +40,25 @@ KILN_HOST_DEVICE inline float philox_uniform(uint64_t seed, uint64_t offset, uin
   return uint_to_unit_float(r.v[i % 4]);
 }
 
-// Standard normal for element i: Box-Muller on lanes (0,1) for even i... pairs share a counter.
+// Standard normal for element i: Box-Muller on lanes (0,1) of counter offset + i / 2; even i
+// takes the cosine, odd i the sine.
+// The host and a CUDA device must give the same bits (tests/gpu/test_gpu_ops.cpp, the oracle):
+//  - u1 = (k + 1) * 2^-24 for k in [0, 2^24): exact in float, in (0, 1]. The scale is written as
+//    2^-24 itself: "1.0f / 16777217.0f" (2^24 + 1 is no float) was folded to 2^-24 by the host
+//    compiler and to 2^-24 (1 - 2^-23) by nvcc, two ulps of u1 apart on the device.
+//  - log, sqrt and sin/cos run in double and the product is rounded to float once. The host's
+//    libm and CUDA's differ by an ulp or two in float (logf, sinf, cosf: CUDA documents 1 to 2
+//    ulps), which the final rounding kept; in double their few-ulp differences change the float
+//    result only when the exact value lies within a few double ulps of a float rounding boundary
+//    (about one draw in 10^8). No multiply feeds an add here, so no FMA contraction differs.
 KILN_HOST_DEVICE inline float philox_normal(uint64_t seed, uint64_t offset, uint64_t i) {
   Philox4x32 r = philox4x32(seed, offset + i / 2);
   uint32_t a = r.v[0], b = r.v[1];
-  float u1 = (float(a >> 8) + 1.0f) * (1.0f / 16777217.0f);  // (0, 1]
-  float u2 = uint_to_unit_float(b);
-  float rad = sqrtf(-2.0f * logf(u1));
-  float th = 6.2831853071795864f * u2;
-  return (i % 2 == 0) ? rad * cosf(th) : rad * sinf(th);
+  const float u1 = (float(a >> 8) + 1.0f) * (1.0f / 16777216.0f);  // (0, 1]
+  const float u2 = uint_to_unit_float(b);
+  const float th = 6.2831853071795864f * u2;  // one float rounding, the same on both sides
+  const double rad = sqrt(-2.0 * log(double(u1)));
+  return float((i % 2 == 0) ? rad * cos(double(th)) : rad * sin(double(th)));
 }
 
 }  // namespace kiln

@@ -65,6 +65,46 @@ TEST_CASE("emu kernels: the same bits on every launch (reduce one and two passes
   CHECK(same_bits(b1, b2));
 }
 
+TEST_CASE("emu kernels: the conv bias gradient alone, float32 and half diff_dst, sums in float32") {
+  for (bool nhwc : {false, true}) {
+    CAPTURE(nhwc);
+    ConvDesc c = parse_conv_problem("mb3ic3ih9iw11oc6kh3ph1");
+    c.nhwc = nhwc;
+    const std::vector<float> src = values(size_t(c.src_elems()), 5), dy = values(size_t(c.dst_elems()), 6);
+    std::vector<float> want(size_t(c.K)), got(want.size(), -1.f);
+    cuda::conv2d_bwd_weights(c, src.data(), dy.data(), nullptr, want.data());
+    REQUIRE(cuda::supports_conv_bias_grad(c));
+    cuda::conv2d_bias_grad(c, dy.data(), got.data());
+    CHECK(same_bits(got, want));  // the same kernel and order as the full backward
+    // Half diff_dst: each element widened, then the same float32 sums as for the widened copy.
+    std::vector<Half> dyh(dy.begin(), dy.end());
+    std::vector<BFloat16> dyb(dy.begin(), dy.end());
+    std::vector<float> dyh_f(dyh.begin(), dyh.end()), dyb_f(dyb.begin(), dyb.end());
+    std::vector<float> want_h(want.size()), want_b(want.size()), got_h(want.size(), -1.f), got_b(want.size(), -1.f);
+    cuda::conv2d_bias_grad(c, dyh_f.data(), want_h.data());
+    cuda::conv2d_bias_grad(c, dyb_f.data(), want_b.data());
+    ConvDesc h = c, b = c;
+    h.dtype = DType::float16;
+    b.dtype = DType::bfloat16;
+    REQUIRE(cuda::supports_conv_bias_grad(h));
+    REQUIRE(cuda::supports_conv_bias_grad(b));
+    cuda::conv2d_bias_grad(h, dyh.data(), got_h.data());
+    cuda::conv2d_bias_grad(b, dyb.data(), got_b.data());
+    CHECK(same_bits(got_h, want_h));
+    CHECK(same_bits(got_b, want_b));
+    // ... and not rounded to the half type: a sum of 297 values of about 0.25 needs float32's bits.
+    bool wider_than_bf16 = false;
+    for (float v : got_b) wider_than_bf16 |= float(BFloat16(v)) != v;
+    CHECK(wider_than_bf16);
+  }
+  ConvDesc d = parse_conv_problem("mb1ic4ih7oc6kh1");
+  d.dtype = DType::float64;
+  CHECK_FALSE(cuda::supports_conv_bias_grad(d));
+  std::vector<double> dy64(size_t(d.dst_elems()));
+  std::vector<float> out(size_t(d.K));
+  CHECK_THROWS_AS(cuda::conv2d_bias_grad(d, dy64.data(), out.data()), Error);
+}
+
 TEST_CASE("emu kernels: conv under a column budget that splits the batch gives the unchunked bits") {
   for (const char* p : {"mb3ic3ih9iw11oc6kh3ph1", "g3mb3ic6ih9oc6kh3sh2ph1", "mb3ic4ih7oc5kh1"})
     for (bool nhwc : {false, true}) {

@@ -137,7 +137,7 @@ TEST_CASE("gpu train: mnist-cnn learns a synthetic task on cuda in float32, floa
       CAPTURE(dt);
       try {
         RunResult h = train_once(dt);
-        MESSAGE(backend << " " << dtype_name(dt) << ": loss " << h.first << " -> " << h.last << ", test top-1 " << h.top1);
+        MESSAGE(backend << " " << std::string(dtype_name(dt)) << ": loss " << h.first << " -> " << h.last << ", test top-1 " << h.top1);
         // Half precision rounds activations (11 / 8 mantissa bits), so the trajectory differs from
         // float32's; it must still learn about as well: the final loss within 2x + 0.1 of
         // float32's, and accuracy within 10 points. A broken half path (gradients underflowing

@@ -8,9 +8,10 @@
 // on tensor cores. kiln's bias stays float32, cuDNN adds a bias of the data's type: each forward
 // call converts the K bias values into workspace with kiln's own CUDA copy kernel (cuDNN's
 // cudnnTransformTensor refuses differing data types) and then adds it (fused with the ReLU where
-// cudnnConvolutionBiasActivationForward takes the shape). The bias gradient first asks cuDNN for
-// half diff_dst summed straight into a float32 gradient; where cuDNN refuses that mix (remembered
-// per plan) it sums into a half scratch and widens it to float32, PyTorch AMP's behaviour.
+// cudnnConvolutionBiasActivationForward takes the shape). The bias gradient asks cuDNN to sum
+// diff_dst straight into kiln's float32 gradient; where cuDNN refuses the descriptors (cuDNN 9
+// takes no bfloat16 in cudnnConvolutionBackwardBias, whatever the bias type; remembered per plan)
+// kiln's own CUDA reduction sums it (kernels/cuda/native/conv.h), float32 accumulation either way.
 // Built with CUDA (the kernels/cuda host rule); compiled empty where cuDNN was not found.
 #if defined(KILN_HAVE_CUDNN)
 
@@ -25,6 +26,7 @@
 
 #include "kernels/cuda/cudnn/handles.h"
 #include "kernels/cuda/cudnn/mapping.h"
+#include "kernels/cuda/native/conv.h"
 #include "kernels/cuda/native/copy.h"
 
 // The legacy (non-graph) cuDNN API is deprecated in cuDNN 9 but is the one cuDNN 8 has.
@@ -65,7 +67,7 @@ struct Plan {
   cudnnActivationDescriptor_t relu = nullptr;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   bool fused_ok = true;  // cudnnConvolutionBiasActivationForward accepted so far
-  bool bias_grad_direct = true;  // half diff_dst summed straight into a float32 bias gradient
+  bool bias_grad_cudnn = true;  // cuDNN has not refused this plan's bias gradient
   Choice fwd, bwd_data, bwd_filter;
   int viable[3] = {-1, -1, -1};  // per direction: heuristics' algorithm count, -1 = not asked
   std::mutex mu;  // guards the Choices and fused_ok
@@ -486,32 +488,27 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src, const void* diff_dst
   }
   if (diff_bias) {
     KILN_CHECK(d.has_bias, "cudnn conv2d_bwd_weights: a bias gradient without has_bias (", d.str(), ")");
-    const std::string what = "conv2d_bwd_weights (bias) " + d.str();
-    if (!p.types.bias_cast()) {
-      KILN_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn, &kOne, p.y.d, diff_dst, &kZero, p.bias.d, diff_bias),
-                       what);
-      return;
-    }
-    // Half diff_dst: a float32 sum written as float32 if cuDNN takes the mixed descriptors...
-    bool direct = false;
+    // diff_dst (any data type) summed in float32 into the float32 bias descriptor. Summing half
+    // data into a half scratch instead would round the gradient to the data type; kiln's own
+    // reduction keeps float32 where cuDNN declines.
+    bool use_cudnn = false;
     {
       std::lock_guard<std::mutex> lock(p.mu);
-      direct = p.bias_grad_direct;
+      use_cudnn = p.bias_grad_cudnn;
     }
-    if (direct) {
+    if (use_cudnn) {
       const cudnnStatus_t s =
           cudnnConvolutionBackwardBias(ctx.dnn, &kOne, p.y.d, diff_dst, &kZero, p.bias.d, diff_bias);
       if (s == CUDNN_STATUS_SUCCESS) return;
       if (!is_not_supported(s) && !is_bad_param(s))
-        detail::throw_cudnn(s, "cudnnConvolutionBackwardBias", what, __FILE__, __LINE__);
+        detail::throw_cudnn(s, "cudnnConvolutionBackwardBias", "conv2d_bwd_weights (bias) " + d.str(), __FILE__,
+                            __LINE__);
       std::lock_guard<std::mutex> lock(p.mu);
-      p.bias_grad_direct = false;
+      p.bias_grad_cudnn = false;
     }
-    // ... else summed (float32 inside cuDNN) into a half scratch, then widened.
-    void* scratch = workspace(ctx, align256(size_t(d.K) * element_size(p.types.bias_compute)), true);
-    KILN_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.dnn, &kOne, p.y.d, diff_dst, &kZero, p.bias_half.d, scratch),
-                     what);
-    convert(p.types.bias_compute, p.types.bias, d.K, scratch, diff_bias, d);
+    KILN_CHECK(cuda::supports_conv_bias_grad(bd), "cudnn conv2d_bwd_weights: cuDNN declined the bias gradient and ",
+               "kiln's CUDA reduction does not take ", d.str());
+    cuda::conv2d_bias_grad(bd, diff_dst, diff_bias);
   }
 }
 
@@ -528,7 +525,7 @@ ConvAlgoUsed conv_algo_used(const ConvDesc& desc, int direction) {
   ConvAlgoUsed u;
   u.descriptor_math = int(dm);
   u.fused = direction == kFwd && d.has_bias && d.relu && p.fused_ok;
-  u.bias_grad_direct = p.bias_grad_direct;
+  u.bias_grad_cudnn = p.bias_grad_cudnn;
   if (c.ready && c.first < c.candidates.size()) {
     u.algo = c.candidates[c.first].algo;
     u.math = int(c.candidates[c.first].math);

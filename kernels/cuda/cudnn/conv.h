@@ -30,10 +30,12 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src, const void* diff_dst
 // math its cudnnMathType_t as the heuristics or timing reported it (mapping.h: math_type_name),
 // -1 before the direction ran; descriptor_math is the math type the convolution descriptor
 // requests (tensor ops for half data). fused: the forward bias+ReLU ran as one cuDNN call;
-// bias_grad_direct: a half bias gradient was summed by cuDNN straight into float32.
+// bias_grad_cudnn: cuDNN sums the bias gradient (float32 accumulation into the float32 gradient);
+// false once cuDNN refused it for this shape and data type, which kiln's own CUDA reduction then
+// sums (float32 accumulation too).
 struct ConvAlgoUsed {
   int algo = -1, math = -1, descriptor_math = -1;
-  bool fused = false, bias_grad_direct = false;
+  bool fused = false, bias_grad_cudnn = false;
 };
 ConvAlgoUsed conv_algo_used(const ConvDesc& d, int direction);
 

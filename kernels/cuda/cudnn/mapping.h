@@ -47,8 +47,9 @@ const char* conv_unsupported(const ConvDesc& d);
 // The types of one convolution as the cudnn backend runs it. kiln's half convolutions carry a
 // float32 bias and want a float32 bias gradient (ConvDesc's contract), while cuDNN's fused and
 // add-tensor calls take a bias of the data's own type: the backend converts the bias to the data
-// type in workspace (bias_compute) before adding it, and sums the bias gradient from half
-// diff_dst into a bias_compute scratch before widening it to float32 (what PyTorch AMP does).
+// type in workspace (bias_compute) before adding it. The bias gradient is summed in float32
+// straight into the float32 gradient (by cuDNN, or kiln's own CUDA reduction where cuDNN
+// declines: conv.cpp).
 struct ConvTypes {
   DType data = DType::float32;          // x, w, y and their gradients
   DType compute = DType::float32;       // the convolution descriptor's accumulation type

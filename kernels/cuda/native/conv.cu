@@ -113,15 +113,16 @@ KILN_GLOBAL void zero_kernel(int64_t total, float* dst) {
 }
 
 // diff_bias[k] = sum over (n, p, q) of diff_dst: one block per channel, a fixed-order strided
-// sum per thread, then a shared-memory tree (deterministic).
-KILN_GLOBAL void bias_grad_kernel(int64_t N, int64_t K, int64_t pq, bool nhwc, const float* diff_dst,
-                                  float* diff_bias) {
+// sum per thread, then a shared-memory tree (deterministic). T is float, Half or BFloat16; the
+// sum is float32 whatever T is (a half diff_dst is widened element by element).
+template <class T>
+KILN_GLOBAL void bias_grad_kernel(int64_t N, int64_t K, int64_t pq, bool nhwc, const T* diff_dst, float* diff_bias) {
   KILN_SHARED float part[kThreads];
   for (int64_t k = blockIdx.x; k < K; k += gridDim.x) {
     float acc = 0.f;
     for (int64_t i = threadIdx.x; i < N * pq; i += blockDim.x) {
       const int64_t n = i / pq, pix = i % pq;
-      acc += nhwc ? diff_dst[(n * pq + pix) * K + k] : diff_dst[(n * K + k) * pq + pix];
+      acc += float(nhwc ? diff_dst[(n * pq + pix) * K + k] : diff_dst[(n * K + k) * pq + pix]);
     }
     part[threadIdx.x] = acc;
     __syncthreads();
@@ -132,6 +133,13 @@ KILN_GLOBAL void bias_grad_kernel(int64_t N, int64_t K, int64_t pq, bool nhwc, c
     if (threadIdx.x == 0) diff_bias[k] = part[0];
     __syncthreads();
   }
+}
+
+template <class T>
+void launch_bias_grad(const ConvDesc& d, const void* diff_dst, void* diff_bias) {
+  KILN_LAUNCH(bias_grad_kernel<T>, dim3(unsigned(d.K < kMaxBlocks ? d.K : kMaxBlocks)), dim3(kThreads), 0,
+              current_stream(), d.N, d.K, d.P * d.Q, d.nhwc, static_cast<const T*>(diff_dst),
+              static_cast<float*>(diff_bias));
 }
 
 void check_desc(const ConvDesc& d, const char* what) {
@@ -159,6 +167,22 @@ int64_t chunk_images(const ConvDesc& d) {
 }  // namespace
 
 void set_conv_column_budget(int64_t bytes) { g_col_budget_bytes = bytes > 0 ? bytes : kDefaultColBudgetBytes; }
+
+bool supports_conv_bias_grad(const ConvDesc& d) {
+  return (d.dtype == DType::float32 || d.dtype == DType::float16 || d.dtype == DType::bfloat16) && d.K >= 0 &&
+         d.N >= 0 && d.P >= 0 && d.Q >= 0;
+}
+
+void conv2d_bias_grad(const ConvDesc& d, const void* diff_dst, void* diff_bias) {
+  KILN_CHECK(supports_conv_bias_grad(d), "cuda native conv2d_bias_grad: float32, float16 or bfloat16 diff_dst, got ",
+             d.str());
+  if (d.K == 0) return;
+  switch (d.dtype) {
+    case DType::float16: launch_bias_grad<Half>(d, diff_dst, diff_bias); break;
+    case DType::bfloat16: launch_bias_grad<BFloat16>(d, diff_dst, diff_bias); break;
+    default: launch_bias_grad<float>(d, diff_dst, diff_bias); break;
+  }
+}
 
 // The residual post-op (ConvDesc::sum) is not implemented here: the op layer runs conv, add and
 // ReLU separately when it is refused.
@@ -238,9 +262,7 @@ void conv2d_bwd_weights(const ConvDesc& d, const void* src_v, const void* diff_d
   const Geo g = geo_of(d);
   const int64_t G = d.groups, Cg = d.C / G, Kg = d.K / G, crs = d.C * d.R * d.S, cgrs = Cg * d.R * d.S;
   const int64_t pq = d.P * d.Q, hw = d.H * d.W;
-  if (diff_bias_v)
-    KILN_LAUNCH(bias_grad_kernel, dim3(unsigned(d.K < kMaxBlocks ? d.K : kMaxBlocks)), dim3(kThreads), 0,
-                current_stream(), d.N, d.K, pq, d.nhwc, diff_dst, static_cast<float*>(diff_bias_v));
+  if (diff_bias_v) launch_bias_grad<float>(d, diff_dst, diff_bias_v);
   if (!diff_wei_v) return;
   float* diff_wei = static_cast<float*>(diff_wei_v);
   const bool direct = is_pointwise(d);

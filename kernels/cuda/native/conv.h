@@ -19,6 +19,13 @@ void conv2d_bwd_data(const ConvDesc& d, const void* diff_dst, const void* wei, v
 // diff_wei or diff_bias may be null (not wanted).
 void conv2d_bwd_weights(const ConvDesc& d, const void* src, const void* diff_dst, void* diff_wei, void* diff_bias);
 
+// The bias gradient alone: diff_bias[k] (float32) = the sum over (n, p, q) of diff_dst, which has
+// d.dtype (float32, float16 or bfloat16) and d.nhwc's layout; float32 accumulation in a fixed
+// order. For a library that declines a half bias gradient (cuDNN's cudnnConvolutionBackwardBias
+// takes no bfloat16) and for kiln's float32 bias of half convolutions.
+bool supports_conv_bias_grad(const ConvDesc& d);
+void conv2d_bias_grad(const ConvDesc& d, const void* diff_dst, void* diff_bias);
+
 // The column buffer's budget in bytes (default 64 MiB; <= 0 restores it). The buffer is
 // stream-ordered scratch memory (launch.h's Scratch), allocated per call. Images are processed
 // in chunks that fit it (at least one image per chunk). Not thread-safe: for tests and tuning.
