@@ -103,7 +103,8 @@ void register_cpu_onednn(BackendRegistrar& r) {
   r.add<kernel_op::sum>(k::supports_sum, k::sum);
 
   // Recurrent layers without per-sequence lengths or a projection (oneDNN has neither): the
-  // forward's workspace travels to the backward in the payload. See rnn_priority.
+  // forward's workspace travels to the backward in the payload. See rnn_priority. bfloat16 layers
+  // (CPUs with AVX512_BF16) have no other candidate: the engine runs them here or in float32.
   r.add<kernel_op::rnn_fwd>(k::supports_rnn, kernel_op::rnn_fwd::PayloadKernel(k::rnn_fwd), rnn_priority);
   r.add<kernel_op::rnn_bwd>(k::supports_rnn, kernel_op::rnn_bwd::PayloadKernel(k::rnn_bwd), rnn_priority);
 }

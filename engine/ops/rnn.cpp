@@ -59,8 +59,9 @@ std::vector<Tensor> layer(RnnDesc d, const Tensor& x, const Tensor& h0, const Te
   autograd::record_fn(
       backward_name(d.mode), inputs, outs,
       [d, dev, opts, xc, h0c, c0c, wih, whh, bih, bhh, whr, lengths, payload, need](std::vector<Tensor>& g) {
-        const Tensor gy = g[0].contiguous(), ghn = g[1].contiguous();
-        const Tensor gcn = d.mode == RnnMode::lstm ? g[2].contiguous() : Tensor();
+        // The kernels read the gradients in the layer's dtype (a half layer's arrive in it).
+        const Tensor gy = g[0].to(d.dtype).contiguous(), ghn = g[1].to(d.dtype).contiguous();
+        const Tensor gcn = d.mode == RnnMode::lstm ? g[2].to(d.dtype).contiguous() : Tensor();
         auto grad_of = [&](size_t i, const Tensor& like) {
           return need[i] ? empty(like.sizes(), opts) : Tensor();
         };
@@ -110,8 +111,60 @@ Tensor checked_lengths(const char* op, const Tensor& lengths, int64_t N, int64_t
   return lengths.to(DType::int64).to(dev).contiguous();
 }
 
-RnnOutput rnn_float(const Tensor& input, const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& params,
-                    const RnnOptions& o, const Tensor& lengths) {
+// The descriptor of layer l, direction dir (input width in_size).
+RnnDesc layer_desc(const RnnOptions& o, DType t, int64_t L, int64_t N, int64_t in_size, int64_t H, int64_t dir,
+                   bool has_lengths) {
+  RnnDesc d;
+  d.dtype = t;
+  d.mode = o.mode;
+  d.T = L, d.N = N, d.I = in_size, d.H = H, d.P = o.proj_size;
+  d.reverse = dir == 1 || o.reverse;
+  d.has_bias = o.bias;
+  d.has_lengths = has_lengths;
+  return d;
+}
+
+// Whether a half-type call runs as it is: every state and parameter in the input's dtype (a call
+// mixing them, half data with float32 weights, runs in float32 as it always did) and, for every
+// layer and direction, a forward kernel taking its descriptor (and a backward one where autograd
+// will ask for it) on the input's device. Malformed arguments say yes: rnn_layers() then names
+// what is wrong.
+bool half_kernels_take(const Tensor& input, const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& params,
+                       const RnnOptions& o, const Tensor& lengths) {
+  if (!input.defined() || (input.dim() != 2 && input.dim() != 3) || o.num_layers < 1 || params.empty()) return true;
+  const DType t = input.dtype();
+  for (const Tensor* s : {&h0, &c0})
+    if (s->defined() && s->dtype() != t) return false;
+  for (const Tensor& p : params)
+    if (p.defined() && p.dtype() != t) return false;
+  // [L, I] unbatched, [N, L, I] batch_first, else [L, N, I].
+  const bool unbatched = input.dim() == 2, bf = !unbatched && o.batch_first;
+  const int64_t L = input.size(bf ? 1 : 0), N = unbatched ? 1 : input.size(bf ? 0 : 1);
+  const int64_t I = input.size(input.dim() - 1), D = o.bidirectional ? 2 : 1;
+  const int64_t per = 2 + (o.bias ? 2 : 0) + (o.proj_size > 0 ? 1 : 0);
+  const int64_t G = rnn_gate_count(o.mode);
+  if (int64_t(params.size()) != o.num_layers * D * per || !params[0].defined() || params[0].dim() != 2 ||
+      params[0].size(0) % G != 0)
+    return true;
+  const int64_t H = params[0].size(0) / G, Ho = o.proj_size > 0 ? o.proj_size : H;
+  const DeviceType dev = input.device().type;
+  // A layer trains (its forward keeps state for a backward) when anything before it needs a
+  // gradient: the input, the initial states, its own or an earlier layer's parameters.
+  std::vector<Tensor> upstream = {input, h0, c0};
+  for (int64_t l = 0; l < o.num_layers; ++l) {
+    upstream.insert(upstream.end(), params.begin() + l * D * per, params.begin() + (l + 1) * D * per);
+    const bool grad = autograd::needs_grad(upstream);
+    for (int64_t dir = 0; dir < D; ++dir) {
+      RnnDesc d = layer_desc(o, t, L, N, l == 0 ? I : D * Ho, H, dir, lengths.defined());
+      d.training = grad;
+      if (!find_kernel<kernel_op::rnn_fwd>(dev, d) || (grad && !find_kernel<kernel_op::rnn_bwd>(dev, d))) return false;
+    }
+  }
+  return true;
+}
+
+RnnOutput rnn_layers(const Tensor& input, const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& params,
+                     const RnnOptions& o, const Tensor& lengths) {
   const char* op = rnn_mode_name(o.mode);
   KILN_CHECK(input.defined(), op, ": undefined input");
   KILN_CHECK(input.is_floating_point(), op, ": needs a floating-point input, got ", input.dtype());
@@ -168,13 +221,7 @@ RnnOutput rnn_float(const Tensor& input, const Tensor& h0, const Tensor& c0, con
         check_param(op, p[3], where("bias_hh", l, named), {G * H}, input);
       }
       if (P > 0) check_param(op, p[per - 1], where("weight_hr", l, named), {P, H}, input);
-      RnnDesc d;
-      d.dtype = input.dtype();
-      d.mode = o.mode;
-      d.T = L, d.N = N, d.I = in_size, d.H = H, d.P = P;
-      d.reverse = dir == 1 || o.reverse;
-      d.has_bias = o.bias;
-      d.has_lengths = len.defined();
+      const RnnDesc d = layer_desc(o, input.dtype(), L, N, in_size, H, dir, len.defined());
       const int64_t k = l * D + dir;
       const std::vector<Tensor> r =
           layer(d, layer_in, h0s.defined() ? h0s.select(0, k) : Tensor(), c0s.defined() ? c0s.select(0, k) : Tensor(),
@@ -239,8 +286,10 @@ std::vector<Tensor> cell(RnnMode mode, const Tensor& x, const Tensor& h, const T
 RnnOutput rnn(const Tensor& input, const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& params,
               const RnnOptions& o, const Tensor& lengths) {
   // One graph op for the whole call (traced with every layer, direction and length), its inputs
-  // {input, h0, c0, lengths, params...}. Half types run in float32 (Half::float32: the state is
-  // float32 throughout) and the outputs are cast back.
+  // {input, h0, c0, lengths, params...}. Half types (Half::kernel) run as they are where the
+  // kernels of every layer take them (oneDNN bfloat16 and cuDNN float16, each with float32 gate
+  // math; oneDNN keeps the LSTM cell state in float32), else on float32 copies with the outputs
+  // cast back.
   std::vector<Tensor> in = {input, h0, c0, lengths};
   in.insert(in.end(), params.begin(), params.end());
   const size_t n = in.size();
@@ -252,7 +301,10 @@ RnnOutput rnn(const Tensor& input, const Tensor& h0, const Tensor& c0, const std
         trace::real("dropout", o.dropout), trace::ints("training", {o.training})};
   };
   const std::vector<Tensor> r = graph::call_multi(graph_op(o.mode), in, attrs, [&](const Tensor* t) {
-    RnnOutput y = rnn_float(t[0], t[1], t[2], std::vector<Tensor>(t + 4, t + n), o, t[3]);
+    const std::vector<Tensor> params(t + 4, t + n);
+    if (t[0].defined() && is_half(t[0].dtype()) && !half_kernels_take(t[0], t[1], t[2], params, o, t[3]))
+      return std::vector<Tensor>{graph::float32_fallback()};
+    RnnOutput y = rnn_layers(t[0], t[1], t[2], params, o, t[3]);
     return std::vector<Tensor>{y.output, y.h_n, y.c_n};
   });
   return RnnOutput{r[0], r[1], r[2]};

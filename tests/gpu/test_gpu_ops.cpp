@@ -12,8 +12,9 @@
 //  - composites: float32 accumulation in an order the kernel picks: rtol 1e-4, atol 1e-4 at these
 //    shapes (K <= ~30 with values in [-1, 1]); data movement 1e-6.
 //  - index outputs (argmax) exactly: the inputs there hold distinct values.
-//  - dropout masks, uniform and bernoulli fills: bit for bit (the same Philox counters); normal
-//    fills: Box-Muller's log/sqrt/cos in CUDA's libm: rtol 1e-6, atol 1e-6 (a few ulps).
+//  - dropout masks, uniform, bernoulli and normal fills: bit for bit (the same Philox counters;
+//    Box-Muller in double rounded once to float, kernels/common/philox.h: the host's and CUDA's
+//    libm could part only for a draw within a few double ulps of a float rounding boundary).
 //   ctest --test-dir build -L gpu -R gpu_ops --output-on-failure
 #include <doctest/doctest.h>
 
@@ -119,6 +120,58 @@ TEST_CASE("gpu ops: lstm, gru and rnn layers with lengths, both directions, a pr
     }
   }
   run_cases(cs);
+
+  // float16 layers: cuDNN runs them in float16 (half data, weights, states and gradients, float32
+  // math); native (strict) has no half recurrent kernel, so the call runs on float32 copies. Both
+  // against the CPU in float64 on the same float16 values. Forward-in-time layers only: cuDNN
+  // takes no reverse layer, and one would send the whole call through float32. Tolerance: the
+  // states are rounded to float16 (4.9e-4 relative) every step, 5 steps and 2 layers, and the
+  // gradients are float16 sums of T * N terms: rtol/atol 2e-2 (the oracle's cuDNN float16 row for
+  // rnn_bwd, tests/oracle/tolerances.cpp).
+  std::vector<OpCase> half;
+  for (RnnMode m : {RnnMode::lstm, RnnMode::gru, RnnMode::rnn_tanh}) {
+    const int64_t G = rnn_gate_count(m);
+    uint64_t seed = 400;
+    std::vector<Tensor> inputs = {in({L, N, I}, seed++), in({2, N, H}, seed++)};
+    if (m == RnnMode::lstm) inputs.push_back(in({2, N, H}, seed++));
+    for (int64_t l = 0; l < 2; ++l) {
+      inputs.push_back(in({G * H, l == 0 ? I : H}, seed++, -0.5, 0.5));
+      inputs.push_back(in({G * H, H}, seed++, -0.5, 0.5));
+      inputs.push_back(in({G * H}, seed++));
+      inputs.push_back(in({G * H}, seed++));
+    }
+    half.push_back({std::string(rnn_mode_name(m)) + " float16 2 layers lengths", inputs,
+                    [m](V x) {
+                      ops::RnnOptions o;
+                      o.mode = m;
+                      o.num_layers = 2;
+                      const size_t first = m == RnnMode::lstm ? 3 : 2;
+                      const std::vector<Tensor> params(x.begin() + long(first), x.end());
+                      const Tensor lengths = from_vector(std::vector<double>{3, 5, 1}, {3}, DType::int64);
+                      const ops::RnnOutput r =
+                          ops::rnn(x[0], x[1], m == RnnMode::lstm ? x[2] : Tensor(), params, o, lengths);
+                      return m == RnnMode::lstm ? Outs{r.output, r.h_n, r.c_n} : Outs{r.output, r.h_n};
+                    },
+                    2e-2,
+                    2e-2});
+  }
+  run_cases(half, DType::float16);
+#if defined(KILN_HAVE_CUDNN) && !defined(KILN_EMU_DEVICE) && !defined(KILN_GPUTEST_ON_CPU)
+  {  // and cuDNN did take the float16 layers (no silent float32 route)
+    BackendGuard g("cudnn");
+    RnnDesc d;
+    d.dtype = DType::float16;
+    d.T = L, d.N = N, d.I = I, d.H = H;
+    d.has_lengths = true;
+    for (RnnMode m : {RnnMode::lstm, RnnMode::gru, RnnMode::rnn_tanh}) {
+      d.mode = m;
+      const auto* fwd = find_kernel<kernel_op::rnn_fwd>(DeviceType::cuda, d);
+      const auto* bwd = find_kernel<kernel_op::rnn_bwd>(DeviceType::cuda, d);
+      CHECK_MESSAGE((fwd && backend_name(fwd->backend) == "cudnn"), d.str());
+      CHECK_MESSAGE((bwd && backend_name(bwd->backend) == "cudnn"), d.str());
+    }
+  }
+#endif
 }
 
 TEST_CASE("gpu ops: dropout draws the same mask as the CPU for the same generator state") {
@@ -152,7 +205,7 @@ TEST_CASE("gpu ops: dropout draws the same mask as the CPU for the same generato
   }
 }
 
-TEST_CASE("gpu ops: random fills match the CPU (uniform, bernoulli bit for bit; normal within a few ulps)") {
+TEST_CASE("gpu ops: random fills match the CPU bit for bit (uniform, bernoulli, normal; float32 and float64)") {
   for (int64_t n : {1, 7, 33, 1001}) {
     CAPTURE(n);
     for (const auto& b : kGpuBackends) {
@@ -164,19 +217,20 @@ TEST_CASE("gpu ops: random fills match the CPU (uniform, bernoulli bit for bit; 
         Tensor c = empty({n}), d = empty({n}, kGpu);
         Tensor c64 = empty({n}, TensorOptions(DType::float64));
         Tensor d64 = empty({n}, TensorOptions(DType::float64).with_device(kGpu));
-        std::vector<double> cu, cb, cn, cu64;
+        std::vector<double> cu, cb, cn, cu64, cn64;
         {
           BackendGuard cpu("auto");  // the CPU draws with any CPU kernel
           cu = uniform_(c, -2, 3, &gc).to_vector();
           cb = bernoulli_(c, 0.3, &gc).to_vector();
           cn = normal_(c, 0.5, 2, &gc).to_vector();
           cu64 = uniform_(c64, 0, 1, &gc).to_vector();
+          cn64 = normal_(c64, -1, 0.25, &gc).to_vector();
         }
         CHECK(to_host(uniform_(d, -2, 3, &gg)).to_vector() == cu);
         CHECK(to_host(bernoulli_(d, 0.3, &gg)).to_vector() == cb);
-        Tensor dn = to_host(normal_(d, 0.5, 2, &gg));
-        CHECK_CLOSE(dn, from_vector(cn, {n}), 1e-6, 1e-6);
+        CHECK_CLOSE(to_host(normal_(d, 0.5, 2, &gg)), from_vector(cn, {n}), 0, 0);  // tolerance 0: names the worst
         CHECK(to_host(uniform_(d64, 0, 1, &gg)).to_vector() == cu64);  // float64 draws on the device too
+        CHECK_CLOSE(to_host(normal_(d64, -1, 0.25, &gg)), from_vector(cn64, {n}, DType::float64), 0, 0);
         CHECK(gg.offset() == gc.offset());
       } catch (const Error& e) { FAIL_CHECK("threw on cuda: " << std::string(e.what())); }
     }

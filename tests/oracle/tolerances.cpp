@@ -56,7 +56,7 @@ const std::vector<Row>& rows() {
       {"cumsum", "float32", "*", 5e-6, 5e-6, "running float32 sums, a rounding per step: measured worst 8.9e-7, 5.6x"},
       {"dropout_fwd", "float32", "*", 2e-7, 0, "x * 1/(1-p): one float32 rounding of the scale and one of the product (2 x 2^-24); measured worst 6.0e-8"},
       // Random fills: the same Philox bits as ref (counter-based: element i uses counter offset + i/4).
-      {"random", "float32", "*", 2e-7, 2e-7, "a + (b - a) u and Box-Muller on the same float draws; one float32 rounding of the result"},
+      {"random", "float32", "*", 2e-7, 2e-7, "a + (b - a) u and Box-Muller (double, rounded once to float: kernels/common/philox.h) on the same draws; one float32 rounding of the result"},
       {"random", "bfloat16", "*", 0, 0, "the same draw rounded once to bfloat16"},
       {"random", "float64", "native", 6e-8, 1e-12, "native (CPU and CUDA) narrows every draw through float, ref keeps a + b * draw in double: one float rounding (2^-24)"},
       {"random", "float64", "emu", 6e-8, 1e-12, "the CUDA kernel under the emulator: native's float draws (one float rounding, 2^-24)"},
@@ -101,6 +101,12 @@ const std::vector<Row>& rows() {
       {"upsample_bwd", "float32", "*", 3e-6, 3e-6, "float32 sums of <= 9 weighted gradients per input: measured worst 8.5e-7 (native), 3.5x"},
       {"adaptive_pool_fwd", "float32", "*", 1e-6, 1e-6, "a float32 mean of <= 25 inputs: measured worst 6.4e-8, 15x"},
       {"pool_fwd", "float32", "*", 1e-6, 1e-6, "a float32 mean of <= 9 inputs (max: exact): measured worst 7.8e-8, 13x"},
+      // Recurrent layers in half types: the hidden state is stored in the half type after every
+      // step (and read back by the next), so roundings accumulate over the sequence.
+      {"rnn_fwd", "bfloat16", "*", 1.6e-2, 1.6e-2, "oneDNN: bfloat16 hidden state rounded every step, float32 gates and cell state: measured worst 5.2e-3 (one ulp of 2.1), 3x"},
+      {"rnn_bwd", "bfloat16", "*", 6.5e-2, 6.5e-2, "oneDNN: float32 gradients from bfloat16 gates, states and weights (its bfloat16 GEMMs), sums of T * N such terms: measured worst 2.1e-2 (rnn_tanh weight gradients), 3x"},
+      {"rnn_fwd", "float16", "cudnn", 5e-3, 5e-3, "cuDNN: float16 states rounded every step, float32 math: estimated from oneDNN's bfloat16 (8x its ulp, 3x its error for the float16 cell state), to be measured by oracle_cuda on a GPU"},
+      {"rnn_bwd", "float16", "cudnn", 2e-2, 2e-2, "cuDNN: float16 gradients, states and weights, float32 math: estimated from oneDNN's bfloat16 (8x its ulp, 8x its error for gradients kept in float16), to be measured by oracle_cuda on a GPU"},
   };
   return r;
 }

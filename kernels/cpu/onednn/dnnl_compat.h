@@ -288,7 +288,8 @@ inline dnnl::sum::primitive_desc sum(const memory::desc& dst, const std::vector<
 
 // --- recurrent layers (one layer, one direction): vanilla RNN, LSTM, and the linear-before-reset
 // GRU (PyTorch's). Every operand descriptor is given (weights as format_tag::any); the backward's
-// gradients take the same descriptors as their operands.
+// gradients take `diff`'s (the operands' own in float32; all float32 when the data is bfloat16,
+// which is what both 2.6 and 3.x accept: their RNN data-type table).
 enum class RnnCell { vanilla_tanh, vanilla_relu, lstm, lbr_gru };
 
 struct RnnMds {
@@ -300,7 +301,8 @@ struct RnnPrims {
   dnnl::primitive fwd, bwd;  // bwd empty unless asked for
 };
 
-inline RnnPrims rnn_prims(RnnCell cell, prop_kind prop, dnnl::rnn_direction dir, const RnnMds& m, bool with_bwd) {
+inline RnnPrims rnn_prims(RnnCell cell, prop_kind prop, dnnl::rnn_direction dir, const RnnMds& m, const RnnMds& g,
+                          bool with_bwd) {
   RnnPrims p;
   const auto bwd_kind = prop_kind::backward;
   if (cell == RnnCell::lstm) {
@@ -319,12 +321,12 @@ inline RnnPrims rnn_prims(RnnCell cell, prop_kind prop, dnnl::rnn_direction dir,
     if (!with_bwd) return p;
 #if KILN_DNNL_V3
     B::primitive_desc b(engine(), bwd_kind, dir, m.src_layer, m.src_iter, m.src_iter_c, m.wei_layer, m.wei_iter,
-                        m.bias, m.dst_layer, m.dst_iter, m.dst_iter_c, m.src_layer, m.src_iter, m.src_iter_c,
-                        m.wei_layer, m.wei_iter, m.bias, m.dst_layer, m.dst_iter, m.dst_iter_c, f);
+                        m.bias, m.dst_layer, m.dst_iter, m.dst_iter_c, g.src_layer, g.src_iter, g.src_iter_c,
+                        g.wei_layer, g.wei_iter, g.bias, g.dst_layer, g.dst_iter, g.dst_iter_c, f);
 #else
     B::primitive_desc b(B::desc(bwd_kind, dir, m.src_layer, m.src_iter, m.src_iter_c, m.wei_layer, m.wei_iter, m.bias,
-                                m.dst_layer, m.dst_iter, m.dst_iter_c, m.src_layer, m.src_iter, m.src_iter_c,
-                                m.wei_layer, m.wei_iter, m.bias, m.dst_layer, m.dst_iter, m.dst_iter_c),
+                                m.dst_layer, m.dst_iter, m.dst_iter_c, g.src_layer, g.src_iter, g.src_iter_c,
+                                g.wei_layer, g.wei_iter, g.bias, g.dst_layer, g.dst_iter, g.dst_iter_c),
                         engine(), f);
 #endif
     p.bwd_pd = b;
@@ -345,12 +347,12 @@ inline RnnPrims rnn_prims(RnnCell cell, prop_kind prop, dnnl::rnn_direction dir,
     if (!with_bwd) return p;
 #if KILN_DNNL_V3
     B::primitive_desc b(engine(), bwd_kind, dir, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias, m.dst_layer,
-                        m.dst_iter, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias, m.dst_layer, m.dst_iter,
+                        m.dst_iter, g.src_layer, g.src_iter, g.wei_layer, g.wei_iter, g.bias, g.dst_layer, g.dst_iter,
                         f);
 #else
     B::primitive_desc b(B::desc(bwd_kind, dir, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias, m.dst_layer,
-                                m.dst_iter, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias, m.dst_layer,
-                                m.dst_iter),
+                                m.dst_iter, g.src_layer, g.src_iter, g.wei_layer, g.wei_iter, g.bias, g.dst_layer,
+                                g.dst_iter),
                         engine(), f);
 #endif
     p.bwd_pd = b;
@@ -372,12 +374,12 @@ inline RnnPrims rnn_prims(RnnCell cell, prop_kind prop, dnnl::rnn_direction dir,
     if (!with_bwd) return p;
 #if KILN_DNNL_V3
     B::primitive_desc b(engine(), bwd_kind, act, dir, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias,
-                        m.dst_layer, m.dst_iter, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias,
-                        m.dst_layer, m.dst_iter, f);
+                        m.dst_layer, m.dst_iter, g.src_layer, g.src_iter, g.wei_layer, g.wei_iter, g.bias,
+                        g.dst_layer, g.dst_iter, f);
 #else
     B::primitive_desc b(B::desc(bwd_kind, act, dir, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias,
-                                m.dst_layer, m.dst_iter, m.src_layer, m.src_iter, m.wei_layer, m.wei_iter, m.bias,
-                                m.dst_layer, m.dst_iter),
+                                m.dst_layer, m.dst_iter, g.src_layer, g.src_iter, g.wei_layer, g.wei_iter, g.bias,
+                                g.dst_layer, g.dst_iter),
                         engine(), f);
 #endif
     p.bwd_pd = b;

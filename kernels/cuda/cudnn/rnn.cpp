@@ -6,7 +6,10 @@
 // (CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED with CUDNN_RNN_PADDED_IO_ENABLED), sequence n having
 // lengths[n] steps; cuDNN's hy / cy are each sequence's state after its last step, kiln's hn / cn.
 // Numerics: float32 data and math, CUDNN_FMA_MATH (no TF32, PyTorch's choice without
-// allow_tf32) unless kiln::cudnn::allow_tf32(), then CUDNN_DEFAULT_MATH.
+// allow_tf32) unless kiln::cudnn::allow_tf32(), then CUDNN_DEFAULT_MATH. float16 (PyTorch's
+// choice for half layers): CUDNN_DATA_HALF data, weights and states (cuDNN has no float32 state
+// with half data), float32 math precision (the gates and the weight-gradient sums accumulate in
+// float32), CUDNN_TENSOR_OP_MATH (tensor cores allowed).
 // Weights: kiln keeps w_ih, w_hh, b_ih, b_hh, w_hr apart, cuDNN wants them in one packed weight
 // space: cudnnGetRNNWeightParams gives each gate's matrix and bias (linLayerID 0..G-1 the input
 // side, G..2G-1 the recurrent side, in kiln's gate order: i f g o for lstm, r z n for gru, whose
@@ -46,15 +49,20 @@ namespace kiln::cudnn {
 
 namespace {
 
-constexpr size_t kF = sizeof(float);
 // The padding fill of y, on the host in the data's type (static: whether cuDNN copies it or keeps
-// the pointer, it stays valid).
-float kPaddingFill = 0.0f;
+// the pointer, it stays valid). All bits zero: 0 as float and as half alike.
+double kPaddingFill = 0.0;
+
+// Bytes per element of the problem's data (float32 or float16): activations, states, weights.
+size_t esize(const RnnDesc& d) { return element_size(d.dtype); }
+bool is_f16(const RnnDesc& d) { return d.dtype == DType::float16; }
+cudnnDataType_t data_type(const RnnDesc& d) { return is_f16(d) ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT; }
 
 size_t align256(size_t b) { return (b + 255) & ~size_t(255); }
 
 const char* rnn_unsupported(const RnnDesc& d) {
-  if (d.dtype != DType::float32) return "float32 only (the engine runs half layers in float32)";
+  if (d.dtype != DType::float32 && d.dtype != DType::float16)
+    return "float32 and float16 only (the engine runs bfloat16 layers in float32)";
   if (d.reverse)
     return "a reverse layer: cuDNN's unidirectional layer runs every sequence from t = 0, not from its own last step";
   if (d.P > 0 && d.mode != RnnMode::lstm) return "a projection exists for lstm only";
@@ -165,28 +173,28 @@ void make_descs(Context& ctx, const RnnDesc& d, const std::vector<int>& seq, con
   KILN_CUDNN_CHECK(cudnnCreateDropoutDescriptor(&s.dropout), what);
   KILN_CUDNN_CHECK(cudnnSetDropoutDescriptor(s.dropout, ctx.dnn, 0.0f, nullptr, 0, 0), what, " (no dropout)");
   KILN_CUDNN_CHECK(cudnnCreateRNNDescriptor(&s.rnn), what);
-  const cudnnMathType_t math = allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  const cudnnMathType_t math = is_f16(d) ? CUDNN_TENSOR_OP_MATH : allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  const cudnnDataType_t data = data_type(d);
   KILN_CUDNN_CHECK(cudnnSetRNNDescriptor_v8(s.rnn, CUDNN_RNN_ALGO_STANDARD, cell_mode(d.mode), CUDNN_RNN_DOUBLE_BIAS,
-                                            CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT,
-                                            CUDNN_DATA_FLOAT, math, I, H, Ho, 1, s.dropout,
-                                            CUDNN_RNN_PADDED_IO_ENABLED),
+                                            CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, data, CUDNN_DATA_FLOAT, math,
+                                            I, H, Ho, 1, s.dropout, CUDNN_RNN_PADDED_IO_ENABLED),
                    what, " (math type ", math_type_name(int(math)), ")");
   KILN_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&s.x), what);
-  KILN_CUDNN_CHECK(cudnnSetRNNDataDescriptor(s.x, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, T, N, I,
+  KILN_CUDNN_CHECK(cudnnSetRNNDataDescriptor(s.x, data, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, T, N, I,
                                              seq.data(), &kPaddingFill),
                    what, " (x [", T, ", ", N, ", ", I, "])");
   KILN_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&s.y), what);
-  KILN_CUDNN_CHECK(cudnnSetRNNDataDescriptor(s.y, CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, T, N, Ho,
+  KILN_CUDNN_CHECK(cudnnSetRNNDataDescriptor(s.y, data, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, T, N, Ho,
                                              seq.data(), &kPaddingFill),
                    what, " (y [", T, ", ", N, ", ", Ho, "])");
   // h [layers * directions = 1, N, Hout]; c [1, N, H] (lstm; the other cells ignore it).
   const int hdim[3] = {1, N, Ho}, hstride[3] = {N * Ho, Ho, 1};
   const int cdim[3] = {1, N, H}, cstride[3] = {N * H, H, 1};
   KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&s.h), what);
-  KILN_CUDNN_CHECK(cudnnSetTensorNdDescriptor(s.h, CUDNN_DATA_FLOAT, 3, hdim, hstride), what, " (h [1, ", N, ", ", Ho,
+  KILN_CUDNN_CHECK(cudnnSetTensorNdDescriptor(s.h, data, 3, hdim, hstride), what, " (h [1, ", N, ", ", Ho,
                    "])");
   KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&s.c), what);
-  KILN_CUDNN_CHECK(cudnnSetTensorNdDescriptor(s.c, CUDNN_DATA_FLOAT, 3, cdim, cstride), what, " (c [1, ", N, ", ", H,
+  KILN_CUDNN_CHECK(cudnnSetTensorNdDescriptor(s.c, data, 3, cdim, cstride), what, " (c [1, ", N, ", ", H,
                    "])");
 }
 
@@ -213,12 +221,12 @@ Layout weight_layout(Context& ctx, const RnnDesc& d, cudnnRNNDescriptor_t rnn, c
   Layout L;
   TensorDesc m, b;
   const int G = int(d.G());
-  const size_t H = size_t(d.H), I = size_t(d.I), Ho = size_t(d.hout()), P = size_t(d.P);
+  const size_t H = size_t(d.H), I = size_t(d.I), Ho = size_t(d.hout()), P = size_t(d.P), es = esize(d);
   auto place = [&](void* p, size_t want, int id, const char* kind) {
     KILN_CHECK(p, what, ": cudnnGetRNNWeightParams gave no ", kind, " for linLayerID ", id);
     const size_t off = size_t(static_cast<char*>(p) - space);
-    KILN_CHECK(off % kF == 0 && off + want * kF <= bytes, what, ": the ", kind, " of linLayerID ", id, " at byte ", off,
-               " (", want, " floats) is outside the weight space of ", bytes, " bytes");
+    KILN_CHECK(off % es == 0 && off + want * es <= bytes, what, ": the ", kind, " of linLayerID ", id, " at byte ", off,
+               " (", want, " elements) is outside the weight space of ", bytes, " bytes");
     return off;
   };
   for (int id = 0; id < 2 * G; ++id) {
@@ -249,12 +257,12 @@ Layout weight_layout(Context& ctx, const RnnDesc& d, cudnnRNNDescriptor_t rnn, c
 // byte offset in the space, bytes). Each tensor's gates in order, so adjacent blocks merge.
 template <class F>
 void for_each_block(const RnnDesc& d, const Layout& L, F f) {
-  const size_t G = size_t(d.G()), H = size_t(d.H), I = size_t(d.I), Ho = size_t(d.hout());
-  for (size_t k = 0; k < G; ++k) f(kWih, k * H * I * kF, L.mat[k], H * I * kF);
-  for (size_t k = 0; k < G; ++k) f(kWhh, k * H * Ho * kF, L.mat[G + k], H * Ho * kF);
-  for (size_t k = 0; k < G; ++k) f(kBih, k * H * kF, L.bias[k], H * kF);
-  for (size_t k = 0; k < G; ++k) f(kBhh, k * H * kF, L.bias[G + k], H * kF);
-  if (d.P > 0) f(kWhr, 0, L.proj, size_t(d.P) * H * kF);
+  const size_t G = size_t(d.G()), H = size_t(d.H), I = size_t(d.I), Ho = size_t(d.hout()), es = esize(d);
+  for (size_t k = 0; k < G; ++k) f(kWih, k * H * I * es, L.mat[k], H * I * es);
+  for (size_t k = 0; k < G; ++k) f(kWhh, k * H * Ho * es, L.mat[G + k], H * Ho * es);
+  for (size_t k = 0; k < G; ++k) f(kBih, k * H * es, L.bias[k], H * es);
+  for (size_t k = 0; k < G; ++k) f(kBhh, k * H * es, L.bias[G + k], H * es);
+  if (d.P > 0) f(kWhr, 0, L.proj, size_t(d.P) * H * es);
 }
 
 struct Copy {
@@ -276,15 +284,17 @@ void run_copies(Context& ctx, const std::vector<Copy>& v, const std::string& wha
                           ")");
 }
 
-// Zeroes the rows t >= seq[n] of a time-major [T, N, width] float buffer: one strided memset per
-// sequence shorter than T.
-void zero_padding(Context& ctx, float* p, const std::vector<int>& seq, const RnnDesc& d, int64_t width,
+// Zeroes the rows t >= seq[n] of a time-major [T, N, width] buffer of the problem's type: one
+// strided memset per sequence shorter than T.
+void zero_padding(Context& ctx, void* buf, const std::vector<int>& seq, const RnnDesc& d, int64_t width,
                   const std::string& what) {
+  const size_t es = esize(d);
+  char* p = static_cast<char*>(buf);
   for (int64_t n = 0; n < d.N; ++n) {
     const int64_t len = seq[size_t(n)];
     if (len >= d.T) continue;
-    KILN_CUDNN_CUDA_CHECK(cudaMemset2DAsync(p + (len * d.N + n) * width, size_t(d.N * width) * kF, 0,
-                                            size_t(width) * kF, size_t(d.T - len), ctx.stream),
+    KILN_CUDNN_CUDA_CHECK(cudaMemset2DAsync(p + size_t((len * d.N + n) * width) * es, size_t(d.N * width) * es, 0,
+                                            size_t(width) * es, size_t(d.T - len), ctx.stream),
                           what, " (zeroing sequence ", n, " past its length ", len, ")");
   }
 }
@@ -316,7 +326,7 @@ struct State {
   std::unique_ptr<DeviceMemory> mem;  // weight space | reserve space | y | int32 lengths
   char* weights = nullptr;
   void* reserve = nullptr;
-  float* y = nullptr;  // [T, N, Hout], padding zero
+  void* y = nullptr;  // [T, N, Hout] in the problem's type, padding zero
   int32_t* dev_seq = nullptr;
   // cudnnRNNBackwardData_v8 rewrites the reserve space: a second backward recomputes instead.
   mutable std::atomic<bool> consumed{false};
@@ -341,8 +351,9 @@ std::shared_ptr<State> forward(Context& ctx, const RnnDesc& d, const std::string
                    what);
   if (d.training) s->reserve_bytes = reserve_bytes;
   const bool lstm = d.mode == RnnMode::lstm;
-  const size_t y_bytes = size_t(d.dst_elems()) * kF, seq_bytes = size_t(d.N) * sizeof(int32_t);
-  const size_t state_bytes = size_t(d.state_elems()) * kF, cell_bytes = size_t(d.N * d.H) * kF;
+  const size_t es = esize(d);
+  const size_t y_bytes = size_t(d.dst_elems()) * es, seq_bytes = size_t(d.N) * sizeof(int32_t);
+  const size_t state_bytes = size_t(d.state_elems()) * es, cell_bytes = size_t(d.N * d.H) * es;
   const bool need_zeros = !h0 || (lstm && !c0);
   // Kept for the backward (training) or in the workspace with the call's scratch.
   Carve keep, plan;
@@ -360,9 +371,9 @@ std::shared_ptr<State> forward(Context& ctx, const RnnDesc& d, const std::string
   s->dev_seq = reinterpret_cast<int32_t*>(held_base + at_seq);
   if (d.training) {
     s->reserve = s->mem->get() + at_r;
-    s->y = reinterpret_cast<float*>(s->mem->get() + at_y);
+    s->y = s->mem->get() + at_y;
   }
-  float* y = d.training ? s->y : static_cast<float*>(dst);
+  void* y = d.training ? s->y : dst;
 
   static_assert(sizeof(int) == sizeof(int32_t), "cuDNN's lengths are int on the host, int32_t on the device");
   // From pageable memory: cudaMemcpyAsync returns once the source is staged.
@@ -406,7 +417,7 @@ void rnn_fwd(const RnnDesc& d, KernelPayload& payload, const void* src, const vo
   Context& ctx = context();
   std::shared_ptr<State> s = forward(ctx, d, what, src, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, lengths, dst, hn, cn);
   if (!d.training) return;  // no backward follows: y went to dst, nothing is kept
-  KILN_CUDNN_CUDA_CHECK(cudaMemcpyAsync(dst, s->y, size_t(d.dst_elems()) * kF, cudaMemcpyDefault, ctx.stream), what,
+  KILN_CUDNN_CUDA_CHECK(cudaMemcpyAsync(dst, s->y, size_t(d.dst_elems()) * esize(d), cudaMemcpyDefault, ctx.stream), what,
                         " (y to dst)");
   payload.state = std::move(s);
 }
@@ -434,8 +445,9 @@ void rnn_bwd(const RnnDesc& d, KernelPayload& payload, const void* src, const vo
   const bool lstm = d.mode == RnnMode::lstm;
   void* dw_out[kTensors] = {diff_w_ih, diff_w_hh, diff_b_ih, diff_b_hh, diff_w_hr};
   const bool want_weights = std::any_of(dw_out, dw_out + kTensors, [](void* p) { return p != nullptr; });
-  const size_t state_bytes = size_t(d.state_elems()) * kF, cell_bytes = size_t(d.N * d.H) * kF;
-  const size_t src_bytes = size_t(d.src_elems()) * kF, dst_bytes = size_t(d.dst_elems()) * kF;
+  const size_t es = esize(d);
+  const size_t state_bytes = size_t(d.state_elems()) * es, cell_bytes = size_t(d.N * d.H) * es;
+  const size_t src_bytes = size_t(d.src_elems()) * es, dst_bytes = size_t(d.dst_elems()) * es;
   const bool need_zeros = !h0 || !diff_hn || (lstm && (!c0 || !diff_cn));
   const bool own_dy = !diff_dst || s->padded;
   Carve plan;
@@ -455,7 +467,7 @@ void rnn_bwd(const RnnDesc& d, KernelPayload& payload, const void* src, const vo
   // there), so cuDNN gets a copy with them zeroed.
   const void* dy = diff_dst;
   if (own_dy) {
-    float* buf = reinterpret_cast<float*>(ws + at_dy);
+    char* buf = ws + at_dy;
     if (diff_dst) {
       KILN_CUDNN_CUDA_CHECK(cudaMemcpyAsync(buf, diff_dst, dst_bytes, cudaMemcpyDefault, ctx.stream), what,
                             " (diff_dst)");
@@ -477,7 +489,7 @@ void rnn_bwd(const RnnDesc& d, KernelPayload& payload, const void* src, const vo
                                            s->weights, temp_bytes, ws + at_temp, s->reserve_bytes, s->reserve),
                    what);
   // src past a sequence's end reaches nothing: its gradient is zero whatever cuDNN left there.
-  if (diff_src && s->padded) zero_padding(ctx, static_cast<float*>(diff_src), s->seq, d, d.I, what);
+  if (diff_src && s->padded) zero_padding(ctx, diff_src, s->seq, d, d.I, what);
   if (!want_weights) return;
 
   // After the data gradient (which leaves in the reserve space what this call reads).

@@ -1,10 +1,12 @@
 // cuDNN's recurrent layer (the v8 RNN API: cudnnRNNForward, cudnnRNNBackwardData_v8,
 // cudnnRNNBackwardWeights_v8) behind kiln's one-layer, one-direction kernel ops
 // (kernels/common/rnn.h): rnn_tanh, rnn_relu, lstm (with a projection) and gru, whose equations,
-// gate orders and linear-before-reset GRU are cuDNN's own. float32 (the engine runs half layers
-// in float32), math without TF32 unless kiln::cudnn::allow_tf32(). Forward-in-time layers only:
-// a cuDNN unidirectional layer cannot start each sequence at its own last step, so kiln's own
-// CUDA kernels take `reverse` layers.
+// gate orders and linear-before-reset GRU are cuDNN's own. float32, math without TF32 unless
+// kiln::cudnn::allow_tf32(); float16 with float32 math precision and tensor-op math (states and
+// weight gradients in float16, as cuDNN keeps them; bfloat16 layers run in float32 in the
+// engine). Forward-in-time layers only: a cuDNN unidirectional layer cannot start each sequence
+// at its own last step, so kiln's own CUDA kernels take `reverse` layers (float32: a half network
+// with a reverse layer runs in float32).
 // Device pointers, launched on kiln::cuda::current_stream(). With lengths the forward copies them
 // to the host (one stream synchronisation): cuDNN's sequence descriptor wants them there.
 // The forward leaves in the payload the packed weights, cuDNN's reserve space and its output for
