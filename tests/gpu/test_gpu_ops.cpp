@@ -83,6 +83,19 @@ TEST_CASE("gpu ops: composites and views over the kernels (matmul of views, conv
   run_cases(cs);
 }
 
+namespace {
+
+// ops::rnn over x = {input, h0, [c0,] params...} with lengths {3, 5, 1}: output, h_n[, c_n].
+Outs rnn_outs(const ops::RnnOptions& o, V x) {
+  const bool lstm = o.mode == RnnMode::lstm;
+  const std::vector<Tensor> params(x.begin() + (lstm ? 3 : 2), x.end());
+  const Tensor lengths = from_vector(std::vector<double>{3, 5, 1}, {3}, DType::int64);
+  const ops::RnnOutput r = ops::rnn(x[0], x[1], lstm ? x[2] : Tensor(), params, o, lengths);
+  return lstm ? Outs{r.output, r.h_n, r.c_n} : Outs{r.output, r.h_n};
+}
+
+}  // namespace
+
 // Recurrent layers on the device: the layer-by-layer stacking, the lengths copied to the device,
 // both directions and the saved state the backward reads (the kernels: tests/oracle).
 TEST_CASE("gpu ops: lstm, gru and rnn layers with lengths, both directions, a projection") {
@@ -110,12 +123,7 @@ TEST_CASE("gpu ops: lstm, gru and rnn layers with lengths, both directions, a pr
                       o.num_layers = 2;
                       o.bidirectional = true;
                       o.proj_size = proj;
-                      const size_t first = m == RnnMode::lstm ? 3 : 2;
-                      const std::vector<Tensor> params(x.begin() + long(first), x.end());
-                      const Tensor lengths = from_vector(std::vector<double>{3, 5, 1}, {3}, DType::int64);
-                      const ops::RnnOutput r =
-                          ops::rnn(x[0], x[1], m == RnnMode::lstm ? x[2] : Tensor(), params, o, lengths);
-                      return m == RnnMode::lstm ? Outs{r.output, r.h_n, r.c_n} : Outs{r.output, r.h_n};
+                      return rnn_outs(o, x);
                     }});
     }
   }
@@ -145,12 +153,7 @@ TEST_CASE("gpu ops: lstm, gru and rnn layers with lengths, both directions, a pr
                       ops::RnnOptions o;
                       o.mode = m;
                       o.num_layers = 2;
-                      const size_t first = m == RnnMode::lstm ? 3 : 2;
-                      const std::vector<Tensor> params(x.begin() + long(first), x.end());
-                      const Tensor lengths = from_vector(std::vector<double>{3, 5, 1}, {3}, DType::int64);
-                      const ops::RnnOutput r =
-                          ops::rnn(x[0], x[1], m == RnnMode::lstm ? x[2] : Tensor(), params, o, lengths);
-                      return m == RnnMode::lstm ? Outs{r.output, r.h_n, r.c_n} : Outs{r.output, r.h_n};
+                      return rnn_outs(o, x);
                     },
                     2e-2,
                     2e-2});
