@@ -97,7 +97,18 @@ RnnOutput RNNBase::run(const Tensor& x, const Tensor& h0, const Tensor& c0, cons
   o.training = is_training();
   o.bidirectional = opt_.bidirectional;
   o.proj_size = opt_.proj_size;
-  return ops::rnn(x, h0, c0, flat_weights(), o, lengths);
+  // Mixed precision (a half-type input, float32 master weights): the layer runs on half copies of
+  // the weights and initial states, as PyTorch's autocast runs its recurrent layers, so ops::rnn
+  // takes its half kernels (oneDNN bfloat16, cuDNN float16) where they exist, else float32 copies;
+  // the gradients flow back to the float32 masters through the conversions.
+  std::vector<Tensor> w = flat_weights();
+  const DType t = x.defined() ? x.dtype() : DType::float32;
+  if (t == DType::bfloat16 || t == DType::float16) {
+    auto half = [t](const Tensor& v) { return v.defined() && v.dtype() == DType::float32 ? v.to(t) : v; };
+    for (Tensor& p : w) p = half(p);
+    return ops::rnn(x, half(h0), half(c0), w, o, lengths);
+  }
+  return ops::rnn(x, h0, c0, w, o, lengths);
 }
 
 Tensor RNNBase::forward(const Tensor& x) { return run(x, Tensor(), Tensor(), Tensor()).output; }

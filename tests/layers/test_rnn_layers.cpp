@@ -12,6 +12,7 @@
 
 #include "engine/backend_preference.h"
 #include "engine/ops/elementwise.h"
+#include "engine/ops/optim.h"
 #include "engine/ops/reduce.h"
 #include "engine/ops/rnn.h"
 #include "engine/random.h"
@@ -277,5 +278,30 @@ TEST_CASE("recurrent layers in bfloat16 fall back to float32 where no kernel tak
       CHECK(half.grads[k].dtype() == DType::bfloat16);
       CHECK_CLOSE(half.grads[k].to(DType::float32), full.grads[k].to(DType::bfloat16).to(DType::float32), 0, 0);
     }
+  }
+}
+
+// Mixed precision as the trainer runs it (kiln train --dtype bfloat16): a bfloat16 input, float32
+// master weights. The layer runs on bfloat16 copies of the weights (oneDNN's bfloat16 kernels
+// where the CPU has them, else float32 copies) and the gradients reach the float32 masters.
+TEST_CASE("mixed precision: an LSTM on a bfloat16 input with float32 weights") {
+  manual_seed(11);
+  RNNOptions o(4, 8);
+  o.num_layers = 2;
+  LSTM lstm(o);
+  const Tensor x = randn({5, 3, 4});
+  const Tensor full = lstm.forward(x);
+  const Tensor half = lstm.forward(x.to(DType::bfloat16));
+  CHECK(half.dtype() == DType::bfloat16);
+  CHECK_CLOSE(half.to(DType::float32), full, 2e-2, 2e-2);
+  ops::sum(half.to(DType::float32)).backward();
+  for (auto& named : lstm.named_parameters()) {
+    const std::string& name = named.first;
+    CAPTURE(name);
+    CHECK(named.second.dtype() == DType::float32);
+    REQUIRE(named.second.grad().defined());
+    CHECK(named.second.grad().dtype() == DType::float32);
+    CHECK(std::isfinite(ops::sum_squares(named.second.grad())));
+    CHECK(ops::sum_squares(named.second.grad()) > 0);
   }
 }
