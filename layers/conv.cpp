@@ -59,23 +59,16 @@ Conv2d::Conv2d(int64_t in, int64_t out, ConvHW kernel, ConvHW stride, ConvHW pad
 
 Tensor Conv2d::bias() { return has_bias_ ? param("bias") : Tensor(); }
 
-namespace {
 // Mixed precision: a half-type input with float32 master weights convolves with half copies of
-// them (their gradients flow back to the float32 masters through the conversion).
-Tensor cast_like(const Tensor& t, const Tensor& x) {
-  const bool mixed = t.defined() && x.dtype() != t.dtype() &&
-                     (x.dtype() == DType::bfloat16 || x.dtype() == DType::float16) && t.dtype() == DType::float32;
-  return mixed ? t.to(x.dtype()) : t;
-}
-}  // namespace
-
+// them (half_copy_for, layers/module.h).
 Tensor Conv2d::forward(const Tensor& x) {
   const CallScope scope(*this);
-  return ops::conv2d(x, cast_like(weight(), x), cast_like(bias(), x), stride_, padding_, dilation_, groups_);
+  return ops::conv2d(x, half_copy_for(weight(), x), half_copy_for(bias(), x), stride_, padding_, dilation_, groups_);
 }
 
 Tensor Conv2d::forward_relu(const Tensor& x) {
-  return ops::conv2d_relu(x, cast_like(weight(), x), cast_like(bias(), x), stride_, padding_, dilation_, groups_);
+  return ops::conv2d_relu(x, half_copy_for(weight(), x), half_copy_for(bias(), x), stride_, padding_, dilation_,
+                          groups_);
 }
 
 // --- batch norm folded into the convolution

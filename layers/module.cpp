@@ -293,4 +293,10 @@ Tensor Sequential::forward(const Tensor& x) {
   return y;
 }
 
+Tensor half_copy_for(const Tensor& t, const Tensor& x) {
+  const bool mixed = t.defined() && x.defined() && t.dtype() == DType::float32 &&
+                     (x.dtype() == DType::bfloat16 || x.dtype() == DType::float16);
+  return mixed ? t.to(x.dtype()) : t;
+}
+
 }  // namespace kiln

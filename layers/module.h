@@ -199,4 +199,10 @@ class ModuleHolder {
   std::shared_ptr<M> impl_;
 };
 
+// Mixed precision (a float16/bfloat16 input, float32 master weights): `t` (a weight, bias or
+// initial state) as a copy in the input's half type, so the layer's op runs its half kernels (as
+// PyTorch's autocast); the gradient flows back to the float32 master through the conversion.
+// Any other combination returns `t` itself.
+Tensor half_copy_for(const Tensor& t, const Tensor& x);
+
 }  // namespace kiln

@@ -102,13 +102,8 @@ RnnOutput RNNBase::run(const Tensor& x, const Tensor& h0, const Tensor& c0, cons
   // takes its half kernels (oneDNN bfloat16, cuDNN float16) where they exist, else float32 copies;
   // the gradients flow back to the float32 masters through the conversions.
   std::vector<Tensor> w = flat_weights();
-  const DType t = x.defined() ? x.dtype() : DType::float32;
-  if (t == DType::bfloat16 || t == DType::float16) {
-    auto half = [t](const Tensor& v) { return v.defined() && v.dtype() == DType::float32 ? v.to(t) : v; };
-    for (Tensor& p : w) p = half(p);
-    return ops::rnn(x, half(h0), half(c0), w, o, lengths);
-  }
-  return ops::rnn(x, h0, c0, w, o, lengths);
+  for (Tensor& p : w) p = half_copy_for(p, x);
+  return ops::rnn(x, half_copy_for(h0, x), half_copy_for(c0, x), w, o, lengths);
 }
 
 Tensor RNNBase::forward(const Tensor& x) { return run(x, Tensor(), Tensor(), Tensor()).output; }
